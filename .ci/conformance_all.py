@@ -1,0 +1,19 @@
+"""Run the conformance suite on every backend usable on this machine; fail if any is not
+conformant.  Extra arguments are passed to `anytile conformance` (e.g. --quick)."""
+import subprocess
+import sys
+
+from anytile.runtime.discovery import list_backends
+
+usable = [r.name for r in list_backends() if r.availability.usable]
+print(f"conformance: usable backends here: {', '.join(usable) or 'none'}", flush=True)
+failed = []
+for name in usable:
+    code = subprocess.call([sys.executable, "-m", "anytile", "conformance", "--backend", name,
+                            *sys.argv[1:]])
+    if code != 0:
+        failed.append(name)
+if failed:
+    print(f"conformance: NOT CONFORMANT on {', '.join(failed)}")
+    sys.exit(1)
+print(f"conformance: every usable backend is CONFORMANT ({', '.join(usable)})")

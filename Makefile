@@ -1,0 +1,34 @@
+# make demo: set up .venv and run the example kernels on every usable device.
+# make test: set up .venv, run the tests and the conformance suite on every usable backend.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+# every distribution in the repo: core first, then each backend, plugin and the suite
+PACKAGES := . $(patsubst %/pyproject.toml,%,$(wildcard backends/*/pyproject.toml plugins/*/pyproject.toml conformance/pyproject.toml))
+STAMP  := $(VENV)/.installed
+PYTEST_ARGS ?= -q
+
+.PHONY: demo test setup clean conformance
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml $(wildcard backends/*/pyproject.toml plugins/*/pyproject.toml conformance/pyproject.toml)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
+	$(BIN)/python -m pip install -q $(foreach p,$(PACKAGES),-e $(p)) pytest
+	@touch $@
+
+demo: $(STAMP)
+	$(BIN)/anytile backends
+	@echo
+	$(BIN)/anytile demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
+	$(BIN)/python .ci/conformance_all.py --quick
+
+conformance: $(STAMP)
+	$(BIN)/python .ci/conformance_all.py --quick
+
+clean:
+	rm -rf $(VENV) build *.egg-info core/*.egg-info

@@ -1,0 +1,316 @@
+"""The plugin contract between anytile's core and its backends (API version 1).
+
+A backend is a class deriving from ``Backend``, published by any distribution under the
+``anytile.backends`` entry-point group::
+
+    [project.entry-points."anytile.backends"]
+    mybackend = "my_package.backend:MyBackend"
+
+Core discovers it with stevedore, instantiates it with no arguments, and never imports a
+backend by name.  A backend imports only this module, ``anytile.ir`` and the documented
+helpers (``anytile.codegen``); everything else in core is private.
+
+What core does, and what it asks of a backend:
+
+1. The frontend compiles the user's kernel to device-independent tile IR and runs the
+   generic passes; the result is stage ``ir`` (text in ``CompiledKernel.asm["ir"]``).
+2. ``Backend.stages(target, options)`` returns ordered, named stages.  Each takes the previous
+   stage's output (first the IR ``Module``) and the kernel's ``metadata`` dict (which it may
+   fill in) and returns its own output; its text or bytes are kept in ``asm[stage.name]``.
+   Typical lists: ``laid-out ir -> llir -> ptx -> cubin`` (LLVM-to-GPU),
+   ``laid-out ir -> llir -> asm`` (LLVM-to-host), ``opencl-c`` (source-emitting).
+3. ``Backend.load`` turns the compiled kernel into something launchable on a device;
+   ``Backend.launch`` runs it over a grid with the runtime arguments.
+4. Device memory is ``Buffer`` objects made by ``alloc`` or ``import_array``.
+
+Incompatible changes to this module bump ``API_VERSION``; core refuses (and reports) a
+backend whose ``api_version`` it does not support, without breaking the others.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+import importlib.metadata
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Optional, Sequence
+
+import numpy as np
+
+from .ir.core import Module
+from .ir.types import ScalarType, Type
+
+__all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",
+           "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "CompiledKernel",
+           "Availability", "Backend", "CAPABILITIES"]
+
+API_VERSION = 1
+SUPPORTED_API_VERSIONS = frozenset({1})
+
+#: Optional features a backend may declare in ``Backend.capabilities``; the conformance suite
+#: skips (with this reason) a case needing one that is not declared.
+CAPABILITIES = {
+    "fp64": "64-bit floating point arithmetic and memory",
+    "fp16": "16-bit IEEE floats in memory and arithmetic",
+    "bf16": "bfloat16 in memory and arithmetic",
+    "int64_atomics": "atomics on 64-bit integers",
+    "float_atomics": "atomic add/min/max on floats",
+    "dot_int8": "tl.dot on int8 inputs with int32 accumulation",
+    "device_assert": "tl.device_assert stops the launch with an error",
+    "bounds_check": "out-of-bounds accesses are reported instead of undefined",
+}
+
+
+@dataclass(frozen=True)
+class Target:
+    """What code is generated for: ``backend`` name and architecture, e.g. ``nvidia:sm_90``."""
+
+    backend: str
+    arch: str
+
+    def __str__(self) -> str:
+        return f"{self.backend}:{self.arch}"
+
+    @staticmethod
+    def parse(text: str) -> "Target":
+        backend, sep, arch = text.partition(":")
+        if not sep or not backend or not arch:
+            raise ValueError(f"target {text!r} is not of the form BACKEND:ARCH (e.g. nvidia:sm_90)")
+        return Target(backend, arch)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    """Options that change generated code; part of the compile cache key.
+
+    ``extra`` holds backend-specific options as sorted ``(key, value)`` pairs."""
+
+    num_warps: int = 4
+    num_stages: int = 3
+    debug: bool = False
+    extra: tuple = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.extra).get(key, default)
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """One device of a backend: ``name`` is what users type (``cuda:0``)."""
+
+    name: str
+    index: int
+    description: str = ""
+    properties: tuple = ()     # sorted (key, value) pairs: multiprocessor_count, warp_size, ...
+
+    @property
+    def props(self) -> dict[str, Any]:
+        return dict(self.properties)
+
+
+@dataclass(eq=False)
+class Buffer:
+    """A span of device memory owned by one backend.
+
+    ``handle`` is the backend's own (a device address, an OpenCL buffer, a NumPy array);
+    ``address`` is the flat device address when the backend has one; ``owner`` keeps an
+    imported foreign object (a NumPy array, a torch tensor) alive."""
+
+    device: DeviceInfo
+    nbytes: int
+    handle: Any
+    address: Optional[int] = None
+    owner: Any = None
+    freed: bool = False
+
+
+@dataclass(frozen=True)
+class PointerArg:
+    """A pointer argument: ``offset`` bytes into ``buffer``."""
+
+    buffer: Buffer
+    offset: int = 0
+
+    @property
+    def address(self) -> Optional[int]:
+        return None if self.buffer.address is None else self.buffer.address + self.offset
+
+
+@dataclass(frozen=True)
+class KernelArg:
+    """One runtime argument of a launch: its IR type and its value (a ``PointerArg`` for
+    pointers, a Python ``int``/``float``/``bool`` for scalars)."""
+
+    type: Type
+    value: Any
+
+
+@dataclass(frozen=True)
+class ImportedArray:
+    """A foreign array (NumPy, torch, cupy, ...) seen zero-copy as device memory."""
+
+    buffer: Buffer
+    offset: int                    # bytes from the buffer's start to element 0
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]       # in elements
+    dtype: ScalarType
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A named step of a backend's compile: ``run(previous_output, metadata) -> output``."""
+
+    name: str
+    run: Callable[[Any, dict], Any]
+
+
+@dataclass(eq=False)
+class CompiledKernel:
+    """A kernel compiled for one target: every stage's text or bytes in ``asm``, facts
+    (registers, shared memory, launch configuration, ...) in ``metadata``."""
+
+    name: str
+    target: Target
+    options: CompileOptions
+    signature: list[tuple[str, Type]]        # the runtime parameters, constexprs removed
+    constexprs: dict[str, Any]
+    asm: dict[str, Any]
+    metadata: dict[str, Any]
+    module: Module                            # device-independent IR after the generic passes
+    binary: Any = None                        # the last stage's output (``module`` if none)
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether a backend can run kernels here, and why not when it cannot."""
+
+    usable: bool
+    reason: str = ""
+
+
+class Backend(abc.ABC):
+    """The base class of every backend.  Subclasses set the class attributes and implement
+    the abstract methods; the defaults of the others are fine for most backends."""
+
+    #: the entry-point name, also the ``Target.backend`` it compiles for
+    name: ClassVar[str] = ""
+    #: the version of this contract the backend was written for
+    api_version: ClassVar[int] = API_VERSION
+    #: what device names start with (``cuda`` gives ``cuda:0``)
+    device_prefix: ClassVar[str] = ""
+    #: optional features this backend supports (keys of ``CAPABILITIES``)
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: True for backends whose memory is the host's (NumPy arrays are used in place)
+    host_memory: ClassVar[bool] = False
+
+    # -- identity and availability --------------------------------------------------------------
+    def version(self) -> str:
+        """The version of the distribution that ships this backend."""
+        module = type(self).__module__.split(".")[0]
+        for dist, pkgs in _packages_distributions().items():
+            if module in pkgs:
+                try:
+                    return importlib.metadata.version(dist)
+                except importlib.metadata.PackageNotFoundError:
+                    break
+        return "unknown"
+
+    @abc.abstractmethod
+    def availability(self) -> Availability:
+        """Whether kernels can run here (a driver and a device are present), and why not."""
+
+    @abc.abstractmethod
+    def devices(self) -> list[DeviceInfo]:
+        """The devices usable now (empty when unavailable)."""
+
+    def describe(self) -> dict[str, Any]:
+        """Extra facts for ``anytile backends`` (CPU name, vector width, driver version...)."""
+        return {}
+
+    # -- compilation ---------------------------------------------------------------------------
+    @abc.abstractmethod
+    def targets(self) -> list[str]:
+        """Architectures this backend can compile for without a device (``["sm_80", ...]``)."""
+
+    @abc.abstractmethod
+    def target_of(self, device: DeviceInfo) -> Target:
+        """The target to compile for to run on ``device``."""
+
+    def parse_options(self, **options: Any) -> CompileOptions:
+        """Launch keyword options -> ``CompileOptions``.  Unknown keys raise ``TypeError``
+        unless the backend accepts them (override ``extra_option_names``)."""
+        known = {f.name for f in dataclasses.fields(CompileOptions)} - {"extra"}
+        base = {k: v for k, v in options.items() if k in known}
+        extra = {k: v for k, v in options.items() if k not in known}
+        unknown = set(extra) - set(self.extra_option_names())
+        if unknown:
+            raise TypeError(f"backend '{self.name}' has no option(s) {sorted(unknown)}; "
+                            f"known: {sorted(known | set(self.extra_option_names()))}")
+        nw = base.get("num_warps", 4)
+        if not isinstance(nw, int) or nw < 1 or nw & (nw - 1):
+            raise ValueError(f"num_warps must be a power of 2, got {nw!r}")
+        return CompileOptions(**base, extra=tuple(sorted(extra.items())))
+
+    def extra_option_names(self) -> Sequence[str]:
+        """Backend-specific launch options this backend accepts."""
+        return ()
+
+    @abc.abstractmethod
+    def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
+        """The ordered compile stages after ``ir`` (may be empty for an IR interpreter)."""
+
+    # -- running -------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def load(self, kernel: CompiledKernel, device: DeviceInfo) -> Any:
+        """Make ``kernel`` launchable on ``device``; the result is passed to ``launch``."""
+
+    @abc.abstractmethod
+    def launch(self, loaded: Any, grid: tuple[int, int, int], args: Sequence[KernelArg],
+               device: DeviceInfo, stream: Any = None) -> None:
+        """Run the loaded kernel over ``grid`` programs with ``args`` (one per runtime
+        parameter, in signature order).  Errors found while running raise ``LaunchError``."""
+
+    def synchronize(self, device: DeviceInfo) -> None:
+        """Wait until all work queued on ``device`` is done."""
+
+    # -- memory --------------------------------------------------------------------------------
+    @abc.abstractmethod
+    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
+        """``nbytes`` of uninitialised device memory, aligned to at least 256 bytes."""
+
+    @abc.abstractmethod
+    def free(self, buffer: Buffer) -> None:
+        """Release memory made by ``alloc`` (never called for imported buffers)."""
+
+    @abc.abstractmethod
+    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        """Copy the C-contiguous ``host`` array's bytes to ``buffer`` at byte ``offset``."""
+
+    @abc.abstractmethod
+    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        """Fill the C-contiguous ``host`` array from ``buffer`` at byte ``offset``."""
+
+    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+        """See a foreign array in place, or return ``None`` when this backend cannot.
+        Host-memory backends get NumPy arrays handled by core; override for others
+        (``__cuda_array_interface__``, DLPack, ...)."""
+        return None
+
+
+_PKG_DISTS: Optional[dict[str, list[str]]] = None
+
+
+def _packages_distributions() -> dict[str, list[str]]:
+    global _PKG_DISTS
+    if _PKG_DISTS is None:
+        inverted: dict[str, list[str]] = {}
+        for pkg, dists in importlib.metadata.packages_distributions().items():
+            for d in dists:
+                inverted.setdefault(d, []).append(pkg)
+        _PKG_DISTS = inverted
+    return _PKG_DISTS
+
+
+def numpy_view_of(host: np.ndarray) -> np.ndarray:
+    """``host`` as a flat C-contiguous ``uint8`` view (helper for ``copy_*`` methods)."""
+    return np.ascontiguousarray(host).reshape(-1).view(np.uint8)
+

@@ -1,0 +1,212 @@
+"""The ``anytile`` command: ``backends``, ``compile``, ``demo``, ``conformance``."""
+from __future__ import annotations
+
+import argparse
+import ast
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+__all__ = ["main"]
+
+
+def _table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
+
+
+# -- anytile backends -------------------------------------------------------------------------
+def cmd_backends(args: argparse.Namespace) -> int:
+    from .runtime.discovery import list_backends
+
+    rows, report = [], []
+    for record in list_backends():
+        avail = record.availability
+        devices: list[str] = []
+        extra: dict[str, Any] = {}
+        if record.backend is not None and avail.usable:
+            try:
+                devices = [f"{d.name} ({d.description})" if d.description else d.name
+                           for d in record.backend.devices()]
+                extra = record.backend.describe()
+            except Exception as exc:
+                extra = {"error": f"{type(exc).__name__}: {exc}"}
+        why = "" if avail.usable else avail.reason
+        notes = ", ".join(f"{k}={v}" for k, v in extra.items()) if avail.usable else why
+        rows.append([record.name, record.version, str(record.api_version or "?"),
+                     "yes" if avail.usable else "no", "; ".join(devices) or "-", notes])
+        report.append({"name": record.name, "version": record.version,
+                       "api_version": record.api_version, "usable": avail.usable,
+                       "reason": why, "devices": devices, "describe": extra,
+                       "entry_point": record.entry_point})
+    if args.json:
+        print(json.dumps(report, indent=2, default=str))
+    elif not rows:
+        print("no anytile backends are installed")
+    else:
+        print(_table(rows, ["backend", "version", "api", "usable", "devices", "notes / why not"]))
+    return 0
+
+
+# -- anytile compile --------------------------------------------------------------------------
+def _load_module(path: Path) -> Any:
+    name = f"anytile_user_{abs(hash(str(path.resolve())))}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"anytile: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _parse_pairs(items: Sequence[str], what: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        for part in item.split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            if not sep:
+                raise SystemExit(f"anytile: {what} '{part}' is not of the form NAME=VALUE")
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _literal(text: str) -> Any:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def cmd_compile(args: argparse.Namespace) -> int:
+    from .runtime.compiler import compile as aot_compile
+    from .runtime.jit import JITFunction
+
+    file_part, sep, kernel_name = args.kernel.rpartition(":")
+    if not sep:
+        raise SystemExit("anytile: name the kernel as FILE.py:KERNEL")
+    module = _load_module(Path(file_part))
+    kernel = getattr(module, kernel_name, None)
+    if not isinstance(kernel, JITFunction):
+        raise SystemExit(f"anytile: {file_part} has no @anytile.jit function '{kernel_name}'")
+    constexprs = {k: _literal(v) for k, v in _parse_pairs(args.constexpr, "constexpr").items()}
+    compiled = aot_compile(kernel, target=args.target,
+                           signature=_parse_pairs(args.signature, "signature"),
+                           constexprs=constexprs, num_warps=args.num_warps,
+                           num_stages=args.num_stages)
+    if args.emit == "list":
+        print("\n".join(compiled.asm))
+        return 0
+    if args.emit == "metadata":
+        print(json.dumps(compiled.metadata, indent=2, default=str))
+        return 0
+    if args.emit not in compiled.asm:
+        raise SystemExit(f"anytile: no stage '{args.emit}'; stages: {', '.join(compiled.asm)}")
+    text = compiled.asm[args.emit]
+    if isinstance(text, bytes):
+        if args.output:
+            Path(args.output).write_bytes(text)
+            return 0
+        sys.stdout.buffer.write(text)
+        return 0
+    if args.output:
+        Path(args.output).write_text(text)
+    else:
+        print(text)
+    return 0
+
+
+# -- anytile demo -----------------------------------------------------------------------------
+def _default_examples_dir() -> Optional[Path]:
+    # an editable install or a checkout: core/anytile/cli.py -> <repo>/examples
+    candidate = Path(__file__).resolve().parents[2] / "examples"
+    return candidate if candidate.is_dir() else None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .runtime.devices import device as get_device, devices
+
+    folder = Path(args.examples) if args.examples else _default_examples_dir()
+    if folder is None or not folder.is_dir():
+        raise SystemExit("anytile: no examples folder found; pass --examples DIR")
+    targets = [get_device(d) for d in args.device] if args.device else devices()
+    examples = [(p.stem, _load_module(p)) for p in sorted(folder.glob("*.py"))
+                if not p.name.startswith("_")]
+    examples = [(n, m) for n, m in examples if hasattr(m, "check")]
+    rows, failed = [], 0
+    for name, module in examples:
+        for dev in targets:
+            started = time.perf_counter()
+            try:
+                result = module.check(dev)
+                status = "ok" if result.get("ok", False) else "WRONG"
+                detail = result.get("detail", "")
+            except Exception as exc:
+                status, detail = "ERROR", f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+            failed += status != "ok"
+            rows.append([name, str(dev), status, f"{time.perf_counter() - started:.2f}s", detail])
+    print(_table(rows, ["example", "device", "result", "time", "detail"]))
+    print(f"\n{len(rows) - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+# -- anytile conformance ----------------------------------------------------------------------
+def cmd_conformance(argv: list[str]) -> int:
+    try:
+        from anytile_conformance.cli import main as conformance_main  # type: ignore
+    except ImportError:
+        print("anytile: the conformance suite is not installed "
+              "(pip install -e conformance, or pip install anytile-conformance)", file=sys.stderr)
+        return 2
+    return int(conformance_main(argv) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="anytile", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("backends", help="list installed backends, their devices, and why not")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p = sub.add_parser("compile", help="compile a kernel ahead of time and print one stage")
+    p.add_argument("kernel", help="FILE.py:KERNEL")
+    p.add_argument("--target", required=True, help="e.g. nvidia:sm_90, cpu:<cpu name>, interpreter:reference")
+    p.add_argument("--signature", action="append", default=[],
+                   help="NAME=TYPE[,NAME=TYPE...], e.g. x_ptr=*fp32,n=i32 (':16' marks divisibility)")
+    p.add_argument("--constexpr", action="append", default=[], help="NAME=VALUE (repeatable)")
+    p.add_argument("--num-warps", type=int, default=4)
+    p.add_argument("--num-stages", type=int, default=3)
+    p.add_argument("--emit", default="ir", help="stage to print ('list' lists them; 'metadata')")
+    p.add_argument("-o", "--output", help="write the stage to this file")
+    p = sub.add_parser("demo", help="run the example kernels on every usable device")
+    p.add_argument("--examples", help="folder of example scripts (default: the repo's examples/)")
+    p.add_argument("--device", action="append", default=[], help="only these devices")
+    sub.add_parser("conformance", help="run the conformance suite (anytile conformance --help)",
+                   add_help=False)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from .errors import AnytileError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "conformance":
+        return cmd_conformance(argv[1:])
+    args = build_parser().parse_args(argv)
+    handler = {"backends": cmd_backends, "compile": cmd_compile, "demo": cmd_demo}[args.command]
+    try:
+        return handler(args)
+    except AnytileError as exc:
+        print(f"anytile: error: {exc}", file=sys.stderr)
+        return 1
+    except (TypeError, ValueError) as exc:
+        print(f"anytile: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

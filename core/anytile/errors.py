@@ -1,0 +1,68 @@
+"""The exceptions anytile raises to users.
+
+Every error that is the user's doing names the kernel's file:line.  ``CompilationError`` is
+raised by one choke point in the frontend; launch-time errors (out-of-bounds access, failed
+``device_assert``) come from the backend that detected them, with the op's location."""
+from __future__ import annotations
+
+from typing import Optional
+
+from .ir.core import Loc
+
+__all__ = ["AnytileError", "CompilationError", "LaunchError", "OutOfBoundsError",
+           "DeviceAssertError", "BackendError", "format_source_excerpt"]
+
+
+class AnytileError(Exception):
+    """Base class of anytile's errors."""
+
+
+def format_source_excerpt(loc: Optional[Loc], source_line: Optional[str]) -> str:
+    """``file:line:col`` followed by the source line and a caret under the column."""
+    if loc is None:
+        return ""
+    text = f"{loc.file}:{loc.line}:{loc.col + 1}"
+    if loc.func:
+        text += f" (in {loc.func})"
+    if source_line:
+        stripped = source_line.rstrip("\n")
+        indent = len(stripped) - len(stripped.lstrip())
+        col = max(loc.col, indent)
+        text += "\n    " + stripped[indent:] + "\n    " + " " * (col - indent) + "^"
+    return text
+
+
+class CompilationError(AnytileError):
+    """A kernel could not be compiled: the message names the kernel's file:line, shows the
+    source line with a caret, and says what was expected and what was found."""
+
+    def __init__(self, message: str, loc: Optional[Loc] = None,
+                 source_line: Optional[str] = None) -> None:
+        self.message = message
+        self.loc = loc
+        self.source_line = source_line
+        excerpt = format_source_excerpt(loc, source_line)
+        super().__init__(f"{excerpt}\n{message}" if excerpt else message)
+
+
+class LaunchError(AnytileError):
+    """A kernel failed while running, or could not be launched."""
+
+    def __init__(self, message: str, loc: Optional[Loc] = None,
+                 source_line: Optional[str] = None) -> None:
+        self.message = message
+        self.loc = loc
+        excerpt = format_source_excerpt(loc, source_line)
+        super().__init__(f"{excerpt}\n{message}" if excerpt else message)
+
+
+class OutOfBoundsError(LaunchError):
+    """An unmasked load, store or atomic touched memory outside every live allocation."""
+
+
+class DeviceAssertError(LaunchError):
+    """A ``tl.device_assert`` failed."""
+
+
+class BackendError(AnytileError):
+    """A backend is missing, broken, incompatible or cannot serve the request."""

@@ -1,0 +1,213 @@
+"""Types of anytile's tile IR.
+
+Every IR value has one of three types:
+
+* ``ScalarType``  -- one number: ``i1 i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64``;
+* ``PointerType`` -- one address of global memory holding elements of a scalar type;
+* ``TileType``    -- a statically shaped block of scalars or pointers, optionally annotated
+  with a backend layout (only after a backend's layout stage; the device-independent IR
+  never carries one).
+
+Types are immutable and hashable; compare them with ``==``.  Their text form is the one the
+printer writes and the parser reads: ``f32``, ``ptr<f16>``, ``tile<64x32xf32>``,
+``tile<128xptr<i8>>``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "ScalarType", "PointerType", "TileType", "Type", "ElemType",
+    "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
+    "SCALAR_TYPES", "scalar_type", "from_numpy", "elem_type", "shape_of", "with_shape",
+    "parse_type",
+]
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A scalar element type: ``kind`` is 'int', 'uint' or 'float' (``i1`` is kind 'int')."""
+
+    name: str
+    kind: str
+    bits: int
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "int" and self.bits != 1
+
+    @property
+    def is_unsigned(self) -> bool:
+        return self.kind == "uint"
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.bits == 1
+
+    @property
+    def nbytes(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def np(self) -> np.dtype:
+        """The NumPy dtype that stores this type (``i1`` is stored as ``bool``)."""
+        return _NUMPY[self.name]
+
+    @property
+    def fp_mantissa_bits(self) -> int:
+        return {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}[self.name]
+
+    def __str__(self) -> str:
+        return self.name
+
+    __repr__ = __str__
+
+
+@dataclass(frozen=True)
+class PointerType:
+    """An address of global memory whose elements are ``pointee``."""
+
+    pointee: ScalarType
+    address_space: int = 1
+
+    @property
+    def nbytes(self) -> int:
+        return 8
+
+    def __str__(self) -> str:
+        return f"ptr<{self.pointee}>"
+
+    __repr__ = __str__
+
+
+ElemType = Union[ScalarType, PointerType]
+
+
+@dataclass(frozen=True)
+class TileType:
+    """A block of ``shape`` elements of ``elem``.
+
+    ``layout`` is ``None`` in device-independent IR; a backend's layout stage may set it to
+    any hashable object with a ``__str__`` (see ``anytile.ir.layouts``)."""
+
+    shape: tuple[int, ...]
+    elem: ElemType
+    layout: Any = field(default=None, compare=True)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(s) for s in self.shape))
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def __str__(self) -> str:
+        dims = "x".join(str(s) for s in self.shape)
+        lay = f", {self.layout}" if self.layout is not None else ""
+        return f"tile<{dims}x{self.elem}{lay}>"
+
+    __repr__ = __str__
+
+
+Type = Union[ScalarType, PointerType, TileType]
+
+i1 = ScalarType("i1", "int", 1)
+i8 = ScalarType("i8", "int", 8)
+i16 = ScalarType("i16", "int", 16)
+i32 = ScalarType("i32", "int", 32)
+i64 = ScalarType("i64", "int", 64)
+u8 = ScalarType("u8", "uint", 8)
+u16 = ScalarType("u16", "uint", 16)
+u32 = ScalarType("u32", "uint", 32)
+u64 = ScalarType("u64", "uint", 64)
+f16 = ScalarType("f16", "float", 16)
+bf16 = ScalarType("bf16", "float", 16)
+f32 = ScalarType("f32", "float", 32)
+f64 = ScalarType("f64", "float", 64)
+
+SCALAR_TYPES: dict[str, ScalarType] = {
+    t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
+}
+
+_NUMPY: dict[str, np.dtype] = {
+    "i1": np.dtype(np.bool_), "i8": np.dtype(np.int8), "i16": np.dtype(np.int16),
+    "i32": np.dtype(np.int32), "i64": np.dtype(np.int64), "u8": np.dtype(np.uint8),
+    "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
+    "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+    "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+}
+_FROM_NUMPY = {v: SCALAR_TYPES[k] for k, v in _NUMPY.items()}
+
+
+def scalar_type(name: str) -> ScalarType:
+    """The scalar type called ``name`` (``'f32'``); raises ``KeyError`` for unknown names."""
+    return SCALAR_TYPES[name]
+
+
+def from_numpy(dtype: Any) -> ScalarType:
+    """The scalar type stored by NumPy dtype ``dtype``; raises ``TypeError`` if none."""
+    try:
+        return _FROM_NUMPY[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise TypeError(f"NumPy dtype {dtype!r} has no anytile equivalent") from None
+
+
+def elem_type(t: Type) -> ElemType:
+    """The element type of a tile, or the type itself for scalars and pointers."""
+    return t.elem if isinstance(t, TileType) else t
+
+
+def shape_of(t: Type) -> tuple[int, ...]:
+    """The shape of a tile type; ``()`` for scalars and pointers."""
+    return t.shape if isinstance(t, TileType) else ()
+
+
+def with_shape(elem: ElemType, shape: tuple[int, ...]) -> Type:
+    """``elem`` itself when ``shape`` is ``()``, else a tile of that shape."""
+    return TileType(tuple(shape), elem) if shape else elem
+
+
+def parse_type(text: str) -> Type:
+    """Parse the text form of a type (the inverse of ``str``); layouts are not parsed."""
+    text = text.strip()
+    if text in SCALAR_TYPES:
+        return SCALAR_TYPES[text]
+    if text.startswith("ptr<") and text.endswith(">"):
+        inner = parse_type(text[4:-1])
+        if not isinstance(inner, ScalarType):
+            raise ValueError(f"pointer to non-scalar type in {text!r}")
+        return PointerType(inner)
+    if text.startswith("tile<") and text.endswith(">"):
+        body = text[5:-1]
+        dims: list[int] = []
+        while True:
+            head, sep, rest = body.partition("x")
+            if sep and head.isdigit():
+                dims.append(int(head))
+                body = rest
+            else:
+                break
+        elem = parse_type(body)
+        if isinstance(elem, TileType) or not dims:
+            raise ValueError(f"malformed tile type {text!r}")
+        return TileType(tuple(dims), elem)
+    raise ValueError(f"unknown type {text!r}")

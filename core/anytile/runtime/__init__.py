@@ -1,0 +1,1 @@
+"""Running kernels: ``@jit``, launching, arrays, devices, backend discovery, compilation."""

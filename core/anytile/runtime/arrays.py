@@ -1,0 +1,250 @@
+"""``at.Array``: an n-d array in a device's memory, and the functions that make one."""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from ..backend import Buffer, ImportedArray
+from ..ir.types import ScalarType, from_numpy
+from .devices import Device, device as get_device
+
+__all__ = ["Array", "asarray", "empty", "zeros", "full", "empty_like", "zeros_like",
+           "to_scalar_type"]
+
+ShapeLike = Union[int, Sequence[int]]
+
+
+def to_scalar_type(dtype: Any) -> ScalarType:
+    """A NumPy dtype (or its name), a ``tl`` dtype or an IR scalar type -> IR scalar type."""
+    if isinstance(dtype, ScalarType):
+        return dtype
+    ir_type = getattr(dtype, "ir", None)            # tl.float32 and friends
+    if isinstance(ir_type, ScalarType):
+        return ir_type
+    try:
+        return from_numpy(np.dtype(dtype))
+    except TypeError:
+        raise TypeError(f"{dtype!r} is not a dtype anytile supports (use a NumPy dtype such as "
+                        f"np.float32 or a tl dtype such as tl.bfloat16)") from None
+
+
+def _normalize_shape(shape: ShapeLike) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    out = tuple(int(s) for s in shape)
+    if any(s < 0 for s in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+class Array:
+    """An array living in ``device``'s memory.
+
+    ``strides`` are in elements (``stride(i)`` as in torch; ``.strides`` in bytes as in NumPy).
+    Arrays made by ``empty``/``asarray`` own their memory and free it when collected."""
+
+    def __init__(self, buffer: Buffer, shape: tuple[int, ...], dtype: ScalarType,
+                 device: Device, strides: Optional[tuple[int, ...]] = None, offset: int = 0,
+                 owns: bool = False) -> None:
+        self._buffer = buffer
+        self.shape = shape
+        self._dtype = dtype
+        self.device = device
+        self._strides = strides if strides is not None else _contiguous_strides(shape)
+        self._offset = offset
+        if owns:
+            weakref.finalize(self, _free, device.backend, buffer)
+
+    # -- properties (NumPy/torch names) ------------------------------------------------------
+    @property
+    def dtype(self) -> np.dtype:
+        return self._dtype.np
+
+    @property
+    def element_type(self) -> ScalarType:
+        return self._dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        return tuple(s * self.itemsize for s in self._strides)
+
+    def stride(self, dim: Optional[int] = None) -> Any:
+        return self._strides if dim is None else self._strides[dim]
+
+    def numel(self) -> int:
+        return self.size
+
+    @property
+    def buffer(self) -> Buffer:
+        return self._buffer
+
+    @property
+    def offset(self) -> int:
+        """Bytes from the buffer's start to element 0."""
+        return self._offset
+
+    def data_ptr(self) -> Optional[int]:
+        """The device address of element 0 (``None`` for backends without flat addresses)."""
+        base = self._buffer.address
+        return None if base is None else base + self._offset
+
+    @property
+    def is_contiguous(self) -> bool:
+        return self._strides == _contiguous_strides(self.shape)
+
+    # -- copies ----------------------------------------------------------------------------------
+    def _span(self) -> tuple[int, int]:
+        """(first, last+1) element offsets touched by this view, relative to element 0."""
+        if self.size == 0:
+            return 0, 0
+        lo = sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self._strides))
+        hi = sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self._strides))
+        return lo, hi + 1
+
+    def numpy(self) -> np.ndarray:
+        """A NumPy copy of the contents (waits for queued work on the device)."""
+        self.device.backend.synchronize(self.device.info)
+        if self.is_contiguous:
+            out = np.empty(self.shape, dtype=self.dtype)
+            if self.size:
+                self.device.backend.copy_to_host(self._buffer, self._offset, out)
+            return out
+        lo, hi = self._span()
+        flat = np.empty(hi - lo, dtype=self.dtype)
+        if flat.size:
+            self.device.backend.copy_to_host(self._buffer, self._offset + lo * self.itemsize, flat)
+        view = np.lib.stride_tricks.as_strided(
+            flat[-lo:] if lo else flat, shape=self.shape, strides=self.strides)
+        return view.copy()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        out = self.numpy()
+        return out if dtype is None else out.astype(dtype)
+
+    def copy_from(self, host: Any) -> "Array":
+        """Overwrite the contents with ``host`` (a NumPy array or array-like of this shape)."""
+        data = np.ascontiguousarray(np.asarray(host, dtype=self.dtype))
+        if data.shape != self.shape:
+            raise ValueError(f"cannot copy an array of shape {data.shape} into one of shape {self.shape}")
+        if not self.is_contiguous:
+            raise ValueError("copy_from needs a contiguous destination")
+        if data.size:
+            self.device.backend.copy_to_device(self._buffer, self._offset, data)
+        return self
+
+    def __repr__(self) -> str:
+        return f"anytile.Array(shape={self.shape}, dtype={self._dtype}, device='{self.device}')"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+
+def _free(backend: Any, buffer: Buffer) -> None:
+    if not buffer.freed:
+        buffer.freed = True
+        try:
+            backend.free(buffer)
+        except Exception:
+            pass  # freeing at interpreter exit must never raise
+
+
+def _resolve_device(device: Any) -> Device:
+    return get_device(device)
+
+
+def empty(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
+    """An uninitialised array on ``device`` (default: the default device)."""
+    dev = _resolve_device(device)
+    st = to_scalar_type(dtype)
+    shape_t = _normalize_shape(shape)
+    nbytes = max(1, int(np.prod(shape_t, dtype=np.int64)) * st.nbytes)
+    buf = dev.backend.alloc(dev.info, nbytes)
+    return Array(buf, shape_t, st, dev, owns=True)
+
+
+def full(shape: ShapeLike, value: Any, dtype: Any = np.float32, device: Any = None) -> Array:
+    out = empty(shape, dtype, device)
+    return out.copy_from(np.full(out.shape, value, dtype=out.dtype))
+
+
+def zeros(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
+    return full(shape, 0, dtype, device)
+
+
+def empty_like(a: Any, dtype: Any = None, device: Any = None) -> Array:
+    """An uninitialised array with ``a``'s shape, dtype and device (each may be overridden)."""
+    dev = device if device is not None else (a.device if isinstance(a, Array) else None)
+    return empty(tuple(a.shape), dtype if dtype is not None else a.dtype, dev)
+
+
+def zeros_like(a: Any, dtype: Any = None, device: Any = None) -> Array:
+    out = empty_like(a, dtype, device)
+    return out.copy_from(np.zeros(out.shape, dtype=out.dtype))
+
+
+def import_foreign(obj: Any, dev: Device) -> Optional[Array]:
+    """``obj`` seen in place on ``dev`` through the backend's ``import_array``, or ``None``."""
+    imported: Optional[ImportedArray] = dev.backend.import_array(obj, dev.info)
+    if imported is None:
+        return None
+    return Array(imported.buffer, tuple(imported.shape), imported.dtype, dev,
+                 tuple(imported.strides), imported.offset)
+
+
+def asarray(obj: Any, dtype: Any = None, device: Any = None) -> Array:
+    """``obj`` (an ``Array``, a NumPy array, anything NumPy or the backend understands) as an
+    ``Array`` on ``device``.  No copy is made when the memory can be used in place (host
+    backends and NumPy arrays of the right dtype; GPU backends and CUDA arrays)."""
+    dev = _resolve_device(device if device is not None else
+                          (obj.device if isinstance(obj, Array) else None))
+    want = to_scalar_type(dtype) if dtype is not None else None
+    if isinstance(obj, Array):
+        if obj.device == dev and (want is None or want == obj.element_type):
+            return obj
+        obj = obj.numpy()
+    if want is None or _foreign_dtype_matches(obj, want):
+        seen = import_foreign(obj, dev)
+        if seen is not None:
+            return seen
+    host = np.asarray(obj)
+    if want is not None:
+        host = host.astype(want.np, copy=False)
+    to_scalar_type(host.dtype)  # a clear error for object/complex/str arrays
+    out = empty(host.shape, host.dtype, dev)
+    return out.copy_from(host)
+
+
+def _foreign_dtype_matches(obj: Any, want: ScalarType) -> bool:
+    dtype = getattr(obj, "dtype", None)
+    try:
+        return dtype is not None and to_scalar_type(dtype) == want
+    except TypeError:
+        return False

@@ -1,0 +1,41 @@
+"""Shared fixtures: ``device`` runs a test on every usable device (interpreter, cpu, ...)."""
+import zlib
+
+import numpy as np
+import pytest
+
+
+def _usable_devices():
+    import anytile as at
+    return [d.name for d in at.devices()]
+
+
+def pytest_generate_tests(metafunc):
+    if "device" in metafunc.fixturenames:
+        metafunc.parametrize("device", _usable_devices(), indirect=True)
+
+
+@pytest.fixture
+def device(request):
+    import anytile as at
+    return at.device(request.param)
+
+
+@pytest.fixture
+def rng(request):
+    # a recorded seed per test, so a failure is reproducible
+    return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def poison():
+    """``poison(shape, dtype)``: an output array no correct kernel leaves unchanged."""
+    return poisoned
+
+
+def poisoned(shape, dtype):
+    """An output buffer full of a value no correct kernel writes (NaN for floats)."""
+    dtype = np.dtype(dtype)
+    if dtype.kind == "f":
+        return np.full(shape, np.nan, dtype)
+    return np.full(shape, np.iinfo(dtype).min + 7 if dtype.kind == "i" else np.iinfo(dtype).max - 7, dtype)

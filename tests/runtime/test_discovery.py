@@ -1,0 +1,66 @@
+"""Discovery of plugins through the anytile.backends entry points, with broken ones."""
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.runtime.discovery import discover
+
+
+def test_interpreter_is_always_discovered_and_usable():
+    record = discover()["interpreter"]
+    assert record.loaded and record.availability.usable
+    assert at.device("interpreter").name == "interpreter:0"
+
+
+def test_broken_plugins_are_reported_and_do_not_break_others(plugin_path):
+    records = discover()
+    assert records["numpy-source"].loaded
+    assert records["numpy-source"].version == "1.2.3"
+    assert "failed to import" in records["broken"].error
+    assert "broken on purpose" in records["broken"].error
+    assert "API version 99" in records["from-the-future"].error
+    assert "not a subclass" in records["not-a-backend"].error
+    assert records["interpreter"].loaded
+
+
+def test_asking_for_a_broken_backend_says_why(plugin_path):
+    with pytest.raises(at.BackendError, match="API version 99"):
+        at.get_backend("from-the-future")
+    with pytest.raises(at.BackendError, match="broken on purpose"):
+        at.device("broken")
+    with pytest.raises(at.BackendError, match="no anytile backend named 'nope'"):
+        at.get_backend("nope")
+
+
+def test_cli_lists_every_plugin_with_reasons(plugin_path):
+    out = subprocess.run([sys.executable, "-m", "anytile", "backends"], capture_output=True,
+                         text=True, check=True).stdout
+    for name in ("interpreter", "numpy-source", "broken", "from-the-future", "not-a-backend"):
+        assert name in out
+    assert "broken on purpose" in out and "API version 99" in out
+    assert "npsrc:0" in out
+
+
+@at.jit
+def _add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+             mask=mask)
+
+
+def test_a_plugin_written_against_the_public_contract_runs_kernels(plugin_path):
+    dev = at.device("npsrc:0")
+    rng = np.random.default_rng(7)
+    xh = rng.standard_normal(1000).astype(np.float32)
+    yh = rng.standard_normal(1000).astype(np.float32)
+    x, y = at.asarray(xh, device=dev), at.asarray(yh, device=dev)
+    out = at.asarray(np.full(1000, np.nan, np.float32), device=dev)
+    compiled = _add_kernel[(at.cdiv(1000, 128),)](x, y, out, 1000, BLOCK=128)
+    assert "def kernel(" in compiled.asm["python-src"]
+    assert list(compiled.asm) == ["ir", "python-src"]
+    np.testing.assert_array_equal(out.numpy(), xh + yh)
