@@ -8,7 +8,7 @@ PACKAGES := . $(patsubst %/pyproject.toml,%,$(wildcard backends/*/pyproject.toml
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?= -q
 
-.PHONY: demo test setup clean conformance
+.PHONY: demo test setup clean conformance bench-cpu
 
 setup: $(STAMP)
 
@@ -32,3 +32,7 @@ conformance: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info
+
+bench-cpu: $(STAMP)
+	$(BIN)/python -m pip install -q numba
+	$(BIN)/python benchmarks/cpu.py --out benchmarks/cpu_results.md

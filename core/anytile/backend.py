@@ -32,7 +32,7 @@ import abc
 import dataclasses
 import importlib.metadata
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Optional, Sequence
+from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -123,9 +123,9 @@ class Buffer:
     freed: bool = False
 
 
-@dataclass(frozen=True)
-class PointerArg:
-    """A pointer argument: ``offset`` bytes into ``buffer``."""
+class PointerArg(NamedTuple):
+    """A pointer argument: ``offset`` bytes into ``buffer``.  (A named tuple: launches build
+    these on the hot path.)"""
 
     buffer: Buffer
     offset: int = 0
@@ -135,8 +135,7 @@ class PointerArg:
         return None if self.buffer.address is None else self.buffer.address + self.offset
 
 
-@dataclass(frozen=True)
-class KernelArg:
+class KernelArg(NamedTuple):
     """One runtime argument of a launch: its IR type and its value (a ``PointerArg`` for
     pointers, a Python ``int``/``float``/``bool`` for scalars)."""
 
@@ -296,18 +295,12 @@ class Backend(abc.ABC):
         return None
 
 
-_PKG_DISTS: Optional[dict[str, list[str]]] = None
-
-
 def _packages_distributions() -> dict[str, list[str]]:
-    global _PKG_DISTS
-    if _PKG_DISTS is None:
-        inverted: dict[str, list[str]] = {}
-        for pkg, dists in importlib.metadata.packages_distributions().items():
-            for d in dists:
-                inverted.setdefault(d, []).append(pkg)
-        _PKG_DISTS = inverted
-    return _PKG_DISTS
+    inverted: dict[str, list[str]] = {}
+    for pkg, dists in importlib.metadata.packages_distributions().items():
+        for d in dists:
+            inverted.setdefault(d, []).append(pkg)
+    return inverted
 
 
 def numpy_view_of(host: np.ndarray) -> np.ndarray:

@@ -56,9 +56,11 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _load_records() -> dict[str, PluginRecord]:
+def _load_records(refresh: bool) -> dict[str, PluginRecord]:
     from stevedore import ExtensionManager
 
+    if refresh:  # stevedore keeps entry points per group for the life of the process
+        getattr(ExtensionManager, "ENTRY_POINT_CACHE", {}).pop(GROUP, None)
     failures: dict[str, PluginRecord] = {}
 
     def on_failure(_manager: Any, entry_point: Any, exc: BaseException) -> None:
@@ -68,7 +70,10 @@ def _load_records() -> dict[str, PluginRecord]:
     manager = ExtensionManager(GROUP, invoke_on_load=False, on_load_failure_callback=on_failure)
     records: dict[str, PluginRecord] = dict(failures)
     for ext in manager.extensions:
-        records[ext.name] = _record_for(ext.name, ext.entry_point.value, ext.plugin)
+        record = records[ext.name] = _record_for(ext.name, ext.entry_point.value, ext.plugin)
+        dist = getattr(ext.entry_point, "dist", None)
+        if dist is not None and record.loaded:
+            record.version = dist.version
     return records
 
 
@@ -99,7 +104,7 @@ def discover(refresh: bool = False) -> dict[str, PluginRecord]:
     global _records
     with _lock:
         if _records is None or refresh:
-            _records = _load_records()
+            _records = _load_records(refresh)
         return {**_records, **_registered}
 
 

@@ -79,84 +79,108 @@ def _is_array_like(value: Any) -> bool:
         hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
 
 
-class _Specialised:
-    """The result of looking at the arguments once: types, attrs, constexprs, launch args."""
+def _fingerprint(fn: Any, name: str, value: Any, no_spec: bool) -> Any:
+    """What the compiled code depends on for one argument (cheap: runs on every launch)."""
+    cls = type(value)
+    if cls is Array:
+        if no_spec:
+            return (value._dtype, False)
+        address = value.data_ptr()
+        return (value._dtype, (address if address is not None else value.offset) % 16 == 0)
+    if cls is bool or cls is np.bool_:
+        return i1
+    if cls is int or isinstance(value, (int, np.integer)):
+        value = int(value)
+        return (_int_type(value), not no_spec and value % 16 == 0)
+    if cls is float or isinstance(value, (float, np.floating)):
+        return f32
+    raise TypeError(f"{fn.__name__}: argument '{name}' is a {cls.__name__}; kernel "
+                    f"arguments are arrays, ints, floats, bools or constexprs")
 
-    __slots__ = ("key", "arg_types", "arg_attrs", "constexprs", "kernel_args", "writebacks")
 
-    def __init__(self) -> None:
-        self.arg_types: dict[str, Type] = {}
-        self.arg_attrs: dict[str, dict] = {}
-        self.constexprs: dict[str, Any] = {}
-        self.kernel_args: list[KernelArg] = []
-        self.writebacks: list[tuple[np.ndarray, Array]] = []
-
-
-def _specialise(fn: Any, bound: dict[str, Any], dev: Device) -> _Specialised:
-    spec = _Specialised()
-    key: list[Any] = []
-    no_spec = set(fn.do_not_specialize)
-    for index, name in enumerate(fn.arg_names):
+def _to_arrays(fn: Any, bound: dict[str, Any], dev: Device) -> list[tuple[np.ndarray, Array]]:
+    """Replace foreign array arguments (NumPy, torch, ...) by ``Array`` views or copies on
+    ``dev``; returns the (host, device copy) pairs whose results must be copied back."""
+    writebacks: list[tuple[np.ndarray, Array]] = []
+    for name in fn.arg_names:
         value = bound[name]
-        if name in fn.constexpr_names or value is None:
-            value = getattr(value, "value", value)  # tl.constexpr(x) passed by the user
-            spec.constexprs[name] = value
-            key.append(("c", name, _hashable(value, fn, name)))
+        if type(value) is Array or name in fn.constexpr_names or value is None:
             continue
-        if isinstance(value, (bool, np.bool_)):
-            t: Type = i1
-            launch_value: Any = bool(value)
-        elif isinstance(value, (int, np.integer)):
-            value = int(value)
-            t = _int_type(value)
-            launch_value = value
-            if name not in no_spec and index not in no_spec and value % 16 == 0:
-                spec.arg_attrs[name] = {"divisibility": 16}
-        elif isinstance(value, (float, np.floating)):
-            t, launch_value = f32, float(value)
-        else:
-            array = _as_device_array(fn, name, value, dev, spec)
-            t = PointerType(array.element_type)
-            launch_value = PointerArg(array.buffer, array.offset)
-            address = array.data_ptr()
-            aligned = address % 16 == 0 if address is not None else array.offset % 16 == 0
-            if aligned and name not in no_spec:
-                spec.arg_attrs[name] = {"divisibility": 16}
-        spec.arg_types[name] = t
-        spec.kernel_args.append(KernelArg(t, launch_value))
-        key.append((name, t, name in spec.arg_attrs))
-    spec.key = tuple(key)
-    return spec
+        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            continue
+        if not _is_array_like(value):
+            raise TypeError(f"{fn.__name__}: argument '{name}' is a {type(value).__name__}; "
+                            f"kernel arguments are arrays, ints, floats, bools or constexprs")
+        seen = import_foreign(value, dev)
+        if seen is None:
+            seen = asarray(np.asarray(value), device=dev)
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                writebacks.append((value, seen))  # a copy went to the device: bring results back
+        bound[name] = seen
+    return writebacks
 
 
-def _hashable(value: Any, fn: Any, name: str) -> Any:
+def _constexpr_value(fn: Any, name: str, value: Any) -> Any:
+    value = getattr(value, "value", value)  # tl.constexpr(x) passed by the user
     try:
         hash(value)
     except TypeError:
         raise TypeError(f"{fn.__name__}: constexpr '{name}' must be hashable (an int, float, "
                         f"bool, str, dtype or tuple), got {type(value).__name__}") from None
-    return (type(value).__name__, value)
+    return value
 
 
-def _as_device_array(fn: Any, name: str, value: Any, dev: Device, spec: _Specialised) -> Array:
-    if isinstance(value, Array):
-        return value
-    if not _is_array_like(value):
-        raise TypeError(f"{fn.__name__}: argument '{name}' is a {type(value).__name__}; kernel "
-                        f"arguments are arrays, ints, floats, bools or constexprs")
-    seen = import_foreign(value, dev)
-    if seen is not None:
-        return seen
-    host = np.asarray(value)
-    array = asarray(host, device=dev)
-    if isinstance(value, np.ndarray) and value.flags.writeable:
-        spec.writebacks.append((value, array))  # a copy went to the device: bring results back
-    return array
+class _Plan:
+    """A compiled, loaded kernel and how to turn bound arguments into its ``KernelArg``s."""
+
+    __slots__ = ("compiled", "loaded", "params")
+
+    def __init__(self, compiled: CompiledKernel, loaded: Any, params: list) -> None:
+        self.compiled = compiled
+        self.loaded = loaded
+        self.params = params     # (name, IR type, is_pointer) of each runtime parameter
+
+    def kernel_args(self, bound: dict[str, Any]) -> list[KernelArg]:
+        out = []
+        for name, t, is_pointer in self.params:
+            v = bound[name]
+            out.append(KernelArg(t, PointerArg(v._buffer, v._offset) if is_pointer else v))
+        return out
 
 
-def _normalise_grid(fn: Any, grid: Any, meta: dict[str, Any]) -> tuple[int, int, int]:
+def _compile_plan(fn: Any, bound: dict[str, Any], fingerprints: dict[str, Any], dev: Device,
+                  options: dict[str, Any], warmup: bool) -> _Plan:
+    arg_types: dict[str, Type] = {}
+    arg_attrs: dict[str, dict] = {}
+    constexprs: dict[str, Any] = {}
+    params = []
+    for name in fn.arg_names:
+        fp = fingerprints[name]
+        if not isinstance(fp, tuple):           # a float or a bool
+            t: Type = fp
+        elif fp[0] == "constexpr":
+            constexprs[name] = fp[1]
+            continue
+        else:                                   # (type, divisible by 16) of an array or an int
+            t = PointerType(fp[0]) if isinstance(bound[name], Array) else fp[0]
+            if fp[1]:
+                arg_attrs[name] = {"divisibility": 16}
+        arg_types[name] = t
+        params.append((name, t, isinstance(t, PointerType)))
+    backend = dev.backend
+    compile_opts = backend.parse_options(**options)
+    compiled = compile_kernel(fn, backend, backend.target_of(dev.info), compile_opts, arg_types,
+                              constexprs, arg_attrs)
+    loaded = None if warmup else backend.load(compiled, dev.info)
+    return _Plan(compiled, loaded, params)
+
+
+def _normalise_grid(fn: Any, grid: Any, bound: dict[str, Any],
+                    options: dict[str, Any]) -> tuple[int, int, int]:
+    if type(grid) is tuple and len(grid) == 3 and all(type(g) is int and 0 <= g < 2**31 for g in grid):
+        return grid
     if callable(grid):
-        grid = grid(meta)
+        grid = grid({**bound, **options})
     if isinstance(grid, (int, np.integer)):
         grid = (grid,)
     try:
@@ -176,28 +200,29 @@ def launch(fn: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Optio
     bound, options = _bind(fn, args, kwargs)
     stream = options.pop("stream", None)
     dev = _pick_device(fn, bound, options.pop("device", None))
-    backend = dev.backend
-    spec = _specialise(fn, bound, dev)
-    opts_key = tuple(sorted(options.items()))
-    cache_key = (dev.name, spec.key, opts_key, fn.dependencies_key())
-    entry = fn._launcher_cache.get(cache_key)
-    if entry is None:
-        compile_opts = backend.parse_options(**options)
-        target = backend.target_of(dev.info)
-        compiled = compile_kernel(fn, backend, target, compile_opts, spec.arg_types,
-                                  spec.constexprs, spec.arg_attrs)
-        loaded = None if warmup else backend.load(compiled, dev.info)
-        entry = fn._launcher_cache[cache_key] = [compiled, loaded]
-    compiled, loaded = entry
+    writebacks = _to_arrays(fn, bound, dev)
+    no_spec = fn.do_not_specialize
+    fingerprints: dict[str, Any] = {}
+    for index, name in enumerate(fn.arg_names):
+        value = bound[name]
+        if name in fn.constexpr_names or value is None:
+            fingerprints[name] = ("constexpr", _constexpr_value(fn, name, value))
+        else:
+            fingerprints[name] = _fingerprint(fn, name, value,
+                                              bool(no_spec) and (name in no_spec or index in no_spec))
+    key = (dev.name, tuple(fingerprints.values()),
+           tuple(sorted(options.items())) if options else (), fn.dependencies_key())
+    plan = fn._launcher_cache.get(key)
+    if plan is None:
+        plan = fn._launcher_cache[key] = _compile_plan(fn, bound, fingerprints, dev, options,
+                                                       warmup)
     if warmup:
-        return compiled
-    if loaded is None:
-        loaded = entry[1] = backend.load(compiled, dev.info)
-    meta = {**bound, **options}
-    grid3 = _normalise_grid(fn, grid, meta)
-    if grid3[0] * grid3[1] * grid3[2] == 0:
-        return compiled
-    backend.launch(loaded, grid3, spec.kernel_args, dev.info, stream)
-    for host, array in spec.writebacks:
+        return plan.compiled
+    if plan.loaded is None:
+        plan.loaded = dev.backend.load(plan.compiled, dev.info)
+    grid3 = _normalise_grid(fn, grid, bound, options)
+    if grid3[0] and grid3[1] and grid3[2]:
+        dev.backend.launch(plan.loaded, grid3, plan.kernel_args(bound), dev.info, stream)
+    for host, array in writebacks:
         host[...] = array.numpy()
-    return compiled
+    return plan.compiled

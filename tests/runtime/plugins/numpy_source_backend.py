@@ -106,6 +106,9 @@ def emit_python(module: Any) -> str:
             lines.append(f"    {out} = np.full({shape}, {op.value!r}, np.dtype('{elem.np.str}'))")
         elif isinstance(op, ops.ArangeOp):
             lines.append(f"    {out} = np.arange({op.start}, {op.end}, dtype=np.int32)")
+        elif isinstance(op, (ops.SplatOp, ops.BroadcastOp)) and isinstance(t.elem, PointerType):
+            src = name(op.src)
+            lines.append(f"    {out} = ({src}[0], np.broadcast_to({src}[1], {t.shape}))")
         elif isinstance(op, (ops.SplatOp, ops.BroadcastOp)):
             lines.append(f"    {out} = np.broadcast_to({name(op.src)}, {t.shape})")
         elif isinstance(op, ops.BinaryOp) and op.kind in _BINARY:
