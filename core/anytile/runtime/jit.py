@@ -8,6 +8,8 @@ import inspect
 import textwrap
 from typing import Any, Callable, Optional
 
+from ..errors import AnytileError
+
 
 class JITFunction:
     """A Python function compiled by anytile.
@@ -76,12 +78,18 @@ class JITFunction:
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Specialise, compile (cached) and launch; returns the ``CompiledKernel``."""
         from .launch import launch
-        return launch(self, args, kwargs, grid, warmup=False)
+        try:
+            return launch(self, args, kwargs, grid, warmup=False)
+        except AnytileError as exc:  # the user's error: show their line, not our internals
+            raise exc.with_traceback(None) from None
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the ``CompiledKernel``."""
         from .launch import launch
-        return launch(self, args, kwargs, grid, warmup=True)
+        try:
+            return launch(self, args, kwargs, grid, warmup=True)
+        except AnytileError as exc:
+            raise exc.with_traceback(None) from None
 
     def dependencies_key(self) -> str:
         """A hash of this function's source and of every jit function it can reach through

@@ -1,0 +1,1 @@
+"""anytile's CPU backend: tile kernels compiled with LLVM (llvmlite) to SIMD host code."""

@@ -1,0 +1,207 @@
+"""``CpuBackend``: anytile kernels as SIMD host code (LLVM via llvmlite), run on all cores.
+
+Stages: ``laid-out ir`` (tiles annotated with ``CpuVectorLayout``), ``llir`` (optimised LLVM
+IR text), ``asm`` (host assembly text; the object code rides along for ``load``).
+Memory is host memory: buffers are NumPy byte arrays, NumPy arrays are used in place.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
+                             DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
+from anytile.errors import BackendError
+from anytile.ir import Module, from_numpy
+
+from . import llvm_host
+from .launch import EntryPoint, LoadedKernel, cpu_count
+from .layout import annotate_layouts
+
+__all__ = ["CpuBackend", "HostAssembly", "OptimizedLLVM"]
+
+ALIGNMENT = 256
+
+
+class OptimizedLLVM(str):
+    """The ``llir`` stage's text; ``module_ref`` saves the next stage a re-parse."""
+
+    module_ref: Any = None
+    asserts: list = []
+
+
+class HostAssembly(str):
+    """The ``asm`` stage's text; ``object_code`` is what ``load`` links."""
+
+    object_code: bytes = b""
+    asserts: list = []
+
+
+class CpuBackend(Backend):
+    name = "cpu"
+    device_prefix = "cpu"
+    host_memory = True
+    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics",
+                              "dot_int8", "device_assert"})
+
+    # -- identity --------------------------------------------------------------------------------
+    def availability(self) -> Availability:
+        try:
+            llvm_host.host_target_machine()
+        except Exception as exc:  # noqa: BLE001 -- reported, never raised
+            return Availability(False, f"LLVM cannot target this host: {exc}")
+        return Availability(True)
+
+    @functools.cached_property
+    def _device(self) -> DeviceInfo:
+        info = llvm_host.host_info()
+        cores = cpu_count()
+        return DeviceInfo("cpu:0", 0, f"{info.cpu_name}, {cores} cores, {info.vector_bits}-bit SIMD",
+                          (("cores", cores), ("cpu_name", info.cpu_name),
+                           ("vector_bits", info.vector_bits)))
+
+    def devices(self) -> list[DeviceInfo]:
+        return [self._device]
+
+    def describe(self) -> dict[str, Any]:
+        info = llvm_host.host_info()
+        return {"cpu": info.cpu_name, "features": info.feature_summary,
+                "vector_bits": info.vector_bits, "cores": cpu_count(), "triple": info.triple}
+
+    def targets(self) -> list[str]:
+        return [llvm_host.host_info().cpu_name]
+
+    def target_of(self, device: DeviceInfo) -> Target:
+        return Target("cpu", llvm_host.host_info().cpu_name)
+
+    # -- compilation -----------------------------------------------------------------------------
+    def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
+        host = llvm_host.host_info()
+        if target.arch != host.cpu_name:
+            raise BackendError(f"the cpu backend compiles for this host ({host.cpu_name}) only, "
+                               f"not '{target.arch}'")
+        lanes = max(4, host.vector_bits // 32)
+
+        def laid_out(module: Module, metadata: dict) -> Module:
+            metadata["vector_bits"] = host.vector_bits
+            metadata["vector_lanes"] = lanes
+            return annotate_layouts(module, lanes)
+
+        def llir(module: Module, metadata: dict) -> OptimizedLLVM:
+            from .lowering.kernel import lower_kernel
+            tm = llvm_host.host_target_machine()
+            lowered = lower_kernel(module, lanes, host.triple, str(tm.target_data))
+            ref = llvm_host.optimize(lowered.llvm_ir)
+            out = OptimizedLLVM(str(ref))
+            out.module_ref = ref
+            out.asserts = [(a.message, a.loc) for a in lowered.asserts]
+            metadata["asserts"] = out.asserts
+            return out
+
+        def asm(text: OptimizedLLVM, metadata: dict) -> HostAssembly:
+            ref = getattr(text, "module_ref", None)
+            if ref is None:
+                ref = llvm_host.parse(str(text))
+            assembly, obj = llvm_host.emit_asm_and_object(ref)
+            out = HostAssembly(assembly)
+            out.object_code = obj
+            out.asserts = list(getattr(text, "asserts", metadata.get("asserts", [])))
+            return out
+
+        return [Stage("laid-out ir", laid_out), Stage("llir", llir), Stage("asm", asm)]
+
+    # -- running ---------------------------------------------------------------------------------
+    def load(self, kernel: CompiledKernel, device: DeviceInfo) -> LoadedKernel:
+        binary = kernel.binary
+        obj = getattr(binary, "object_code", b"")
+        if not obj:  # e.g. restored from a text cache: rebuild the machine code from llir
+            obj = llvm_host.emit_asm_and_object(llvm_host.parse(str(kernel.asm["llir"])))[1]
+        library = llvm_host.JitLibrary(obj)
+        entry = EntryPoint(library.address_of("run"))
+        arg_types = [t for _, t in kernel.signature]
+        asserts = kernel.metadata.get("asserts", getattr(binary, "asserts", []))
+        return LoadedKernel(kernel.name, library, entry, arg_types, asserts)
+
+    def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
+               device: DeviceInfo, stream: Any = None) -> None:
+        loaded.launch(grid, args)
+
+    # -- memory ----------------------------------------------------------------------------------
+    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
+        if nbytes < 0:
+            raise ValueError(f"cannot allocate {nbytes} bytes")
+        raw = np.empty(int(nbytes) + ALIGNMENT, np.uint8)
+        start = (-raw.ctypes.data) % ALIGNMENT
+        data = raw[start:start + int(nbytes)]
+        return Buffer(device, int(nbytes), data, address=data.ctypes.data)
+
+    def free(self, buffer: Buffer) -> None:
+        buffer.handle = None
+        buffer.freed = True
+
+    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        src = numpy_view_of(host)
+        self._bytes(buffer, offset, src.size)[...] = src
+
+    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        if not host.flags.c_contiguous:
+            raise ValueError("copy_to_host needs a C-contiguous destination")
+        dst = host.reshape(-1).view(np.uint8)
+        dst[...] = self._bytes(buffer, offset, dst.size)
+
+    @staticmethod
+    def _bytes(buffer: Buffer, offset: int, n: int) -> np.ndarray:
+        if buffer.freed or buffer.handle is None:
+            raise BackendError("use of a freed cpu buffer")
+        if offset < 0 or offset + n > buffer.nbytes:
+            raise ValueError(f"copy of {n} bytes at offset {offset} exceeds the buffer's "
+                             f"{buffer.nbytes} bytes")
+        return buffer.handle[offset:offset + n]
+
+    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+        """NumPy arrays, buffer-protocol objects and CPU torch tensors, in place (any
+        strides that are whole elements)."""
+        arr = _as_numpy(obj)
+        if arr is None:
+            return None
+        try:
+            dtype = from_numpy(arr.dtype)
+        except TypeError:
+            return None
+        item = arr.itemsize
+        if any(s % item for s in arr.strides):
+            return None
+        lo = sum(min(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides)) if arr.size else 0
+        hi = sum(max(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides)) + item \
+            if arr.size else 0
+        base = arr.ctypes.data + lo
+        nbytes = hi - lo
+        handle = np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(base)) \
+            if base else np.zeros(0, np.uint8)
+        buffer = Buffer(device, nbytes, handle[:nbytes], address=base, owner=obj)
+        return ImportedArray(buffer, -lo, tuple(arr.shape), tuple(s // item for s in arr.strides),
+                             dtype)
+
+
+def _as_numpy(obj: Any) -> Optional[np.ndarray]:
+    """``obj`` as a NumPy array over the same memory, or ``None`` when that needs a copy."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if isinstance(obj, np.generic):
+        return None
+    if type(obj).__module__.startswith("torch"):
+        try:
+            if obj.device.type != "cpu":
+                return None
+            return np.from_dlpack(obj.detach())
+        except Exception:  # noqa: BLE001 -- dtypes NumPy lacks (bf16): not importable in place
+            return None
+    if hasattr(obj, "__array_interface__"):
+        return np.asarray(obj)
+    try:
+        return np.asarray(memoryview(obj))
+    except TypeError:
+        return None

@@ -1,0 +1,187 @@
+"""Running a JIT-compiled kernel: argument packing and spreading programs over cores.
+
+The native entry ``run(args, gx, gy, gz, begin, end, error)`` (see ``lowering.kernel``) is
+called through ctypes, which releases the GIL, so worker threads run programs truly in
+parallel.  The grid's linear program ids are cut into one contiguous range per worker; the
+calling thread runs the first range itself.  Argument converters are prepared once per
+loaded kernel, so a launch costs a few microseconds plus the programs' own time.
+"""
+from __future__ import annotations
+
+import ctypes
+import linecache
+import os
+import struct
+import threading
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from anytile.backend import KernelArg, PointerArg
+from anytile.errors import DeviceAssertError, LaunchError
+from anytile.ir import PointerType, ScalarType
+
+__all__ = ["EntryPoint", "ProgramPool", "make_arg_packer", "LoadedKernel", "cpu_count"]
+
+EntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                              ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+_U64 = (1 << 64) - 1
+WORKER_STACK_BYTES = 256 << 20     # tiles live on the stack; reserve generously (virtual)
+
+
+def cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+def _slot_converter(t: Any) -> Callable[[Any], int]:
+    """Python value -> the 64-bit slot holding its storage bits."""
+    if isinstance(t, PointerType):
+        def pointer(v: Any) -> int:
+            if v is None:
+                return 0
+            if isinstance(v, PointerArg):
+                return v.address or 0
+            return int(v)
+        return pointer
+    assert isinstance(t, ScalarType)
+    if t.is_bool:
+        return lambda v: 1 if v else 0
+    if t.is_int:
+        return lambda v: int(v) & _U64
+    if t.name == "f32":
+        return lambda v: struct.unpack("<I", struct.pack("<f", float(v)))[0]
+    if t.name == "f64":
+        return lambda v: struct.unpack("<Q", struct.pack("<d", float(v)))[0]
+    dtype = t.np
+    return lambda v: int(np.array(v, dtype=dtype).view(np.uint16))
+
+
+def make_arg_packer(arg_types: Sequence[Any]) -> Callable[[Sequence[KernelArg]], Any]:
+    converters = [_slot_converter(t) for t in arg_types]
+    n = len(converters)
+    array_type = ctypes.c_uint64 * max(n, 1)
+
+    def pack(args: Sequence[KernelArg]) -> Any:
+        if len(args) != n:
+            raise LaunchError(f"kernel expects {n} runtime arguments, got {len(args)}")
+        slots = array_type()
+        for i, (conv, a) in enumerate(zip(converters, args)):
+            slots[i] = conv(a.value)
+        return slots
+    return pack
+
+
+class ProgramPool:
+    """``workers`` threads (large stacks) that each run one range of programs per launch."""
+
+    def __init__(self, workers: int) -> None:
+        self._jobs: list[Any] = []
+        self._cv = threading.Condition()
+        self._generation = 0
+        self._pending = 0
+        self._errors: list[BaseException] = []
+        self._threads = []
+        previous = threading.stack_size()
+        try:
+            threading.stack_size(WORKER_STACK_BYTES)
+            for i in range(workers):
+                t = threading.Thread(target=self._work, args=(i,), daemon=True,
+                                     name=f"anytile-cpu-{i}")
+                t.start()
+                self._threads.append(t)
+        finally:
+            threading.stack_size(previous)
+        self._launch_lock = threading.Lock()
+
+    @property
+    def size(self) -> int:
+        return len(self._threads)
+
+    def _work(self, index: int) -> None:
+        seen = 0
+        while True:
+            with self._cv:
+                while self._generation == seen:
+                    self._cv.wait()
+                seen = self._generation
+                job = self._jobs[index] if index < len(self._jobs) else None
+            if job is None:
+                continue
+            try:
+                job()
+            except BaseException as e:  # noqa: BLE001 -- reported by run()
+                self._errors.append(e)
+            with self._cv:
+                self._pending -= 1
+                if self._pending == 0:
+                    self._cv.notify_all()
+
+    def run(self, jobs: list[Callable[[], None]]) -> None:
+        """Run ``jobs[0]`` here and the others on workers; return when all are done."""
+        with self._launch_lock:
+            others = jobs[1:]
+            with self._cv:
+                self._jobs = others
+                self._pending = len(others)
+                self._errors = []
+                self._generation += 1
+                self._cv.notify_all()
+            jobs[0]()
+            with self._cv:
+                while self._pending:
+                    self._cv.wait()
+            if self._errors:
+                raise self._errors[0]
+
+
+_POOL: Optional[ProgramPool] = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ProgramPool:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ProgramPool(max(0, cpu_count() - 1))
+        return _POOL
+
+
+class LoadedKernel:
+    """A kernel ready to run: the JIT library (kept alive), its entry and packer."""
+
+    def __init__(self, name: str, library: Any, entry: Any, arg_types: Sequence[Any],
+                 asserts: Sequence[tuple]) -> None:
+        self.name = name
+        self.library = library
+        self.entry = entry
+        self.pack = make_arg_packer(arg_types)
+        self.asserts = list(asserts)
+
+    def launch(self, grid: tuple[int, int, int], args: Sequence[KernelArg]) -> None:
+        gx, gy, gz = (int(g) for g in grid)
+        total = gx * gy * gz
+        if total <= 0:
+            return
+        if max(gx, gy, gz) >= 2 ** 31:
+            raise LaunchError(f"grid {grid} is too large: each axis must be below 2**31")
+        slots = self.pack(args)
+        error = ctypes.c_int32(0)
+        err_ptr = ctypes.addressof(error)
+        addr = ctypes.addressof(slots)
+        pool = _pool() if total > 1 else None
+        parts = min(total, 1 + (pool.size if pool else 0))
+        if parts <= 1:
+            self.entry(addr, gx, gy, gz, 0, total, err_ptr)
+        else:
+            bounds = [total * i // parts for i in range(parts + 1)]
+            jobs = [(lambda lo=lo, hi=hi: self.entry(addr, gx, gy, gz, lo, hi, err_ptr))
+                    for lo, hi in zip(bounds, bounds[1:])]
+            pool.run(jobs)
+        if error.value:
+            message, loc = self.asserts[error.value - 1]
+            line = linecache.getline(loc.file, loc.line) if loc is not None else None
+            raise DeviceAssertError(f"device assertion failed: {message}" if message
+                                    else "device assertion failed", loc, line or None)

@@ -1,0 +1,1 @@
+"""Tile IR -> LLVM IR for the host CPU (see ``program.ProgramLowering``)."""

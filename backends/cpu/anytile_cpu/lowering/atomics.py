@@ -1,0 +1,123 @@
+"""Atomics: one LLVM ``atomicrmw``/``cmpxchg`` per element, on real host addresses.
+
+Tiles are walked element by element; a masked-off element issues no memory operation (its
+result is 0).  Float add/min/max use LLVM's ``fadd``/``fmin``/``fmax`` (f32, f64, f16);
+``bf16`` has no LLVM atomic, so it is a compare-and-swap loop on the 16-bit pattern.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from anytile.codegen.llvm.types import I16
+from anytile.ir import AtomicCASOp, AtomicRMWOp, ScalarType, TileType, elem_type, shape_of
+
+from .values import Point
+
+__all__ = ["AtomicLowering"]
+
+ORDERINGS = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
+             "acq_rel": "acq_rel"}
+FAIL_ORDERINGS = {"monotonic": "monotonic", "acquire": "acquire", "release": "monotonic",
+                  "acq_rel": "acquire"}
+
+
+class AtomicLowering:
+    """Mixin of ``ProgramLowering``."""
+
+    def _per_element(self, op, emit) -> None:
+        """Run ``emit(point) -> old value`` on every element; collect results."""
+        if not isinstance(op.result.type, TileType):
+            self.memo = {}
+            self.scalars[op.result] = emit(Point((), 0))
+            return
+        out = self.new_buffer(op.result.type.shape, op.result.type.elem)
+        self.for_each_point(shape_of(op.ptr.type), lambda p: self.buffer_store(out, p, emit(p)),
+                            vector=False)
+        self.tiles[op.result] = out
+
+    def lower_atomic_rmw(self, op: AtomicRMWOp) -> None:
+        elem = elem_type(op.value.type)
+        ordering = ORDERINGS.get(op.sem, "acq_rel")
+
+        def emit(p: Point) -> ir.Value:
+            ptr = self.value_at(op.ptr, p)
+            val = self.value_at(op.value, p)
+            mask = self.value_at(op.mask, p) if op.mask is not None else None
+            return self._guarded(mask, elem, lambda: self.atomic_rmw(op.kind, elem, ptr, val,
+                                                                    ordering))
+        self._per_element(op, emit)
+
+    def lower_atomic_cas(self, op: AtomicCASOp) -> None:
+        elem = elem_type(op.value.type)
+        ordering = ORDERINGS.get(op.sem, "acq_rel")
+
+        def emit(p: Point) -> ir.Value:
+            ptr = self.value_at(op.ptr, p)
+            cmp = self.ew.to_storage(elem, self.value_at(op.cmp, p))
+            val = self.ew.to_storage(elem, self.value_at(op.value, p))
+            if elem.is_float:
+                it = ir.IntType(elem.bits)
+                cmp, val = self.b.bitcast(cmp, it), self.b.bitcast(val, it)
+            pair = self.b.cmpxchg(ptr, cmp, val, ordering, FAIL_ORDERINGS[ordering])
+            old = self.b.extract_value(pair, 0)
+            if elem.is_float:
+                old = self.b.bitcast(old, self.stype(elem))
+            return self.ew.from_storage(elem, old)
+        self._per_element(op, emit)
+
+    def _guarded(self, mask: Optional[ir.Value], elem: ScalarType, emit) -> ir.Value:
+        if mask is None:
+            return emit()
+        b = self.b
+        before = b.block
+        with b.if_then(mask):
+            value = emit()
+            then_block = b.block
+        phi = b.phi(value.type)
+        phi.add_incoming(ir.Constant(value.type, None), before)
+        phi.add_incoming(value, then_block)
+        return phi
+
+    def atomic_rmw(self, kind: str, elem: ScalarType, ptr: ir.Value, val: ir.Value,
+                   ordering: str) -> ir.Value:
+        b = self.b
+        if elem.name == "bf16":
+            return self._bf16_cas_loop(kind, ptr, val, ordering)
+        if elem.is_float:
+            name = {"add": "fadd", "max": "fmax", "min": "fmin", "xchg": "xchg"}.get(kind)
+            if name is None:
+                raise ValueError(f"atomic '{kind}' on {elem}")
+            raw = self.ew.to_storage(elem, val)
+            return self.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
+        if kind in ("max", "min"):
+            name = kind if elem.is_signed else "u" + kind
+        else:
+            name = {"add": "add", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}[kind]
+        raw = self.ew.to_storage(elem, val)
+        return self.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
+
+    def _bf16_cas_loop(self, kind: str, ptr: ir.Value, val: ir.Value, ordering: str) -> ir.Value:
+        from anytile.ir import bf16
+        b = self.b
+        start = b.load(ptr, typ=I16, align=2)
+        pre = b.block
+        loop = b.append_basic_block("bf16.cas")
+        done = b.append_basic_block("bf16.cas.end")
+        b.branch(loop)
+        b.position_at_end(loop)
+        old = b.phi(I16)
+        old.add_incoming(start, pre)
+        current = self.ew.from_storage(bf16, old)
+        if kind == "xchg":
+            new = val
+        else:
+            new = self.ew.binary(kind, bf16, current, val)
+        pair = b.cmpxchg(ptr, old, self.ew.to_storage(bf16, new), ordering,
+                         FAIL_ORDERINGS[ordering])
+        seen = b.extract_value(pair, 0)
+        old.add_incoming(seen, b.block)
+        b.cbranch(b.extract_value(pair, 1), done, loop)
+        b.position_at_end(done)
+        return current

@@ -1,0 +1,81 @@
+"""The LLVM module of a kernel: the program function plus the native entry ``run``.
+
+``void run(u64 *args, i32 gx, i32 gy, i32 gz, i64 begin, i64 end, i32 *error)`` runs the
+programs whose linear ids are in ``[begin, end)`` (x fastest, then y, then z).  ``args``
+holds one 8-byte slot per runtime parameter (its storage bits, little-end first), so the
+launcher packs arguments with no per-kernel C code; ``error`` receives ``i + 1`` when
+``device_assert`` number ``i`` fails.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from anytile.codegen.llvm import ElementwiseLowering, LLVMTypes, MathLowering
+from anytile.codegen.llvm.types import I8, I32, I64
+from anytile.ir import Module, PointerType, ScalarType
+
+from .program import ProgramLowering
+
+__all__ = ["LoweredKernel", "lower_kernel", "ENTRY_NAME"]
+
+ENTRY_NAME = "run"
+
+
+@dataclass
+class LoweredKernel:
+    """LLVM IR text of a kernel and the asserts it checks (index = error word - 1)."""
+
+    llvm_ir: str
+    asserts: list
+
+
+def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str) -> LoweredKernel:
+    kernel = module.kernel
+    m = ir.Module(name=kernel.name)
+    m.triple = triple
+    m.data_layout = data_layout
+    types = LLVMTypes()
+    lowering = ProgramLowering(m, kernel, lanes, types)
+    program = lowering.build("program")
+    _build_entry(m, program, [a.type for a in kernel.args], types)
+    return LoweredKernel(str(m), lowering.asserts)
+
+
+def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLVMTypes) -> None:
+    ptr = ir.PointerType()
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ptr, I32, I32, I32, I64, I64, ptr]),
+                     ENTRY_NAME)
+    args, gx, gy, gz, begin, end, error = fn.args
+    entry = fn.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    ew = ElementwiseLowering(b, MathLowering(b))
+    values = []
+    for i, t in enumerate(arg_types):
+        slot = b.gep(args, [ir.Constant(I64, 8 * i)], source_etype=I8)
+        if isinstance(t, PointerType):
+            values.append(b.load(slot, typ=ptr, align=8))
+        else:
+            assert isinstance(t, ScalarType)
+            values.append(ew.from_storage(t, b.load(slot, typ=types.storage(t), align=8)))
+    header = fn.append_basic_block("programs")
+    body = fn.append_basic_block("program")
+    done = fn.append_basic_block("done")
+    b.branch(header)
+    b.position_at_end(header)
+    pid = b.phi(I64)
+    pid.add_incoming(begin, entry)
+    b.cbranch(b.icmp_signed("<", pid, end), body, done)
+    b.position_at_end(body)
+    gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
+    x = b.urem(pid, gx64)
+    rest = b.udiv(pid, gx64)
+    y = b.urem(rest, gy64)
+    z = b.udiv(rest, gy64)
+    ids = [b.trunc(v, I32) for v in (x, y, z)]
+    b.call(program, values + ids + [gx, gy, gz, error])
+    pid.add_incoming(b.add(pid, ir.Constant(I64, 1)), b.block)
+    b.branch(header)
+    b.position_at_end(done)
+    b.ret_void()

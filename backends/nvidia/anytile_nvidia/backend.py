@@ -1,0 +1,207 @@
+"""``NvidiaBackend``: anytile kernels on NVIDIA GPUs (entry point ``nvidia``, devices ``cuda:N``).
+
+Compiling needs only llvmlite (and ``ptxas`` for the ``cubin`` stage), so
+``at.compile(..., target="nvidia:sm_90")`` works on a machine without a GPU; running needs
+the CUDA driver, reached through ``cuda.bindings.driver``.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
+                             DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
+from anytile.errors import BackendError
+from anytile.ir.types import from_numpy
+
+from .compiler import find_libdevice, find_ptxas, nvidia_stages
+from .driver import LoadedKernel, driver
+
+__all__ = ["NvidiaBackend"]
+
+_KNOWN_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
+_DLPACK_CUDA = 2
+
+_TYPESTR = {"f2": "f16", "f4": "f32", "f8": "f64", "i1": "i8", "i2": "i16", "i4": "i32",
+            "i8": "i64", "u1": "u8", "u2": "u16", "u4": "u32", "u8": "u64", "b1": "i1"}
+
+
+class NvidiaBackend(Backend):
+    """NVIDIA GPUs through LLVM's NVPTX target and the CUDA driver API."""
+
+    name = "nvidia"
+    device_prefix = "cuda"
+    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics"})
+    host_memory = False
+
+    def __init__(self) -> None:
+        self._devices: Optional[list[DeviceInfo]] = None
+
+    # -- identity and availability --------------------------------------------------------------
+    def availability(self) -> Availability:
+        error = driver.availability_error()
+        return Availability(False, error) if error else Availability(True)
+
+    def devices(self) -> list[DeviceInfo]:
+        if self._devices is None:
+            if driver.availability_error():
+                return []
+            infos = []
+            for index in range(driver.device_count()):
+                props = driver.properties(index)
+                infos.append(DeviceInfo(f"cuda:{index}", index, props["name"],
+                                        tuple(sorted(props.items()))))
+            self._devices = infos
+        return self._devices
+
+    def describe(self) -> dict[str, Any]:
+        return {"libdevice": find_libdevice() or "not found",
+                "ptxas": find_ptxas() or "not found (the driver compiles PTX at load)",
+                "targets": ", ".join(self.targets())}
+
+    # -- compilation ---------------------------------------------------------------------------
+    def targets(self) -> list[str]:
+        archs = list(_KNOWN_ARCHS)
+        for info in (self.devices() if self._devices is not None else []):
+            arch = self._arch_of(info)
+            if arch not in archs:
+                archs.append(arch)
+        return archs
+
+    @staticmethod
+    def _arch_of(info: DeviceInfo) -> str:
+        major, minor = info.props["compute_capability"]
+        return f"sm_{major}{minor}"
+
+    def target_of(self, device: DeviceInfo) -> Target:
+        return Target(self.name, self._arch_of(device))
+
+    def parse_options(self, **options: Any) -> CompileOptions:
+        options.pop("num_ctas", None)  # one CTA per program (Hopper clusters are not used)
+        return super().parse_options(**options)
+
+    def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
+        return nvidia_stages(target, options)
+
+    # -- running -------------------------------------------------------------------------------
+    def load(self, kernel: CompiledKernel, device: DeviceInfo) -> LoadedKernel:
+        image = kernel.asm.get("cubin")
+        if image is None:
+            image = kernel.asm["ptx"].encode() + b"\0"
+        meta = kernel.metadata
+        return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
+                           int(meta["threads_per_block"]), kernel.signature)
+
+    def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
+               device: DeviceInfo, stream: Any = None) -> None:
+        loaded.launch(grid, args, _stream_handle(stream, args))
+
+    def synchronize(self, device: DeviceInfo) -> None:
+        driver.synchronize(device.index)
+
+    # -- memory --------------------------------------------------------------------------------
+    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
+        address = driver.alloc(device.index, nbytes)
+        return Buffer(device, nbytes, address, address)
+
+    def free(self, buffer: Buffer) -> None:
+        driver.free(buffer.device.index, buffer.address)
+
+    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        view = numpy_view_of(host)
+        driver.copy_htod(buffer.device.index, buffer.address + offset, view.ctypes.data, view.nbytes)
+
+    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        if not host.flags.c_contiguous:
+            raise BackendError("copy_to_host needs a C-contiguous destination")
+        view = host.reshape(-1).view(np.uint8)
+        driver.copy_dtoh(buffer.device.index, view.ctypes.data, buffer.address + offset, view.nbytes)
+
+    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+        """Zero-copy view of a CUDA array (``__cuda_array_interface__`` or CUDA DLPack)."""
+        try:
+            interface = getattr(obj, "__cuda_array_interface__", None)
+        except (TypeError, ValueError, RuntimeError):  # torch refuses it for bfloat16
+            interface = None
+        if interface is not None:
+            return _from_cuda_array_interface(obj, interface, device)
+        if hasattr(obj, "__dlpack_device__") and hasattr(obj, "__dlpack__"):
+            try:
+                kind, index = obj.__dlpack_device__()
+            except Exception:
+                return None
+            if int(kind) != _DLPACK_CUDA or int(index) != device.index:
+                return None
+            return _from_dlpack(obj, device)
+        return None
+
+
+def _from_cuda_array_interface(obj: Any, cai: dict, device: DeviceInfo) -> Optional[ImportedArray]:
+    typestr = cai["typestr"]
+    name = _TYPESTR.get(typestr[1:])
+    if name is None:
+        return None
+    from anytile.ir.types import scalar_type
+    dtype = scalar_type(name)
+    shape = tuple(int(s) for s in cai["shape"])
+    address = int(cai["data"][0])
+    itemsize = dtype.nbytes
+    strides_bytes = cai.get("strides")
+    if strides_bytes is None:
+        strides, acc = [], 1
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= max(s, 1)
+        strides = tuple(reversed(strides))
+    else:
+        if any(s % itemsize for s in strides_bytes):
+            return None
+        strides = tuple(int(s) // itemsize for s in strides_bytes)
+    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + 1 if all(shape) else 0
+    buf = Buffer(device, extent * itemsize, address, address, owner=obj)
+    return ImportedArray(buf, 0, shape, strides, dtype)
+
+
+def _from_dlpack(obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+    """CUDA DLPack through torch-like attributes (``data_ptr``, ``stride``) when present."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "stride") and hasattr(obj, "dtype"):
+        try:
+            dtype = from_numpy(np.dtype(str(obj.dtype).replace("torch.", "")))
+        except TypeError:
+            text = str(obj.dtype)
+            if "bfloat16" not in text:
+                return None
+            from anytile.ir.types import bf16 as dtype
+        shape = tuple(int(s) for s in obj.shape)
+        strides = tuple(int(s) for s in obj.stride())
+        address = int(obj.data_ptr())
+        buf = Buffer(device, 0, address, address, owner=obj)
+        return ImportedArray(buf, 0, shape, strides, dtype)
+    return None
+
+
+def _stream_handle(stream: Any, args: Sequence[KernelArg]) -> int:
+    """The CUstream to launch on: ``stream`` (an int, a torch/cupy stream, a CUstream), else
+    the current stream of the framework owning an array argument, else the default stream."""
+    if stream is None:
+        for arg in args:
+            owner = getattr(getattr(arg.value, "buffer", None), "owner", None)
+            if owner is not None and type(owner).__module__.startswith("torch"):
+                import torch
+                return int(torch.cuda.current_stream(owner.device).cuda_stream)
+            if owner is not None and type(owner).__module__.startswith("cupy"):
+                import cupy
+                return int(cupy.cuda.get_current_stream().ptr)
+        return 0
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        raise BackendError(f"cannot use {stream!r} as a CUDA stream (pass an int handle or a "
+                           f"torch/cupy stream)") from None

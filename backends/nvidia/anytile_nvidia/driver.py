@@ -1,0 +1,229 @@
+"""The CUDA driver through ``cuda.bindings.driver``: devices, contexts, memory, modules, launches.
+
+Every call's ``CUresult`` is checked; a failure raises ``LaunchError`` (or ``BackendError``
+for set-up) naming the driver call and the error.  Launches reuse an argument block built at
+load time (one ctypes scalar per parameter and one array of their addresses), so a launch is
+a few attribute stores and one ``cuLaunchKernel``.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from anytile.errors import BackendError, LaunchError
+from anytile.ir.types import PointerType
+
+__all__ = ["Driver", "LoadedKernel", "driver"]
+
+
+def _error_name(cu: Any, err: Any) -> str:
+    try:
+        result, name = cu.cuGetErrorName(err)
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:
+        return str(err)
+
+
+class Driver:
+    """Lazily initialised access to the CUDA driver (one per process)."""
+
+    def __init__(self) -> None:
+        self._cu: Any = None
+        self._error: Optional[str] = None
+        self._contexts: dict[int, Any] = {}
+        self._lock = threading.Lock()
+
+    # -- set-up --------------------------------------------------------------------------------
+    @property
+    def cu(self) -> Any:
+        if self._cu is None and self._error is None:
+            self._init()
+        if self._cu is None:
+            raise BackendError(self._error or "no NVIDIA driver found")
+        return self._cu
+
+    def _init(self) -> None:
+        try:
+            from cuda.bindings import driver as cu
+        except Exception as exc:  # the package itself is missing or broken
+            self._error = f"cuda-bindings is not importable: {type(exc).__name__}: {exc}"
+            return
+        try:
+            (err,) = cu.cuInit(0)
+        except Exception as exc:  # libcuda.so is absent: no driver on this machine
+            self._error = f"no NVIDIA driver found: {exc}"
+            return
+        if err != cu.CUresult.CUDA_SUCCESS:
+            self._error = f"no NVIDIA driver found: cuInit failed with {_error_name(cu, err)}"
+            return
+        self._cu = cu
+
+    def availability_error(self) -> Optional[str]:
+        """Why kernels cannot run here, or ``None`` when a device is usable."""
+        try:
+            count = self.device_count()
+        except BackendError as exc:
+            return str(exc)
+        return None if count > 0 else "the NVIDIA driver reports no CUDA device"
+
+    def check(self, what: str, result: Any, error: type = LaunchError) -> Any:
+        """Raise if ``result``'s CUresult is not success; return the remaining values."""
+        cu = self.cu
+        err, rest = (result[0], result[1:]) if isinstance(result, tuple) else (result, ())
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise error(f"CUDA driver call {what} failed: {_error_name(cu, err)}")
+        return rest[0] if len(rest) == 1 else rest
+
+    # -- devices and contexts ------------------------------------------------------------------
+    def device_count(self) -> int:
+        return int(self.check("cuDeviceGetCount", self.cu.cuDeviceGetCount(), BackendError))
+
+    def properties(self, index: int) -> dict[str, Any]:
+        cu = self.cu
+        dev = self.check("cuDeviceGet", cu.cuDeviceGet(index), BackendError)
+        attr = cu.CUdevice_attribute
+
+        def get(name: str) -> int:
+            return int(self.check("cuDeviceGetAttribute",
+                                  cu.cuDeviceGetAttribute(getattr(attr, name), dev), BackendError))
+        name = self.check("cuDeviceGetName", cu.cuDeviceGetName(256, dev), BackendError)
+        major = get("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR")
+        minor = get("CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR")
+        return {
+            "name": name.split(b"\0")[0].decode() if isinstance(name, bytes) else str(name),
+            "compute_capability": (major, minor),
+            "multiprocessor_count": get("CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT"),
+            "warp_size": get("CU_DEVICE_ATTRIBUTE_WARP_SIZE"),
+            "max_shared_memory_per_block": get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK"),
+            "max_shared_memory_per_block_optin":
+                get("CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN"),
+            "max_registers_per_block": get("CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK"),
+            "max_threads_per_block": get("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
+        }
+
+    def make_current(self, index: int) -> None:
+        """Make device ``index``'s primary context current in this thread."""
+        cu = self.cu
+        ctx = self._contexts.get(index)
+        if ctx is None:
+            with self._lock:
+                ctx = self._contexts.get(index)
+                if ctx is None:
+                    dev = self.check("cuDeviceGet", cu.cuDeviceGet(index))
+                    ctx = self.check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(dev))
+                    self._contexts[index] = ctx
+        self.check("cuCtxSetCurrent", cu.cuCtxSetCurrent(ctx))
+
+    # -- memory --------------------------------------------------------------------------------
+    def alloc(self, index: int, nbytes: int) -> int:
+        self.make_current(index)
+        ptr = self.check("cuMemAlloc", self.cu.cuMemAlloc(max(1, nbytes)))
+        return int(ptr)
+
+    def free(self, index: int, address: int) -> None:
+        self.make_current(index)
+        self.check("cuMemFree", self.cu.cuMemFree(self.cu.CUdeviceptr(address)))
+
+    def copy_htod(self, index: int, address: int, host_address: int, nbytes: int) -> None:
+        self.make_current(index)
+        self.check("cuMemcpyHtoD", self.cu.cuMemcpyHtoD(self.cu.CUdeviceptr(address), host_address, nbytes))
+
+    def copy_dtoh(self, index: int, host_address: int, address: int, nbytes: int) -> None:
+        self.make_current(index)
+        self.check("cuMemcpyDtoH", self.cu.cuMemcpyDtoH(host_address, self.cu.CUdeviceptr(address), nbytes))
+
+    def synchronize(self, index: int) -> None:
+        self.make_current(index)
+        self.check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
+
+    # -- modules and launches ------------------------------------------------------------------
+    def load(self, index: int, image: bytes, name: str, shared_bytes: int, threads: int,
+             signature: list) -> "LoadedKernel":
+        cu = self.cu
+        self.make_current(index)
+        module = self.check("cuModuleLoadData", cu.cuModuleLoadData(image))
+        function = self.check("cuModuleGetFunction", cu.cuModuleGetFunction(module, name.encode()))
+        if shared_bytes > 48 * 1024:
+            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
+        return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads, signature)
+
+
+_CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
+           "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
+           "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "f32": ctypes.c_float,
+           "f64": ctypes.c_double, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
+
+
+@dataclass(eq=False)
+class LoadedKernel:
+    """A kernel ready to launch: the CUfunction and its reusable argument block."""
+
+    driver: Driver
+    device_index: int
+    module: Any
+    function: Any
+    name: str
+    shared_bytes: int
+    threads: int
+    slots: list = field(default_factory=list)        # one ctypes scalar per parameter
+    is_pointer: list = field(default_factory=list)
+    params: Any = None                                # (c_void_p * n) of the slots' addresses
+    params_address: int = 0
+
+    @staticmethod
+    def build(drv: Driver, index: int, module: Any, function: Any, name: str, shared: int,
+              threads: int, signature: list) -> "LoadedKernel":
+        slots, is_pointer = [], []
+        for _, t in signature:
+            if isinstance(t, PointerType):
+                slots.append(ctypes.c_uint64(0))
+                is_pointer.append(True)
+            else:
+                slots.append(_CTYPES[t.name]())
+                is_pointer.append(False)
+        params = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(s) for s in slots])
+        return LoadedKernel(drv, index, module, function, name, shared, threads, slots,
+                            is_pointer, params, ctypes.addressof(params))
+
+    def set_args(self, args: Any) -> None:
+        for slot, pointer, arg in zip(self.slots, self.is_pointer, args):
+            value = arg.value
+            if pointer:
+                buf = value.buffer
+                if buf.address is None:
+                    raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory")
+                slot.value = buf.address + value.offset
+            else:
+                slot.value = _to_bits(arg.type.name, value)
+
+    def launch(self, grid: tuple, args: Any, stream: int) -> None:
+        self.set_args(args)
+        cu = self.driver.cu
+        result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
+                                   self.shared_bytes, stream, self.params_address, 0)
+        err = result[0]
+        if err != cu.CUresult.CUDA_SUCCESS:
+            if err == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a new thread: no current context
+                self.driver.make_current(self.device_index)
+                result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
+                                           self.shared_bytes, stream, self.params_address, 0)
+            self.driver.check(f"cuLaunchKernel('{self.name}', grid={tuple(grid)})", result)
+
+
+def _to_bits(type_name: str, value: Any) -> Any:
+    if type_name == "i1":
+        return int(bool(value))
+    if type_name in ("f16", "bf16"):
+        import numpy as np
+        import ml_dtypes
+        dt = np.float16 if type_name == "f16" else ml_dtypes.bfloat16
+        return int(np.array(value, dtype=dt).view(np.uint16))
+    if type_name in ("f32", "f64"):
+        return float(value)
+    return int(value)
+
+
+driver = Driver()

@@ -1,0 +1,77 @@
+"""NVIDIA's answers to the shared GPU lowering's hooks (``anytile.codegen.gpu.GpuTarget``):
+PTX special registers, ``bar.sync``, ``shfl.sync.bfly`` and libdevice's math functions."""
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from anytile.codegen.gpu import GpuTarget
+
+__all__ = ["NvidiaTarget", "LIBDEVICE_FUNCTIONS"]
+
+I32 = ir.IntType(32)
+
+#: IR unary kind -> (libdevice function for float, for double)
+LIBDEVICE_FUNCTIONS = {
+    "exp": ("__nv_expf", "__nv_exp"), "exp2": ("__nv_exp2f", "__nv_exp2"),
+    "log": ("__nv_logf", "__nv_log"), "log2": ("__nv_log2f", "__nv_log2"),
+    "sin": ("__nv_sinf", "__nv_sin"), "cos": ("__nv_cosf", "__nv_cos"),
+    "erf": ("__nv_erff", "__nv_erf"), "tanh": ("__nv_tanhf", "__nv_tanh"),
+}
+
+
+class NvidiaTarget(GpuTarget):
+    """nvptx64-nvidia-cuda; math through libdevice (linked in by the ``ptx`` stage)."""
+
+    triple = "nvptx64-nvidia-cuda"
+    data_layout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
+    warp_size = 32
+
+    def _sreg(self, b: ir.IRBuilder, name: str) -> ir.Value:
+        fn = self.declare(b.module, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
+        return b.call(fn, [])
+
+    def thread_id(self, b: ir.IRBuilder) -> ir.Value:
+        return self._sreg(b, "tid.x")
+
+    def program_id(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._sreg(b, "ctaid." + "xyz"[axis])
+
+    def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        return self._sreg(b, "nctaid." + "xyz"[axis])
+
+    def barrier(self, b: ir.IRBuilder) -> None:
+        b.call(self.declare(b.module, "llvm.nvvm.barrier0", ir.VoidType(), []), [])
+
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
+        fn = self.declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
+        return b.call(fn, [ir.Constant(I32, -1), value, ir.Constant(I32, lane_mask),
+                           ir.Constant(I32, 0x1F)])
+
+    def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
+        names = LIBDEVICE_FUNCTIONS.get(kind)
+        if names is None or isinstance(x.type, ir.VectorType):
+            return None
+        name = names[1] if isinstance(x.type, ir.DoubleType) else names[0]
+        return b.call(self.declare(b.module, name, x.type, [x.type]), [x])
+
+    has_mma = True  # every supported target (sm_80+) has mma.sync.m16n8k16
+
+    def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
+        f32 = ir.FloatType()
+        ptx_type = {"f16": "f16", "bf16": "bf16"}[in_type]
+        asm = (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32 "
+               "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+        fty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [I32] * 6 + [f32] * 4)
+        call = b.asm(fty, asm, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", list(a) + list(bfrag) + list(c),
+                     side_effect=False)
+        return [b.extract_value(call, i) for i in range(4)]
+
+    def declare_kernel(self, fn: ir.Function, threads: int) -> None:
+        fn.calling_convention = "ptx_kernel"
+        fn.attributes.add("nounwind")
+        # the exact block size lets ptxas budget registers (Triton's maxntid)
+        m = fn.module
+        m.add_named_metadata("nvvm.annotations",
+                             [fn, ir.MetaDataString(m, "maxntidx"), ir.Constant(I32, threads)])

@@ -1,0 +1,153 @@
+"""Compiling for NVIDIA without a GPU: every test kernel and example to PTX for sm_80 and
+sm_90, assembled by ``ptxas`` when it is installed; the backend's identity and errors."""
+import importlib
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.errors import BackendError
+from anytile_nvidia.backend import NvidiaBackend
+from anytile_nvidia.compiler import find_ptxas, parse_ptxas_report
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "tests" / "kernels"))
+sys.path.insert(0, str(ROOT / "examples"))
+import test_kernels as tk  # noqa: E402
+
+needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed here")
+
+_STRIDES = ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")
+KERNELS = {
+    "add": (tk.add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16",
+                            "n": "i32"}, {"BLOCK": 256}),
+    "softmax": (tk.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16", "in_stride": "i32:16",
+                                    "out_stride": "i32:16", "n_cols": "i32"}, {"BLOCK": 1024}),
+    "persistent_softmax": (tk.persistent_softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32",
+                                                          "n_rows": "i32", "n_cols": "i32"}, {"BLOCK": 128}),
+    "matmul_f16": (tk.matmul_relu_kernel, {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16",
+                                           **{k: "i32" for k in _STRIDES}}, {"BM": 16, "BN": 32, "BK": 16}),
+    "layernorm": (tk.layernorm_kernel, {**{k: "*fp32" for k in ("x_ptr", "y_ptr", "w_ptr", "b_ptr",
+                                                              "mean_ptr", "rstd_ptr")},
+                                        "stride": "i32", "N": "i32", "eps": "fp32"}, {"BLOCK": 512}),
+    "transpose": (tk.transpose_kernel, {"src": "*i16", "dst": "*i16", "M": "i32", "N": "i32"},
+                  {"BM": 16, "BN": 32}),
+    "histogram": (tk.histogram_kernel, {"data_ptr": "*i32", "hist_ptr": "*i32", "n": "i32",
+                                        "n_bins": "i32"}, {"BLOCK": 256}),
+}
+
+
+def example_kernels():
+    out = {}
+    for path in sorted((ROOT / "examples").glob("*.py")):
+        module = importlib.import_module(path.stem)
+        for name in dir(module):
+            obj = getattr(module, name)
+            if hasattr(obj, "arg_names") and hasattr(obj, "constexpr_names"):
+                out[f"{path.stem}.{name}"] = obj
+    return out
+
+
+def signature_for(fn):
+    """Every parameter of an example kernel: ``*_ptr`` -> ``*fp32``, the rest ``i32``;
+    constexprs get 32 (``eps`` is a float)."""
+    sig, consts = {}, {}
+    for name in fn.arg_names:
+        if name in fn.constexpr_names:
+            consts[name] = 32
+        elif name.endswith("ptr"):
+            sig[name] = "*fp32:16"
+        elif name == "eps":
+            sig[name] = "fp32"
+        else:
+            sig[name] = "i32"
+    return sig, consts
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_test_kernels_compile_to_ptx(name, arch):
+    fn, sig, consts = KERNELS[name]
+    compiled = at.compile(fn, target=f"nvidia:{arch}", signature=sig, constexprs=consts)
+    ptx = compiled.asm["ptx"]
+    assert f".target {arch}" in ptx and f".entry {fn.__name__}" in ptx
+    assert "laid-out ir" in compiled.asm and "#blocked" in compiled.asm["laid-out ir"]
+    if find_ptxas() is not None:
+        assert isinstance(compiled.asm["cubin"], bytes) and compiled.metadata["registers"] > 0
+        assert compiled.metadata["spills"] == 0
+
+
+@needs_ptxas
+@pytest.mark.parametrize("name", sorted(example_kernels()))
+def test_examples_compile_and_assemble(name):
+    fn = example_kernels()[name]
+    sig, consts = signature_for(fn)
+    compiled = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs=consts)
+    assert compiled.asm["cubin"][:4] == b"\x7fELF"
+
+
+def test_aligned_vector_add_uses_16_byte_accesses():
+    fn, sig, consts = KERNELS["add"]
+    sig = {**sig, "n": "i32:16"}
+    ptx = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs={"BLOCK": 1024}).asm["ptx"]
+    assert ptx.count("ld.global.v4.b32") == 4 or ptx.count("ld.global.v4.f32") == 4
+    assert "st.global.v4" in ptx
+
+
+def test_unaligned_vector_add_falls_back_to_scalar_accesses():
+    fn, sig, consts = KERNELS["add"]
+    sig = {**sig, "x_ptr": "*fp32", "n": "i32:16"}
+    ptx = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs={"BLOCK": 1024}).asm["ptx"]
+    assert ptx.count("ld.global.v4") == 2  # y only; x (no alignment known) element by element
+
+
+def test_softmax_reduces_with_warp_shuffles():
+    fn, sig, consts = KERNELS["softmax"]
+    ptx = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs=consts).asm["ptx"]
+    assert ptx.count("shfl.sync.bfly") >= 10  # 5 rounds for max, 5 for sum
+    assert "anytile_smem" in ptx
+
+
+def test_backend_identity_and_no_gpu_here():
+    backend = NvidiaBackend()
+    assert backend.name == "nvidia" and backend.device_prefix == "cuda"
+    assert {"sm_80", "sm_89", "sm_90"} <= set(backend.targets())
+    avail = backend.availability()
+    if not avail.usable:
+        assert avail.reason and "Traceback" not in avail.reason
+        assert backend.devices() == []
+
+
+def test_unknown_arch_is_a_clear_error():
+    fn, sig, consts = KERNELS["add"]
+    with pytest.raises(BackendError, match="sm_90"):
+        at.compile(fn, target="nvidia:sm_1", signature=sig, constexprs=consts)
+
+
+def test_ptxas_report_is_parsed():
+    meta = {}
+    parse_ptxas_report("ptxas info    : Function properties for k\n    0 bytes stack frame, 8 bytes "
+                       "spill stores, 4 bytes spill loads\nptxas info    : Used 40 registers, "
+                       "used 1 barriers, 2048 bytes smem", meta)
+    assert meta == {"registers": 40, "spills": 12, "static_shared": 2048, "stack_frame": 0}
+
+
+@at.jit
+def scan_and_atomics_kernel(x_ptr, out_ptr, counter_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.store(out_ptr + offs, tl.cumsum(x, axis=0))
+    tl.atomic_max(counter_ptr + offs % 4, x)
+    tl.atomic_add(counter_ptr, 1.5)
+
+
+@needs_ptxas
+def test_scan_and_float_atomics_assemble():
+    compiled = at.compile(scan_and_atomics_kernel, target="nvidia:sm_80",
+                          signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "counter_ptr": "*fp32"},
+                          constexprs={"BLOCK": 128})
+    ptx = compiled.asm["ptx"]
+    assert "atom.global" in ptx or "atom." in ptx

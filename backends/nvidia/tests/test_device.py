@@ -1,0 +1,100 @@
+"""Running on a real NVIDIA GPU: memory, zero-copy imports, launches, errors.  Skipped (with
+the driver's reason) where no device is present."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.backend import KernelArg, PointerArg
+from anytile.errors import LaunchError
+from anytile.ir.types import i32
+from anytile_nvidia.backend import NvidiaBackend
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "kernels"))
+import test_kernels as tk  # noqa: E402
+
+_BACKEND = NvidiaBackend()
+_AVAIL = _BACKEND.availability()
+pytestmark = pytest.mark.skipif(not _AVAIL.usable, reason=f"no NVIDIA GPU: {_AVAIL.reason}")
+
+
+@pytest.fixture
+def cuda():
+    return at.device("cuda:0")
+
+
+def test_device_properties(cuda):
+    props = cuda.properties
+    assert props["warp_size"] == 32 and props["multiprocessor_count"] > 0
+    assert props["max_shared_memory_per_block_optin"] >= props["max_shared_memory_per_block"]
+    major, minor = props["compute_capability"]
+    assert f"sm_{major}{minor}" in _BACKEND.targets()
+
+
+def test_copy_round_trip(cuda):
+    host = np.random.default_rng(0).standard_normal(1001).astype(np.float32)
+    dev = at.asarray(host, device=cuda)
+    assert dev.data_ptr() % 256 == 0
+    np.testing.assert_array_equal(dev.numpy(), host)
+
+
+def test_vector_add_runs(cuda):
+    rng = np.random.default_rng(1)
+    n = 100_003
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = at.asarray(np.full(n, np.nan, np.float32), device=cuda)
+    tk.add_kernel[(at.cdiv(n, 1024),)](at.asarray(x, device=cuda), at.asarray(y, device=cuda), out, n,
+                                       BLOCK=1024)
+    np.testing.assert_array_equal(out.numpy(), x + y)
+
+
+def test_torch_tensors_are_used_in_place(cuda):
+    torch = pytest.importorskip("torch")
+    x = torch.randn(5000, device="cuda")
+    y = torch.randn(5000, device="cuda")
+    out = torch.full((5000,), float("nan"), device="cuda")
+    tk.add_kernel[(at.cdiv(5000, 256),)](x, y, out, 5000, BLOCK=256)
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
+
+
+def test_cupy_arrays_are_used_in_place(cuda):
+    cp = pytest.importorskip("cupy")
+    x = cp.arange(3000, dtype=cp.float32)
+    out = cp.full(3000, cp.nan, dtype=cp.float32)
+    tk.add_kernel[(at.cdiv(3000, 256),)](x, x, out, 3000, BLOCK=256)
+    cp.cuda.runtime.deviceSynchronize()
+    assert bool((out == 2 * x).all())
+
+
+def test_launch_errors_name_the_driver_error(cuda):
+    module_args = [KernelArg(i32, 0)]
+    backend = cuda.backend
+    kernel = at.compile(tk.add_kernel, target=str(backend.target_of(cuda.info)),
+                        signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                        constexprs={"BLOCK": 256})
+    loaded = backend.load(kernel, cuda.info)
+    buf = backend.alloc(cuda.info, 1024)
+    ptr = KernelArg(kernel.signature[0][1], PointerArg(buf))
+    with pytest.raises(LaunchError, match="CUDA"):
+        backend.launch(loaded, (2**31 - 1, 70000, 1), [ptr, ptr, ptr] + module_args, cuda.info)
+    backend.free(buf)
+
+
+@at.jit
+def big_shared_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)
+    c = tl.arange(0, C)
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :])
+    flat = tl.reshape(x * 2, (R * C,))  # through 64 KB of shared memory: needs the opt-in
+    tl.store(out_ptr + tl.arange(0, R * C), flat)
+
+
+def test_large_shared_memory_conversion(cuda):
+    x = np.random.default_rng(2).standard_normal((128, 128)).astype(np.float32)
+    out = at.asarray(np.full(128 * 128, np.nan, np.float32), device=cuda)
+    compiled = big_shared_kernel[(1,)](at.asarray(x, device=cuda), out, R=128, C=128)
+    np.testing.assert_array_equal(out.numpy(), (x * 2).reshape(-1))

@@ -1,0 +1,180 @@
+"""The shared GPU lowering run on the host (one OS thread per GPU thread) against NumPy.
+
+These check what a GPU run would: layouts, vector accesses, masks, shuffles, cross-warp
+reductions, layout conversions, loops and atomics, with the exact LLVM IR the NVIDIA backend
+generates except for its five hooks (ids, barrier, shuffle, math, kernel marking)."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.codegen.gpu.simulator import simulate_kernel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "kernels"))
+import test_kernels as tk  # noqa: E402
+
+
+def ir_of(fn, signature, constexprs, **options):
+    return at.compile(fn, target="nvidia:sm_90", signature=signature, constexprs=constexprs,
+                      **options).module
+
+
+def poisoned(shape, dtype):
+    dtype = np.dtype(dtype)
+    return np.full(shape, np.nan if dtype.kind == "f" else 77, dtype)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+@pytest.mark.parametrize("n,divisible", [(1000, ""), (1024, ":16")])
+def test_vector_add(rng, n, divisible):
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = poisoned(n, np.float32)
+    module = ir_of(tk.add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16",
+                                   "n": "i32" + divisible}, {"BLOCK": 256})
+    simulate_kernel(module, (at.cdiv(n, 256),), [x, y, out, n])
+    np.testing.assert_array_equal(out, x + y)
+
+
+@pytest.mark.parametrize("shape,block,num_warps", [((7, 33), 64, 4), ((3, 1000), 1024, 4),
+                                                   ((5, 128), 128, 1), ((2, 300), 512, 8)])
+def test_softmax(rng, shape, block, num_warps):
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    out = poisoned(shape, np.float32)
+    module = ir_of(tk.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16", "in_stride": "i32",
+                                       "out_stride": "i32", "n_cols": "i32"}, {"BLOCK": block},
+                   num_warps=num_warps)
+    simulate_kernel(module, (shape[0],), [out, x, shape[1], shape[1], shape[1]], num_warps)
+    np.testing.assert_allclose(out, tk._softmax_ref(x), rtol=1e-5, atol=1e-7)
+
+
+def test_persistent_softmax(rng):
+    shape = (9, 100)
+    x = rng.standard_normal(shape).astype(np.float32)
+    out = poisoned(shape, np.float32)
+    module = ir_of(tk.persistent_softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32",
+                                                  "n_rows": "i32", "n_cols": "i32"}, {"BLOCK": 128})
+    simulate_kernel(module, (4,), [out, x, shape[0], shape[1]])
+    np.testing.assert_allclose(out, tk._softmax_ref(x), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("dtype,sig", [(np.float32, "*fp32"), (np.float16, "*fp16")])
+def test_matmul_relu(rng, dtype, sig):
+    M, N, K = 45, 37, 70
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    c = poisoned((M, N), dtype)
+    names = ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")
+    signature = {"a_ptr": sig, "b_ptr": sig, "c_ptr": sig, **{k: "i32" for k in names}}
+    module = ir_of(tk.matmul_relu_kernel, signature, {"BM": 16, "BN": 32, "BK": 16})
+    simulate_kernel(module, (at.cdiv(M, 16), at.cdiv(N, 32)), [a, b, c, M, N, K, K, 1, N, 1, N, 1])
+    ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
+    tol = 1e-4 if dtype == np.float32 else 2e-2
+    np.testing.assert_allclose(c.astype(np.float64), ref, rtol=tol, atol=tol * 10)
+
+
+def test_layernorm(rng):
+    R, N = 3, 300
+    x = rng.standard_normal((R, N)).astype(np.float32) * 3 + 1
+    w, b = rng.standard_normal(N).astype(np.float32), rng.standard_normal(N).astype(np.float32)
+    y, mean, rstd = poisoned((R, N), np.float32), poisoned(R, np.float32), poisoned(R, np.float32)
+    signature = {k: "*fp32" for k in ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "rstd_ptr")}
+    signature.update(stride="i32", N="i32", eps="fp32")
+    module = ir_of(tk.layernorm_kernel, signature, {"BLOCK": 512})
+    simulate_kernel(module, (R,), [x, y, w, b, mean, rstd, N, N, 1e-5])
+    x64 = x.astype(np.float64)
+    m, r = x64.mean(1), 1 / np.sqrt(x64.var(1) + 1e-5)
+    np.testing.assert_allclose(mean, m, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(rstd, r, rtol=1e-5)
+    np.testing.assert_allclose(y, (x64 - m[:, None]) * r[:, None] * w + b, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,sig", [(np.float32, "*fp32"), (np.int16, "*i16")])
+def test_transpose(rng, dtype, sig):
+    M, N = 50, 70
+    src = (rng.standard_normal((M, N)) * 100).astype(dtype)
+    dst = poisoned((N, M), dtype)
+    module = ir_of(tk.transpose_kernel, {"src": sig, "dst": sig, "M": "i32", "N": "i32"},
+                   {"BM": 16, "BN": 32})
+    simulate_kernel(module, (at.cdiv(M, 16), at.cdiv(N, 32)), [src, dst, M, N])
+    np.testing.assert_array_equal(dst, src.T)
+
+
+def test_atomic_histogram(rng):
+    n, bins = 1000, 17
+    data = rng.integers(0, 1000, n).astype(np.int32)
+    hist = np.zeros(bins, np.int32)
+    module = ir_of(tk.histogram_kernel, {"data_ptr": "*i32", "hist_ptr": "*i32", "n": "i32",
+                                         "n_bins": "i32"}, {"BLOCK": 256})
+    simulate_kernel(module, (at.cdiv(n, 256),), [data, hist, n, bins])
+    np.testing.assert_array_equal(hist, np.bincount(data % bins, minlength=bins))
+
+
+@at.jit
+def reduce_2d_kernel(x_ptr, rows_ptr, cols_ptr, amax_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)
+    c = tl.arange(0, C)
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :])
+    tl.store(rows_ptr + r, tl.sum(x, axis=1))
+    tl.store(cols_ptr + c, tl.max(x, axis=0))
+    tl.store(amax_ptr + r, tl.argmax(x, axis=1))
+
+
+@pytest.mark.parametrize("R,C,num_warps", [(16, 64, 4), (64, 8, 2), (4, 256, 8), (2, 2, 4)])
+def test_reductions_2d(rng, R, C, num_warps):
+    x = rng.standard_normal((R, C)).astype(np.float32)
+    rows, cols, amax = poisoned(R, np.float32), poisoned(C, np.float32), poisoned(R, np.int32)
+    module = ir_of(reduce_2d_kernel, {"x_ptr": "*fp32", "rows_ptr": "*fp32", "cols_ptr": "*fp32",
+                                      "amax_ptr": "*i32"}, {"R": R, "C": C}, num_warps=num_warps)
+    simulate_kernel(module, (1,), [x, rows, cols, amax], num_warps)
+    np.testing.assert_allclose(rows, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(cols, x.max(0))
+    np.testing.assert_array_equal(amax, x.argmax(1))
+
+
+@at.jit
+def cumsum_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    r = tl.arange(0, R)
+    c = tl.arange(0, C)
+    x = tl.load(x_ptr + r[:, None] * C + c[None, :])
+    tl.store(out_ptr + r[:, None] * C + c[None, :], tl.cumsum(x, axis=1))
+
+
+def test_cumsum(rng):
+    x = rng.integers(-50, 50, (8, 32)).astype(np.int32)
+    out = poisoned((8, 32), np.int32)
+    module = ir_of(cumsum_kernel, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"R": 8, "C": 32})
+    simulate_kernel(module, (1,), [x, out])
+    np.testing.assert_array_equal(out, np.cumsum(x, axis=1))
+
+
+@at.jit
+def while_if_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    i = 0
+    while i < n:
+        v = tl.load(x_ptr + i * BLOCK + offs)
+        if i % 2 == 0:
+            acc += v
+        else:
+            acc -= tl.exp(v)
+        i += 1
+    tl.store(out_ptr + offs, acc)
+
+
+def test_while_and_if(rng):
+    n, block = 5, 64
+    x = rng.standard_normal((n, block)).astype(np.float32)
+    out = poisoned(block, np.float32)
+    module = ir_of(while_if_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": block})
+    simulate_kernel(module, (1,), [x, out, n])
+    x64 = x.astype(np.float64)
+    ref = x64[0::2].sum(0) - np.exp(x64[1::2]).sum(0)
+    np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)

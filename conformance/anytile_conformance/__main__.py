@@ -1,0 +1,6 @@
+"""``python -m anytile_conformance ...`` is ``anytile conformance ...``."""
+import sys
+
+from .cli import main
+
+sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,112 @@
+"""``anytile conformance [--backend NAME | --device DEV] [--quick | --full] [--junit FILE]
+[--json FILE] [-k EXPR] [--fuzz N --seed S]``.
+
+Exit status: 0 only when the verdict is CONFORMANT (or, with ``--fuzz``, when no generated
+kernel disagreed with the interpreter); 1 otherwise; 2 for usage errors (unknown device...).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+from . import __version__
+
+DEFAULT_SEED = 20261122
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="anytile conformance",
+        description="Certify that an anytile backend runs kernels as the reference interpreter "
+                    "defines them.  Prints a table by area and CONFORMANT or NOT CONFORMANT.")
+    target = parser.add_mutually_exclusive_group()
+    target.add_argument("--backend", help="backend name (its first device), e.g. cpu")
+    target.add_argument("--device", help="device name, e.g. cpu:0, cuda:1, interpreter")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                      help="a representative subset, minutes even on the interpreter (default)")
+    mode.add_argument("--full", dest="mode", action="store_const", const="full",
+                      help="every dtype, shape, warp count and grid rank: thousands of cases")
+    parser.set_defaults(mode="quick")
+    parser.add_argument("-k", dest="expr", default="",
+                        help="only cases whose id matches EXPR (substrings with and/or/not)")
+    parser.add_argument("--junit", metavar="FILE", help="write a JUnit XML report")
+    parser.add_argument("--json", metavar="FILE", help="write a JSON report")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
+                        help=f"seed of all random inputs and generated kernels (default {DEFAULT_SEED})")
+    parser.add_argument("--fuzz", type=int, metavar="N",
+                        help="instead of the catalogue, compare N random kernels with the interpreter")
+    parser.add_argument("--fuzz-dir", default="anytile-fuzz",
+                        help="where shrunk reproducers of fuzz mismatches are written")
+    parser.add_argument("--timeout", type=float, default=300.0,
+                        help="seconds one case may run before it fails (default 300)")
+    parser.add_argument("--list", action="store_true", help="list the selected case ids and exit")
+    parser.add_argument("--tolerances", action="store_true", help="print the tolerance table and exit")
+    parser.add_argument("--version", action="version", version=f"anytile-conformance {__version__}")
+    return parser
+
+
+def resolve_device(args: argparse.Namespace):
+    """The device to certify: ``--device``, the first device of ``--backend``, or the
+    default device (``ANYTILE_DEVICE`` or the first non-reference host backend)."""
+    import anytile as at
+    if args.device:
+        return at.device(args.device)
+    if args.backend:
+        backend = at.get_backend(args.backend)
+        infos = backend.devices()
+        if not infos:
+            from anytile.errors import BackendError
+            raise BackendError(f"backend '{args.backend}' has no usable device here")
+        return at.device(infos[0].name)
+    return at.device(None)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of ``anytile conformance`` and ``python -m anytile_conformance``."""
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.tolerances:
+        from .tolerances import table_rows
+        for what, dtype, bound in table_rows():
+            print(f"{what:<40} {dtype:<10} {bound}")
+        return 0
+    from .case import expand_all
+    from .selection import SelectionError, compile_expression
+    try:
+        keep = compile_expression(args.expr)
+    except SelectionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.list:
+        for case in expand_all(args.mode):
+            if keep(case.id):
+                print(case.id)
+        return 0
+    from anytile.errors import BackendError
+    try:
+        device = resolve_device(args)
+    except (BackendError, KeyError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.fuzz is not None:
+        from .fuzz.campaign import run_campaign
+        return run_campaign(device, args.fuzz, args.seed, args.fuzz_dir)
+    return certify(device, args, keep)
+
+
+def certify(device, args: argparse.Namespace, keep) -> int:
+    from .case import expand_all
+    from .report import Progress, summary_text, write_json, write_junit
+    from .runner import run_suite
+    cases = [c for c in expand_all(args.mode) if keep(c.id)]
+    print(f"running {len(cases)} {args.mode} cases on {device.info.name} "
+          f"({device.backend.name})", flush=True)
+    run = run_suite(device, cases, args.mode, args.seed, on_result=Progress(), timeout=args.timeout)
+    print()
+    print(summary_text(run))
+    if args.json:
+        write_json(run, args.json)
+    if args.junit:
+        write_junit(run, args.junit)
+    return 0 if run.conformant else 1

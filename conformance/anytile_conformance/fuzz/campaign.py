@@ -1,0 +1,138 @@
+"""``anytile conformance --fuzz N --seed S``: generate, compare, shrink, save reproducers."""
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .execute import Difference, differs
+from .generator import generate
+from .program import Program
+from .shrink import shrink
+
+_REPRO_RUNNER = '''
+
+# -- data and launch (generated) ------------------------------------------------------------
+import sys
+
+import ml_dtypes
+import numpy as np
+
+DTYPES = {{"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
+          "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "f16": np.float16,
+          "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}}
+INPUTS = [
+{inputs}
+]
+OUTPUTS = [
+{outputs}
+]
+N, BLOCK, PROGRAMS = {n}, {block}, {programs}
+
+
+def run(device):
+    """Each output of the kernel on ``device`` (outputs start as a 0xA5 byte pattern)."""
+    args = [at.asarray(np.array(values, dtype=DTYPES[dtype]), device=device)
+            for _, dtype, values in INPUTS]
+    outs = [at.asarray(np.full(shape[0] * np.dtype(DTYPES[dtype]).itemsize, 0xA5, np.uint8)
+                       .view(DTYPES[dtype]), device=device) for _, dtype, shape in OUTPUTS]
+    fuzz_kernel[(PROGRAMS,)](*args, *outs, N, BLOCK=BLOCK)
+    return [o.numpy() for o in outs]
+
+
+if __name__ == "__main__":
+    device = at.device(sys.argv[1] if len(sys.argv) > 1 else {device!r})
+    reference = run(at.device("interpreter"))
+    got = run(device)
+    bad = 0
+    for (name, _, _), ref, out in zip(OUTPUTS, reference, got):
+        same = ref.view(np.uint8).reshape(ref.size, -1) == out.view(np.uint8).reshape(out.size, -1)
+        wrong = np.flatnonzero(~same.all(axis=1))
+        if wrong.size:
+            bad += 1
+            i = int(wrong[0])
+            print(f"{{name}}: {{wrong.size}} elements differ; first [{{i}}]: "
+                  f"{{device}} {{out[i]!r}}, interpreter {{ref[i]!r}}")
+    print("MISMATCH" if bad else "match")
+    sys.exit(1 if bad else 0)
+'''
+
+
+def reproducer_source(program: Program, device_name: str, header: str) -> str:
+    """A standalone script: the kernel, its inputs, and a comparison with the interpreter."""
+    inputs = ",\n".join(f"    ({i.var.name!r}, {i.var.dtype!r}, {i.data.tolist()!r})"
+                        for i in program.inputs)
+    outputs = ",\n".join(f"    ({v.name!r}, {v.dtype!r}, {program.output_shape(v)!r})"
+                         for v in program.stored())
+    doc = '"""' + header.replace('"""', "'''") + '\n"""\n'
+    return doc + program.source() + _REPRO_RUNNER.format(
+        inputs=inputs, outputs=outputs, n=program.n, block=program.block,
+        programs=program.programs, device=device_name)
+
+
+@dataclass
+class FuzzFailure:
+    """One generated kernel on which the backend disagreed with the interpreter."""
+
+    index: int
+    seed: int
+    difference: Difference
+    statements_before: int
+    statements_after: int
+    path: str
+
+
+def program_seed(seed: int, index: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"fuzz:{seed}:{index}".encode()).digest()[:8], "little")
+
+
+def fuzz_one(device: Any, reference: Any, seed: int, capabilities: frozenset,
+             out_dir: str, index: int = 0) -> Optional[FuzzFailure]:
+    """Generate program ``seed``, compare, and on a difference shrink and save it."""
+    program = generate(seed, capabilities)
+    difference = differs(program, device, reference)
+    if difference is None:
+        return None
+    first = difference.variables[0] if difference.variables else None
+
+    def still_fails(candidate: Program) -> bool:
+        found = differs(candidate, device, reference)
+        return found is not None and (first is None or first in found.variables)
+
+    small = shrink(program, still_fails, first)
+    final = differs(small, device, reference) or difference
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, f"repro_seed{seed}.py")
+    header = (f"anytile fuzz reproducer: program seed {seed} (index {index}), backend "
+              f"{device.backend.name} on {device.info.name}.\n{final}\n"
+              f"Run: python {os.path.basename(path)} [DEVICE]")
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(reproducer_source(small, device.info.name, header))
+    return FuzzFailure(index, seed, final, len(program.stmts), len(small.stmts), path)
+
+
+def run_campaign(device: Any, count: int, seed: int, out_dir: str) -> int:
+    """Fuzz ``count`` programs; print each failure and a summary; 0 when none failed."""
+    import anytile as at
+    reference = at.device("interpreter")
+    capabilities = frozenset(device.backend.capabilities)
+    print(f"fuzzing {device.info.name} ({device.backend.name}) against the interpreter: "
+          f"{count} kernels, seed {seed}", flush=True)
+    failures = []
+    start = time.perf_counter()
+    for index in range(count):
+        failure = fuzz_one(device, reference, program_seed(seed, index), capabilities, out_dir, index)
+        if failure is not None:
+            failures.append(failure)
+            print(f"MISMATCH kernel {index} (program seed {failure.seed}): shrunk "
+                  f"{failure.statements_before} -> {failure.statements_after} statements, "
+                  f"saved {failure.path}\n  " + str(failure.difference).replace("\n", "\n  "),
+                  flush=True)
+        elif not sys.stdout.isatty():
+            print(f"[{index + 1:>5}/{count}] match", flush=True)
+    elapsed = time.perf_counter() - start
+    print(f"fuzz: {count - len(failures)} passed, {len(failures)} failed ({elapsed:.1f} s)")
+    return 1 if failures else 0

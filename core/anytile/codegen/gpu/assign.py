@@ -1,0 +1,250 @@
+"""The ``laid-out ir`` stage: give every tile value of a kernel a distributed layout.
+
+Values come in two kinds:
+
+* *rematerialisable* ones -- ``arange``, constants, ``splat`` and pure index arithmetic over
+  them (elementwise ops, ``expand_dims``, ``broadcast``, ``permute``, ``hint``, ``addptr``).
+  They cost a few integer instructions per register, so the lowering recomputes them in
+  whatever layout a user asks for; their own layout is only a default;
+* *anchored* ones -- loads, reductions, dots, loop-carried values... -- whose layout is chosen
+  here once; a use in another layout goes through shared memory.
+
+Loads and stores get a blocked layout whose per-thread run along the fastest dimension is
+the widest access the axis analysis proves (16 bytes: ``ld.global.v4.f32``); elementwise
+ops follow their first anchored operand; a reduction's result is a ``SliceLayout`` of its
+operand's; a loop-carried value takes the layout its loop body yields when its start value is
+rematerialisable (``acc = zeros(...)`` then ``acc += dot(...)``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ...ir import ops
+from ...ir.core import Block, Function, Module, Value
+from ...ir.types import PointerType, TileType, elem_type, shape_of
+from .axis_info import AxisInfo, analyse_function, vector_width_of_access
+from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
+from .mma import mma_layout, mma_warps
+
+__all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
+
+#: ops whose tile results are cheap to recompute in any layout when their tile operands are
+REMAT_OPS = (ops.ArangeOp, ops.ConstantOp, ops.SplatOp, ops.BinaryOp, ops.CompareOp,
+             ops.UnaryOp, ops.SelectOp, ops.CastOp, ops.BitcastOp, ops.FmaOp, ops.UMulHiOp,
+             ops.ExpandDimsOp, ops.BroadcastOp, ops.PermuteOp, ops.HintOp, ops.AddPtrOp)
+
+_CHEAP_UNARY = frozenset({"neg", "not", "abs"})
+
+
+@dataclass(eq=False)
+class LaidOutKernel:
+    """The kernel's IR with a layout on every tile value (in its type), the axis facts and the
+    vector width chosen for each memory access.  ``str()`` is the IR text with layouts."""
+
+    module: Module
+    num_warps: int
+    warp_size: int
+    axis: dict[Value, AxisInfo] = field(default_factory=dict)
+    vector: dict[ops.Op, int] = field(default_factory=dict)
+    remat: set = field(default_factory=set)
+    store_layout: dict[ops.Op, Layout] = field(default_factory=dict)
+    use_mma: bool = False
+
+    @property
+    def kernel(self) -> Function:
+        return self.module.kernel
+
+    def layout(self, v: Value) -> Optional[Layout]:
+        t = v.type
+        return t.layout if isinstance(t, TileType) else None
+
+    def __str__(self) -> str:
+        return str(self.module)
+
+
+class _Assigner:
+    def __init__(self, out: LaidOutKernel) -> None:
+        self.out = out
+        self.num_warps = out.num_warps
+        self.warp_size = out.warp_size
+
+    # -- helpers -------------------------------------------------------------------------------
+    def default(self, shape: tuple[int, ...], vector: int = 1) -> BlockedLayout:
+        return default_blocked(shape, self.num_warps, self.warp_size, vector)
+
+    def set(self, v: Value, layout: Optional[Layout]) -> None:
+        if isinstance(v.type, TileType):
+            v.type = TileType(v.type.shape, v.type.elem, layout or self.default(v.type.shape))
+
+    def is_remat(self, v: Value) -> bool:
+        return v in self.out.remat
+
+    def anchored_layout(self, values: list) -> Optional[Layout]:
+        for v in values:
+            if isinstance(v.type, TileType) and not self.is_remat(v) and v.type.layout is not None:
+                return v.type.layout
+        return None
+
+    def access_vector(self, op: ops.Op, ptr: Value, mask: Optional[Value]) -> int:
+        shape = shape_of(ptr.type)
+        if not shape:
+            return 1
+        pointee = elem_type(ptr.type).pointee
+        info = self.out.axis.get(ptr, AxisInfo.unknown(shape))
+        mask_info = self.out.axis.get(mask, AxisInfo.unknown(shape)) if mask is not None else None
+        width = vector_width_of_access(info, mask_info, pointee.nbytes)
+        per_thread = max(1, shape[-1] * _prod(shape[:-1]) // (self.num_warps * self.warp_size))
+        width = min(width, shape[-1], max(1, 1 << (per_thread.bit_length() - 1)))
+        self.out.vector[op] = width
+        return width
+
+    # -- the walk ------------------------------------------------------------------------------
+    def block(self, block: Block) -> None:
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op: ops.Op) -> None:
+        tile_operands = [v for v in op.operands if isinstance(v.type, TileType)]
+        if isinstance(op, REMAT_OPS) and all(self.is_remat(v) for v in tile_operands) \
+                and not (isinstance(op, ops.UnaryOp) and op.kind not in _CHEAP_UNARY
+                         and elem_type(op.src.type).is_float):
+            for r in op.results:
+                self.out.remat.add(r)
+        if isinstance(op, ops.ForOp):
+            self.loop(op, op.inits, op.body.args[1:], op.body)
+            return
+        if isinstance(op, ops.WhileOp):
+            self.while_loop(op)
+            return
+        if isinstance(op, ops.IfOp):
+            self.block(op.then_body)
+            self.block(op.else_body)
+            then_yield = op.then_body.terminator
+            for i, r in enumerate(op.results):
+                src = then_yield.values[i] if then_yield is not None else None
+                self.set(r, src.type.layout if src is not None and isinstance(src.type, TileType) else None)
+            return
+        for region in op.regions:  # reduce/scan combine regions: scalars only
+            self.block(region)
+        if not op.results:
+            if isinstance(op, ops.StoreOp) and isinstance(op.ptr.type, TileType):
+                vector = self.access_vector(op, op.ptr, op.mask)
+                self.out.store_layout[op] = self.anchored_layout([op.value, op.ptr, op.mask]
+                                                                 if op.mask is not None else
+                                                                 [op.value, op.ptr]) \
+                    or self.default(op.ptr.type.shape, vector)
+            return
+        res = op.results[0]
+        if not isinstance(res.type, TileType):
+            return
+        shape = res.type.shape
+        layout: Optional[Layout]
+        if isinstance(op, ops.LoadOp):
+            vector = self.access_vector(op, op.ptr, op.mask)
+            layout = self.anchored_layout([op.ptr]) or self.default(shape, vector)
+        elif isinstance(op, (ops.AtomicRMWOp, ops.AtomicCASOp)):
+            layout = self.anchored_layout(op.operands) or self.default(shape)
+        elif isinstance(op, ops.ExpandDimsOp):
+            src = op.src.type.layout if isinstance(op.src.type, TileType) else None
+            if isinstance(src, SliceLayout) and src.dim == op.axis:
+                layout = src.parent
+            else:
+                layout = self.default(shape)
+        elif isinstance(op, ops.BroadcastOp):
+            layout = op.src.type.layout
+        elif isinstance(op, ops.PermuteOp):
+            src = op.src.type.layout
+            layout = src.permuted(tuple(op.order)) if isinstance(src, BlockedLayout) else self.default(shape)
+        elif isinstance(op, ops.ReduceOp):
+            src = op.srcs[0].type.layout
+            for r in op.results:
+                self.set(r, SliceLayout(src, op.axis) if isinstance(r.type, TileType) else None)
+            return
+        elif isinstance(op, ops.ScanOp):
+            layout = self.anchored_layout(op.srcs) or self.default(shape)
+        elif isinstance(op, ops.DotOp):
+            warps = mma_warps(op, self.num_warps, self.warp_size) if self.out.use_mma else None
+            layout = mma_layout(warps) if warps else self.dot_layout(shape)
+        elif isinstance(op, ops.ReshapeOp):
+            layout = self.default(shape)
+        else:
+            layout = self.anchored_layout(tile_operands) or self.default(shape)
+        for r in op.results:
+            self.set(r, layout)
+
+    def dot_layout(self, shape: tuple[int, ...]) -> BlockedLayout:
+        m, n = shape
+        threads = self.num_warps * self.warp_size
+        per_thread = max(1, m * n // threads)
+        spt_n = min(4, n, per_thread)
+        spt_m = min(max(1, per_thread // spt_n), 4, m)
+        return BlockedLayout((spt_m, spt_n), *_split_threads((m // spt_m, n // spt_n),
+                                                              self.warp_size, self.num_warps),
+                             (1, 0))
+
+    def loop(self, op: ops.Op, inits: list, carried: list, body: Block) -> None:
+        for arg, init in zip(carried, inits):
+            self.set(arg, init.type.layout if isinstance(init.type, TileType) else None)
+        for _ in range(3):  # settle loop-carried layouts on what the body yields
+            self.block(body)
+            changed = False
+            yielded = body.terminator.values if body.terminator is not None else []
+            for arg, init, y in zip(carried, inits, yielded):
+                if not isinstance(arg.type, TileType):
+                    continue
+                want = y.type.layout
+                if self.is_remat(init) and not self.is_remat(y) and want != arg.type.layout:
+                    self.set(arg, want)
+                    changed = True
+            if not changed:
+                break
+        for r, arg in zip(op.results, carried):
+            self.set(r, arg.type.layout if isinstance(arg.type, TileType) else None)
+
+    def while_loop(self, op: ops.WhileOp) -> None:
+        for arg, init in zip(op.before.args, op.inits):
+            self.set(arg, init.type.layout if isinstance(init.type, TileType) else None)
+        self.block(op.before)
+        cond = op.before.terminator
+        for arg, v in zip(op.after.args, cond.values):
+            self.set(arg, v.type.layout if isinstance(v.type, TileType) else None)
+        self.block(op.after)
+        for r, v in zip(op.results, cond.values):
+            self.set(r, v.type.layout if isinstance(v.type, TileType) else None)
+
+
+def _prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def _split_threads(blocks: tuple[int, int], warp_size: int, num_warps: int):
+    """Lanes then warps over a 2-D grid of per-thread blocks, fastest along dim 1."""
+    tpw = [1, 1]
+    lanes = warp_size
+    for d in (1, 0):
+        take = min(lanes, blocks[d])
+        tpw[d], lanes = take, lanes // take
+    tpw[0] *= lanes
+    wpc = [1, 1]
+    warps = num_warps
+    for d in (0, 1):
+        take = min(warps, max(1, blocks[d] // tpw[d]))
+        wpc[d], warps = take, warps // take
+    wpc[0] *= warps
+    return tuple(tpw), tuple(wpc)
+
+
+def assign_layouts(module: Module, num_warps: int, warp_size: int = 32,
+                   use_mma: bool = False) -> LaidOutKernel:
+    """Run the axis analysis and give every tile value of ``module``'s kernel a layout
+    (in place: the values' types gain a ``layout``).  ``use_mma``: the target has
+    ``mma_m16n8k16``, so fp16/bf16 dots get the tensor-core accumulator layout."""
+    out = LaidOutKernel(module, num_warps, warp_size, use_mma=use_mma)
+    kernel = module.kernel
+    out.axis = analyse_function(kernel)
+    _Assigner(out).block(kernel.body)
+    return out

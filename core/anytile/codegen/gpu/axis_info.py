@@ -1,0 +1,218 @@
+"""Axis analysis: what is provable about the integers and addresses of each tile.
+
+For every tile value and every dimension ``d`` it computes (as Triton's AxisInfo does):
+
+* ``contiguity[d]``: the tile splits along ``d`` into aligned runs of this many elements whose
+  values increase by exactly 1 (addresses: by one element);
+* ``divisibility[d]``: the first element of each such run is a multiple of this (addresses:
+  in bytes);
+* ``constancy[d]``: the tile splits along ``d`` into aligned runs of this many equal values.
+
+Scalars have rank 0 and only ``divisibility``.  Facts come from ``arange``, constants,
+kernel arguments marked ``{"divisibility": 16}``, ``hint`` ops, and flow through add, sub,
+mul, addptr, splat, broadcast, expand_dims and comparisons.  A GPU lowering uses them to
+prove that a thread's consecutive registers are consecutive, aligned addresses (one 16-byte
+access) and that a mask is uniform over them.  Everything here is target-independent.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import gcd
+from typing import Optional
+
+from ...ir import ops
+from ...ir.core import Block, Function, Value
+from ...ir.types import PointerType, ScalarType, TileType, elem_type, shape_of
+
+__all__ = ["AxisInfo", "analyse_function", "vector_width_of_access"]
+
+MAX_DIVISIBILITY = 1 << 30
+
+
+def _pow2_divisor(n: int) -> int:
+    """The largest power of two dividing ``n`` (capped; 0 is divisible by everything)."""
+    n = abs(int(n))
+    if n == 0:
+        return MAX_DIVISIBILITY
+    return min(n & -n, MAX_DIVISIBILITY)
+
+
+@dataclass(frozen=True)
+class AxisInfo:
+    contiguity: tuple[int, ...]
+    divisibility: tuple[int, ...]
+    constancy: tuple[int, ...]
+    scalar_divisibility: int = 1     # for rank 0
+
+    @staticmethod
+    def unknown(shape: tuple[int, ...]) -> "AxisInfo":
+        r = len(shape)
+        return AxisInfo((1,) * r, (1,) * r, (1,) * r)
+
+    @staticmethod
+    def uniform(shape: tuple[int, ...], div: int) -> "AxisInfo":
+        return AxisInfo((1,) * len(shape), (div,) * len(shape), tuple(shape), div)
+
+    def div(self, d: int = -1) -> int:
+        return self.divisibility[d] if self.divisibility else self.scalar_divisibility
+
+
+def _elem_bytes(t) -> int:
+    e = elem_type(t)
+    return e.pointee.nbytes if isinstance(e, PointerType) else 1
+
+
+class _Analysis:
+    def __init__(self) -> None:
+        self.info: dict[Value, AxisInfo] = {}
+
+    def get(self, v: Value) -> AxisInfo:
+        found = self.info.get(v)
+        if found is None:
+            found = AxisInfo.unknown(shape_of(v.type))
+        return found
+
+    def scalar(self, div: int) -> AxisInfo:
+        return AxisInfo((), (), (), div)
+
+    def run_block(self, block: Block) -> None:
+        for op in block.ops:
+            self.visit(op)
+
+    def visit(self, op: ops.Op) -> None:
+        for region in op.regions:
+            for a in region.args:
+                self.info.setdefault(a, AxisInfo.unknown(shape_of(a.type)))
+        if isinstance(op, ops.ForOp):
+            iv = op.body.args[0]
+            self.info[iv] = self.scalar(gcd(self.get(op.lower).div(), self.get(op.step).div()))
+        for region in op.regions:
+            self.run_block(region)
+        if not op.results:
+            return
+        res = op.results[0]
+        shape = shape_of(res.type)
+        out = self.rule(op, shape)
+        if out is not None:
+            self.info[res] = out
+
+    def rule(self, op: ops.Op, shape: tuple[int, ...]) -> Optional[AxisInfo]:
+        g = self.get
+        if isinstance(op, ops.ConstantOp):
+            value = op.value
+            div = _pow2_divisor(value) if isinstance(value, int) or float(value).is_integer() else 1
+            return AxisInfo.uniform(shape, div) if shape else self.scalar(div)
+        if isinstance(op, ops.ArangeOp):
+            return AxisInfo((op.end - op.start,), (_pow2_divisor(op.start),), (1,))
+        if isinstance(op, ops.SplatOp):
+            return AxisInfo.uniform(shape, g(op.src).div())
+        if isinstance(op, ops.ProgramIdOp) or isinstance(op, ops.NumProgramsOp):
+            return self.scalar(1)
+        if isinstance(op, ops.HintOp):
+            base = g(op.src)
+            if not shape:
+                return self.scalar(op.multiple_of[0] if op.multiple_of else base.div())
+            div = tuple(op.multiple_of) if op.multiple_of else base.divisibility
+            contig = tuple(op.max_contiguous) if op.max_contiguous else base.contiguity
+            return AxisInfo(contig, div, base.constancy)
+        if isinstance(op, ops.ExpandDimsOp):
+            a = g(op.src)
+            if not shape_of(op.src.type):
+                return AxisInfo((1,), (a.div(),), (1,))
+            return AxisInfo(a.contiguity[:op.axis] + (1,) + a.contiguity[op.axis:],
+                            a.divisibility[:op.axis] + (a.div(),) + a.divisibility[op.axis:],
+                            a.constancy[:op.axis] + (1,) + a.constancy[op.axis:])
+        if isinstance(op, ops.BroadcastOp):
+            a = g(op.src)
+            src_shape = shape_of(op.src.type)
+            return AxisInfo(
+                tuple(1 if s == 1 and n != 1 else c for c, s, n in zip(a.contiguity, src_shape, shape)),
+                a.divisibility,
+                tuple(n if s == 1 else k for k, s, n in zip(a.constancy, src_shape, shape)))
+        if isinstance(op, ops.PermuteOp):
+            a = g(op.src)
+            return AxisInfo(*(tuple(t[i] for i in op.order) for t in
+                              (a.contiguity, a.divisibility, a.constancy)))
+        if isinstance(op, ops.AddPtrOp):
+            return self.add_like(g(op.ptr), g(op.offset), _elem_bytes(op.ptr.type), shape)
+        if isinstance(op, ops.BinaryOp) and isinstance(elem_type(op.lhs.type), ScalarType) \
+                and elem_type(op.lhs.type).is_int:
+            a, b = g(op.lhs), g(op.rhs)
+            if op.kind == "add":
+                return self.add_like(a, b, 1, shape)
+            if op.kind == "sub":
+                return self.add_like(a, b, 1, shape, subtract=True)
+            if op.kind == "mul":
+                return self.mul(a, b, shape)
+            return self.only_constancy(a, b, shape=shape)
+        if isinstance(op, ops.CompareOp):
+            return self.compare(g(op.lhs), g(op.rhs), shape)
+        if isinstance(op, (ops.SelectOp, ops.CastOp, ops.BinaryOp, ops.UnaryOp)):
+            operands = [g(v) for v in op.operands]
+            return self.only_constancy(*operands, shape=shape)
+        return None
+
+    def add_like(self, a: AxisInfo, b: AxisInfo, scale: int, shape: tuple[int, ...],
+                 subtract: bool = False) -> AxisInfo:
+        if not shape:
+            return self.scalar(gcd(a.div(), b.div() * scale))
+        contig = tuple(max(gcd(ca, kb), 1 if subtract else gcd(ka, cb))
+                       for ca, cb, ka, kb in zip(a.contiguity, b.contiguity, a.constancy, b.constancy))
+        div = tuple(gcd(da, db * scale) for da, db in zip(a.divisibility, b.divisibility))
+        const = tuple(gcd(ka, kb) for ka, kb in zip(a.constancy, b.constancy))
+        return AxisInfo(contig, div, const)
+
+    def mul(self, a: AxisInfo, b: AxisInfo, shape: tuple[int, ...]) -> AxisInfo:
+        if not shape:
+            return self.scalar(min(a.div() * b.div(), MAX_DIVISIBILITY))
+        div = tuple(min(da * db, MAX_DIVISIBILITY) for da, db in zip(a.divisibility, b.divisibility))
+        const = tuple(gcd(ka, kb) for ka, kb in zip(a.constancy, b.constancy))
+        return AxisInfo((1,) * len(shape), div, const)
+
+    def compare(self, a: AxisInfo, b: AxisInfo, shape: tuple[int, ...]) -> AxisInfo:
+        if not shape:
+            return self.scalar(1)
+        const = []
+        for d in range(len(shape)):
+            k = gcd(a.constancy[d], b.constancy[d])
+            # a contiguous run compared with a constant: uniform over runs aligned to both
+            if b.constancy[d] > 1 and a.contiguity[d] > 1:
+                k = max(k, min(a.contiguity[d], gcd(a.divisibility[d], b.divisibility[d]), b.constancy[d]))
+            if a.constancy[d] > 1 and b.contiguity[d] > 1:
+                k = max(k, min(b.contiguity[d], gcd(a.divisibility[d], b.divisibility[d]), a.constancy[d]))
+            const.append(k)
+        return AxisInfo((1,) * len(shape), (1,) * len(shape), tuple(const))
+
+    def only_constancy(self, *infos: AxisInfo, shape: tuple[int, ...]) -> AxisInfo:
+        if not shape:
+            return self.scalar(1)
+        const = list(shape)
+        for info in infos:
+            if info.constancy:
+                const = [gcd(k, c) for k, c in zip(const, info.constancy)]
+        return AxisInfo((1,) * len(shape), (1,) * len(shape), tuple(const))
+
+
+def analyse_function(fn: Function) -> dict[Value, AxisInfo]:
+    """Axis facts for every value of ``fn`` (values absent from the result: nothing known)."""
+    analysis = _Analysis()
+    for arg, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)):
+        div = int((attrs or {}).get("divisibility", 1))
+        analysis.info[arg] = analysis.scalar(div)
+    analysis.run_block(fn.body)
+    return analysis.info
+
+
+def vector_width_of_access(ptr_info: AxisInfo, mask_info: Optional[AxisInfo], elem_bytes: int,
+                           max_bytes: int = 16) -> int:
+    """How many consecutive elements along the last dimension one access may cover: bounded
+    by ``max_bytes``, the run of consecutive addresses, their alignment and the mask's
+    uniformity."""
+    if not ptr_info.contiguity:
+        return 1
+    width = max(1, max_bytes // elem_bytes)
+    width = min(width, ptr_info.contiguity[-1])
+    width = min(width, max(1, _pow2_divisor(ptr_info.divisibility[-1]) // elem_bytes))
+    if mask_info is not None and mask_info.constancy:
+        width = min(width, mask_info.constancy[-1])
+    return max(1, 1 << (max(1, width).bit_length() - 1))

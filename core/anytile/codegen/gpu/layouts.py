@@ -1,0 +1,235 @@
+"""Distributed layouts: which thread of a program holds which element of a tile.
+
+A program runs as ``num_warps`` warps of ``warp_size`` lanes.  A layout says, for a tile of a
+given shape, which elements each thread holds in its registers:
+
+* ``BlockedLayout(size_per_thread, threads_per_warp, warps_per_cta, order)`` -- each thread
+  holds ``size_per_thread[d]`` consecutive elements along dimension ``d``; lanes and then
+  warps are laid out next to each other, fastest along ``order[0]``.  The block a whole
+  program covers, ``size_per_thread * threads_per_warp * warps_per_cta``, repeats over a
+  larger tile; over a smaller one it wraps around, so several threads (or several registers
+  of one thread) hold the same element ("replication").
+* ``SliceLayout(parent, dim)`` -- the layout of a reduction's result: the parent's
+  registers with dimension ``dim`` squeezed out; every thread that held a piece of a
+  reduced row holds the whole result.
+
+Registers of a thread are numbered row-major over per-dimension register indices
+``j[d] in range(registers_along(d))``; the coordinate of register ``j`` along ``d`` is
+``(base(d, j[d]) + thread_offset(d)) mod shape[d]`` (``coordinates``).  All sizes are powers
+of two, so "mod" is a mask.  These functions are pure Python (no LLVM): the lowering emits the
+thread-dependent part once and adds the constant part per register.
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Union
+
+__all__ = ["BlockedLayout", "SliceLayout", "Layout", "default_blocked", "register_count",
+           "register_indices", "dim_registers", "element_owners", "is_pow2"]
+
+
+def is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+@dataclass(frozen=True)
+class BlockedLayout:
+    """Elements split in blocks: per thread, then per lane, then per warp (see module doc)."""
+
+    size_per_thread: tuple[int, ...]
+    threads_per_warp: tuple[int, ...]
+    warps_per_cta: tuple[int, ...]
+    order: tuple[int, ...]          # dimensions from fastest-varying to slowest
+
+    def __post_init__(self) -> None:
+        r = len(self.order)
+        assert len(self.size_per_thread) == len(self.threads_per_warp) == len(self.warps_per_cta) == r
+        assert sorted(self.order) == list(range(r)), self.order
+
+    @property
+    def rank(self) -> int:
+        return len(self.order)
+
+    @property
+    def warp_size(self) -> int:
+        return _prod(self.threads_per_warp)
+
+    @property
+    def num_warps(self) -> int:
+        return _prod(self.warps_per_cta)
+
+    def cta_tile(self, d: int) -> int:
+        """How many consecutive elements along ``d`` one repetition of the layout covers."""
+        return self.size_per_thread[d] * self.threads_per_warp[d] * self.warps_per_cta[d]
+
+    def lane_stride(self, d: int) -> int:
+        """How far apart (in lane ids) two lanes neighbouring along ``d`` are."""
+        stride = 1
+        for o in self.order:
+            if o == d:
+                return stride
+            stride *= self.threads_per_warp[o]
+        raise AssertionError(d)
+
+    def warp_stride(self, d: int) -> int:
+        stride = 1
+        for o in self.order:
+            if o == d:
+                return stride
+            stride *= self.warps_per_cta[o]
+        raise AssertionError(d)
+
+    def lane_coord(self, lane: int, d: int) -> int:
+        return (lane // self.lane_stride(d)) % self.threads_per_warp[d]
+
+    def warp_coord(self, warp: int, d: int) -> int:
+        return (warp // self.warp_stride(d)) % self.warps_per_cta[d]
+
+    def thread_offset(self, lane: int, warp: int, d: int) -> int:
+        """Offset along ``d`` of the first element the thread holds, before wrapping."""
+        spt, tpw = self.size_per_thread[d], self.threads_per_warp[d]
+        return self.lane_coord(lane, d) * spt + self.warp_coord(warp, d) * spt * tpw
+
+    def registers_along(self, shape: tuple[int, ...], d: int) -> int:
+        return self.size_per_thread[d] * max(1, shape[d] // self.cta_tile(d))
+
+    def base(self, shape: tuple[int, ...], d: int, j: int) -> int:
+        """The thread-independent part of register ``j``'s coordinate along ``d``."""
+        spt = self.size_per_thread[d]
+        return (j // spt) * self.cta_tile(d) + j % spt
+
+    def distinct_lanes(self, shape: tuple[int, ...], d: int) -> int:
+        """How many lanes along ``d`` hold different elements (the rest are replicas)."""
+        return min(self.threads_per_warp[d], max(1, shape[d] // self.size_per_thread[d]))
+
+    def distinct_warps(self, shape: tuple[int, ...], d: int) -> int:
+        per_warp = self.size_per_thread[d] * self.threads_per_warp[d]
+        return min(self.warps_per_cta[d], max(1, shape[d] // per_warp))
+
+    def permuted(self, perm: tuple[int, ...]) -> "BlockedLayout":
+        """The layout of ``permute(x, perm)`` when ``x`` has this layout (no data moves)."""
+        inverse = {p: i for i, p in enumerate(perm)}
+        return BlockedLayout(tuple(self.size_per_thread[p] for p in perm),
+                             tuple(self.threads_per_warp[p] for p in perm),
+                             tuple(self.warps_per_cta[p] for p in perm),
+                             tuple(inverse[o] for o in self.order))
+
+    def __str__(self) -> str:
+        def t(x: tuple) -> str:
+            return "[" + ",".join(map(str, x)) + "]"
+        return (f"#blocked<spt={t(self.size_per_thread)}, tpw={t(self.threads_per_warp)}, "
+                f"wpc={t(self.warps_per_cta)}, order={t(self.order)}>")
+
+
+@dataclass(frozen=True)
+class SliceLayout:
+    """``parent`` with dimension ``dim`` removed: the layout of a reduction along ``dim``."""
+
+    parent: "Layout"
+    dim: int
+
+    @property
+    def rank(self) -> int:
+        return self.parent.rank - 1
+
+    @property
+    def num_warps(self) -> int:
+        return self.parent.num_warps
+
+    @property
+    def warp_size(self) -> int:
+        return self.parent.warp_size
+
+    def parent_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        return shape[:self.dim] + (1,) + shape[self.dim:]
+
+    def __str__(self) -> str:
+        return f"#slice<dim={self.dim}, parent={self.parent}>"
+
+
+Layout = Union[BlockedLayout, SliceLayout]
+
+
+def _prod(xs: tuple[int, ...]) -> int:
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def default_blocked(shape: tuple[int, ...], num_warps: int, warp_size: int = 32,
+                    vector: int = 1, order: tuple[int, ...] = ()) -> BlockedLayout:
+    """A layout spreading ``shape`` over the program: ``vector`` consecutive elements per
+    thread along the fastest dimension, lanes then warps filled fastest-dimension first.
+    Lanes or warps left over once the tile is covered replicate it."""
+    rank = len(shape)
+    order = order or tuple(reversed(range(rank)))
+    spt = [1] * rank
+    spt[order[0]] = max(1, min(vector, shape[order[0]]))
+    tpw = [1] * rank
+    lanes = warp_size
+    for d in order:
+        take = min(lanes, max(1, shape[d] // spt[d]))
+        tpw[d] = take
+        lanes //= take
+    tpw[order[-1]] *= lanes
+    wpc = [1] * rank
+    warps = num_warps
+    for d in order:
+        take = min(warps, max(1, shape[d] // (spt[d] * tpw[d])))
+        wpc[d] = take
+        warps //= take
+    wpc[order[-1]] *= warps
+    return BlockedLayout(tuple(spt), tuple(tpw), tuple(wpc), tuple(order))
+
+
+def blocked_of(layout: Layout, shape: tuple[int, ...]) -> tuple[BlockedLayout, tuple[int, ...], tuple[int, ...]]:
+    """(the blocked layout at the root of ``layout``, the shape in its rank, the dimensions
+    of that shape the tile really has, in order)."""
+    dims = list(range(len(shape)))
+    while isinstance(layout, SliceLayout):
+        shape = layout.parent_shape(shape)
+        dims = [d if d < layout.dim else d + 1 for d in dims]
+        layout = layout.parent
+    return layout, shape, tuple(dims)
+
+
+def dim_registers(layout: Layout, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Registers per thread along each dimension of the tile."""
+    root, root_shape, dims = blocked_of(layout, shape)
+    return tuple(root.registers_along(root_shape, d) for d in dims)
+
+
+def register_count(layout: Layout, shape: tuple[int, ...]) -> int:
+    return _prod(dim_registers(layout, shape))
+
+
+def register_indices(layout: Layout, shape: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Per-dimension register indices of every register, in register order."""
+    return list(itertools.product(*(range(n) for n in dim_registers(layout, shape))))
+
+
+def coordinates(layout: Layout, shape: tuple[int, ...], lane: int, warp: int) -> list[tuple[int, ...]]:
+    """The element coordinates of each register of thread (``lane``, ``warp``): the pure
+    Python model of what the lowering computes (used by tests and by ``element_owners``)."""
+    root, root_shape, dims = blocked_of(layout, shape)
+    out = []
+    for j in register_indices(layout, shape):
+        coord = []
+        for jd, d in zip(j, dims):
+            full = root.base(root_shape, d, jd) + root.thread_offset(lane, warp, d)
+            coord.append(full % root_shape[d])
+        out.append(tuple(coord))
+    return out
+
+
+def element_owners(layout: Layout, shape: tuple[int, ...]) -> dict[tuple[int, ...], list]:
+    """Every element -> the (warp, lane, register) triples holding it (tests, debugging)."""
+    root, _, _ = blocked_of(layout, shape)
+    owners: dict[tuple[int, ...], list] = {}
+    for warp in range(root.num_warps):
+        for lane in range(root.warp_size):
+            for r, c in enumerate(coordinates(layout, shape, lane, warp)):
+                owners.setdefault(c, []).append((warp, lane, r))
+    return owners

@@ -1,0 +1,78 @@
+"""The hook table a GPU backend fills in: what differs between NVIDIA and AMD.
+
+The shared lowering (``anytile.codegen.gpu.lowering``) asks a ``GpuTarget`` for thread and
+program ids, barriers, warp shuffles, address spaces, math functions and the kernel's
+calling convention; everything else (layouts, loads, reductions, control flow) is common.
+"""
+from __future__ import annotations
+
+import abc
+from typing import Optional
+
+from llvmlite import ir
+
+__all__ = ["GpuTarget"]
+
+I32 = ir.IntType(32)
+
+
+class GpuTarget(abc.ABC):
+    """Hooks of one GPU target.  ``triple`` and ``data_layout`` go on the LLVM module."""
+
+    triple: str = ""
+    data_layout: str = ""
+    warp_size: int = 32
+    global_address_space: int = 1
+    shared_address_space: int = 3
+
+    @abc.abstractmethod
+    def thread_id(self, b: ir.IRBuilder) -> ir.Value:
+        """The thread's index within its program (x only; programs are 1-D thread blocks)."""
+
+    @abc.abstractmethod
+    def program_id(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        """The program's index along grid axis ``axis`` (i32)."""
+
+    @abc.abstractmethod
+    def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
+        """The grid's size along ``axis`` (i32)."""
+
+    @abc.abstractmethod
+    def barrier(self, b: ir.IRBuilder) -> None:
+        """All threads of the program wait here; shared memory writes before are visible
+        after."""
+
+    @abc.abstractmethod
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
+        """The i32 ``value`` of the lane whose id is this lane's id xor ``lane_mask``."""
+
+    @abc.abstractmethod
+    def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
+        """``kind(x)`` (exp, log, sin, ...) for a float/double scalar, or ``None`` when the
+        target has no function for it."""
+
+    @abc.abstractmethod
+    def declare_kernel(self, fn: ir.Function, threads: int) -> None:
+        """Mark ``fn`` as a kernel entry point launched with ``threads`` threads."""
+
+    #: whether ``mma_m16n8k16`` is available (tensor cores); ``dot`` uses FMAs otherwise
+    has_mma: bool = False
+
+    def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
+        """One warp-wide ``D = A @ B + C`` on a 16x8x16 tile: ``a`` is 4 i32 registers (two
+        ``in_type`` values each), ``bfrag`` 2, ``c`` 4 floats; returns the 4 floats of D
+        (fragment positions: see ``anytile.codegen.gpu.mma``)."""
+        raise NotImplementedError("this target has no mma_m16n8k16")
+
+    def trap(self, b: ir.IRBuilder) -> None:
+        fn = b.module.globals.get("llvm.trap") or ir.Function(
+            b.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap")
+        b.call(fn, [])
+
+    @staticmethod
+    def declare(module: ir.Module, name: str, ret: ir.Type, args: list) -> ir.Function:
+        """Declare ``name`` once in ``module``."""
+        existing = module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(module, ir.FunctionType(ret, args), name)

@@ -1,0 +1,275 @@
+"""IR elementwise ops -> llvmlite instructions, for scalars and vectors alike.
+
+``ElementwiseLowering`` is a table from (op kind, element type) to builder calls.  Values
+are in their *compute* form (see ``types``): ``f16``/``bf16`` live in ``float`` registers and
+every op on them is followed by one rounding to the narrow type (``round_to``), which is
+exact IEEE behaviour for + - * / sqrt because float has more than 2p+2 bits.
+
+Semantics follow ``anytile.ir.ops``: integer division truncates (C), the divisor is made
+safe (0 -> 1, ``INT_MIN / -1`` wraps) so a masked-off lane can never trap; float->int casts
+saturate (``llvm.fpto[su]i.sat``, NaN -> 0); float min/max are IEEE minNum/maxNum.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from ...ir.types import ScalarType
+from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, vector_width
+
+__all__ = ["ElementwiseLowering", "like"]
+
+
+def like(t: ir.Type, value: ir.Value) -> ir.Type:
+    """``t`` as a vector of ``value``'s width (``t`` itself when ``value`` is a scalar)."""
+    n = vector_width(value)
+    return ir.VectorType(t, n) if n else t
+
+
+class ElementwiseLowering:
+    """Emits elementwise IR ops with builder ``b``; math functions go to ``math``
+    (a ``MathLowering``).  Every method takes and returns compute-form values."""
+
+    def __init__(self, b: ir.IRBuilder, math: "MathLowering") -> None:  # noqa: F821
+        self.b = b
+        self.math = math
+
+    @property
+    def module(self) -> ir.Module:
+        return self.b.module
+
+    def call(self, name: str, args: list, overload: Optional[ir.Type] = None) -> ir.Value:
+        """Call LLVM intrinsic ``name`` overloaded on ``overload`` (default: args[0]'s type)."""
+        t = overload or args[0].type
+        fn = intrinsic(self.module, name, t, [a.type for a in args], [t])
+        return self.b.call(fn, args)
+
+    # -- narrow floats -----------------------------------------------------------------------
+    def round_to(self, elem: ScalarType, v: ir.Value) -> ir.Value:
+        """Round a float value to ``elem``'s precision (no-op for f32/f64)."""
+        b = self.b
+        if elem.name == "f16":
+            return b.fpext(b.fptrunc(v, like(F16, v)), v.type)
+        if elem.name == "bf16":
+            return b.bitcast(self._bf16_bits32(v), v.type)
+        return v
+
+    def _bf16_bits32(self, v: ir.Value) -> ir.Value:
+        """The f32 bit pattern of ``v`` rounded to bf16 (nearest even), low 16 bits zero."""
+        b = self.b
+        bits = b.bitcast(v, like(I32, v))
+        lsb = b.and_(b.lshr(bits, const_like(bits, 16)), const_like(bits, 1))
+        rounded = b.add(bits, b.add(lsb, const_like(bits, 0x7FFF)))
+        rounded = b.and_(rounded, const_like(bits, 0xFFFF0000 - (1 << 32)))
+        is_nan = b.fcmp_unordered("uno", v, v)
+        return b.select(is_nan, const_like(bits, 0x7FC00000), rounded)
+
+    def _f64_to_f32_round_to_odd(self, v: ir.Value) -> ir.Value:
+        """``v`` (f64) -> f32 rounded to odd, so a second rounding to a narrower type is
+        correct (no double-rounding error)."""
+        b = self.b
+        t = b.fptrunc(v, like(F32, v))
+        back = b.fpext(t, v.type)
+        bits = b.bitcast(t, like(I32, v))
+        too_big = b.fcmp_ordered(">", b.call(self._fabs(v.type), [back]),
+                                 b.call(self._fabs(v.type), [v]))
+        bits = b.select(too_big, b.sub(bits, const_like(bits, 1)), bits)
+        inexact = b.fcmp_ordered("!=", back, v)
+        bits = b.select(inexact, b.or_(bits, const_like(bits, 1)), bits)
+        odd = b.bitcast(bits, t.type)
+        return b.select(b.fcmp_unordered("uno", v, v), t, odd)
+
+    def _fabs(self, t: ir.Type) -> ir.Function:
+        return intrinsic(self.module, "llvm.fabs", t, [t], [t])
+
+    # -- memory forms ------------------------------------------------------------------------
+    def from_storage(self, elem: ScalarType, raw: ir.Value) -> ir.Value:
+        """A value loaded in storage form -> compute form."""
+        b = self.b
+        if elem.is_bool:
+            return b.icmp_unsigned("!=", raw, const_like(raw, 0))
+        if elem.name == "f16":
+            return b.fpext(raw, like(F32, raw))
+        if elem.name == "bf16":
+            wide = b.shl(b.zext(raw, like(I32, raw)), const_like(like(I32, raw), 16))
+            return b.bitcast(wide, like(F32, raw))
+        return raw
+
+    def to_storage(self, elem: ScalarType, v: ir.Value) -> ir.Value:
+        """A compute-form value -> the bits to store."""
+        b = self.b
+        if elem.is_bool:
+            return b.zext(v, like(I8, v))
+        if elem.name == "f16":
+            return b.fptrunc(v, like(F16, v))
+        if elem.name == "bf16":
+            bits = b.bitcast(v, like(I32, v))
+            return b.trunc(b.lshr(bits, const_like(bits, 16)), like(I16, v))
+        return v
+
+    # -- arithmetic ----------------------------------------------------------------------------
+    def binary(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it."""
+        b = self.b
+        if elem.is_float:
+            if kind in ("add", "sub", "mul", "fdiv"):
+                r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "fdiv": b.fdiv}[kind](x, y)
+            elif kind == "div":
+                # floor of the quotient rounded to the operand type
+                r = self.call("llvm.floor", [self.round_to(elem, b.fdiv(x, y))])
+            elif kind == "rem":
+                r = b.frem(x, y)
+            elif kind in ("min", "max"):
+                r = self.call("llvm.minnum" if kind == "min" else "llvm.maxnum", [x, y])
+            else:
+                raise NotImplementedError(f"binary '{kind}' on {elem}")
+            return self.round_to(elem, r)
+        signed = elem.is_signed
+        if kind in ("add", "sub", "mul", "and", "or", "xor", "shl"):
+            fn = {"add": b.add, "sub": b.sub, "mul": b.mul, "and": b.and_, "or": b.or_,
+                  "xor": b.xor, "shl": b.shl}[kind]
+            return fn(x, y)
+        if kind == "shr":
+            return b.ashr(x, y) if signed else b.lshr(x, y)
+        if kind in ("div", "rem"):
+            y = self._safe_divisor(elem, x, y)
+            if kind == "div":
+                return b.sdiv(x, y) if signed else b.udiv(x, y)
+            return b.srem(x, y) if signed else b.urem(x, y)
+        if kind in ("min", "max"):
+            name = ("llvm.s" if signed else "llvm.u") + kind
+            return self.call(name, [x, y])
+        raise NotImplementedError(f"binary '{kind}' on {elem}")
+
+    def _safe_divisor(self, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``y`` with 0 (undefined anyway) and, for signed types, -1 under INT_MIN replaced
+        by 1, so that no lane traps; INT_MIN / -1 then gives INT_MIN (wrapping)."""
+        b = self.b
+        bad = b.icmp_unsigned("==", y, const_like(y, 0))
+        if elem.is_signed:
+            int_min = const_like(x, -(1 << (elem.bits - 1)))
+            overflow = b.and_(b.icmp_signed("==", y, const_like(y, -1)),
+                              b.icmp_signed("==", x, int_min))
+            bad = b.or_(bad, overflow)
+        return b.select(bad, const_like(y, 1), y)
+
+    def unary(self, kind: str, elem: ScalarType, x: ir.Value) -> ir.Value:
+        """``kind(x)`` as ``anytile.ir.ops.UnaryOp`` defines it."""
+        b = self.b
+        if kind == "neg":
+            return b.fneg(x) if elem.is_float else b.sub(const_like(x, 0), x)
+        if kind == "not":
+            return b.xor(x, const_like(x, -1))
+        if kind == "abs":
+            if elem.is_float:
+                return b.call(self._fabs(x.type), [x])
+            if elem.is_unsigned or elem.is_bool:
+                return x
+            return self.call("llvm.abs", [x, ir.Constant(I1, 0)])
+        if not elem.is_float:
+            raise NotImplementedError(f"unary '{kind}' on {elem}")
+        if kind in ("sqrt", "floor", "ceil"):
+            return self.round_to(elem, self.call("llvm." + kind, [x]))
+        if kind == "rsqrt":
+            return self.round_to(elem, self._rsqrt(x))
+        return self.round_to(elem, self.math.emit(kind, x))
+
+    def _rsqrt(self, x: ir.Value) -> ir.Value:
+        """1/sqrt(x); f32 goes through f64 so the result is correctly rounded."""
+        b = self.b
+        if x.type == F64 or getattr(x.type, "element", None) == F64:
+            return b.fdiv(const_like(x, 1.0), self.call("llvm.sqrt", [x]))
+        wide = b.fpext(x, like(F64, x))
+        r = b.fdiv(const_like(wide, 1.0), self.call("llvm.sqrt", [wide]))
+        return b.fptrunc(r, x.type)
+
+    def compare(self, pred: str, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``x <pred> y`` -> i1; float compares are ordered except ``ne``."""
+        op = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[pred]
+        b = self.b
+        if elem.is_float:
+            return b.fcmp_unordered(op, x, y) if pred == "ne" else b.fcmp_ordered(op, x, y)
+        if elem.is_signed:
+            return b.icmp_signed(op, x, y)
+        return b.icmp_unsigned(op, x, y)
+
+    def fma(self, elem: ScalarType, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
+        return self.round_to(elem, self.call("llvm.fma", [x, y, z]))
+
+    def umulhi(self, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
+        """High half of the double-width product (signedness from ``elem``)."""
+        b = self.b
+        wide = like(ir.IntType(2 * elem.bits), x)
+        ext = b.sext if elem.is_signed else b.zext
+        p = b.mul(ext(x, wide), ext(y, wide))
+        return b.trunc(b.lshr(p, const_like(wide, elem.bits)), x.type)
+
+    def select(self, cond: ir.Value, x: ir.Value, y: ir.Value) -> ir.Value:
+        return self.b.select(cond, x, y)
+
+    # -- conversions ---------------------------------------------------------------------------
+    def cast(self, src: ScalarType, dst: ScalarType, x: ir.Value) -> ir.Value:
+        """Value conversion as ``anytile.ir.ops.CastOp`` defines it."""
+        b = self.b
+        if src == dst:
+            return x
+        dst_t = like(F64 if dst.name == "f64" else F32, x) if dst.is_float else \
+            like(ir.IntType(dst.bits), x)
+        if dst.is_bool:
+            if src.is_float:
+                return b.fcmp_unordered("!=", x, const_like(x, 0.0))
+            return b.icmp_unsigned("!=", x, const_like(x, 0))
+        if src.is_bool:
+            return b.uitofp(x, dst_t) if dst.is_float else b.zext(x, dst_t)
+        if src.is_int and dst.is_int:
+            if dst.bits < src.bits:
+                return b.trunc(x, dst_t)
+            if dst.bits == src.bits:
+                return x
+            return b.sext(x, dst_t) if src.is_signed else b.zext(x, dst_t)
+        if src.is_int:  # int -> float
+            conv = b.sitofp if src.is_signed else b.uitofp
+            if dst.name in ("f32", "f64"):
+                return conv(x, dst_t)
+            return self._narrow_from_f64(dst, conv(x, like(F64, x)))
+        if dst.is_int:  # float -> int, truncating and saturating; NaN -> 0
+            return self._saturating_float_to_int(dst, x, dst_t)
+        if src.name == "f64":
+            if dst.name == "f32":
+                return b.fptrunc(x, dst_t)
+            return self._narrow_from_f64(dst, x)
+        if dst.name == "f64":
+            return b.fpext(x, dst_t)
+        return self.round_to(dst, x)  # among f32/f16/bf16, all held as float
+
+    def _saturating_float_to_int(self, dst: ScalarType, x: ir.Value, dst_t: ir.Type) -> ir.Value:
+        """``llvm.fpto[su]i.sat`` written as clamp + convert + fix-ups: the same result, but
+        it stays vectorised where the intrinsic is expanded lane by lane (64-bit targets)."""
+        b = self.b
+        mantissa = 53 if x.type == F64 or getattr(x.type, "element", None) == F64 else 24
+        k = dst.bits - 1 if dst.is_signed else dst.bits
+        lo = -float(2 ** k) if dst.is_signed else 0.0
+        hi = float(2 ** k - 1) if k <= mantissa else float(2 ** k - 2 ** (k - mantissa))
+        clamped = self.call("llvm.minnum", [self.call("llvm.maxnum", [x, const_like(x, lo)]),
+                                            const_like(x, hi)])
+        r = b.fptosi(clamped, dst_t) if dst.is_signed else b.fptoui(clamped, dst_t)
+        top = const_like(dst_t, (1 << k) - 1)
+        r = b.select(b.fcmp_ordered(">=", x, const_like(x, float(2 ** k))), top, r)
+        return b.select(b.fcmp_unordered("uno", x, x), const_like(dst_t, 0), r)
+
+    def _narrow_from_f64(self, dst: ScalarType, x: ir.Value) -> ir.Value:
+        """f64 -> f16/bf16 (held as float) with a single correct rounding."""
+        return self.round_to(dst, self._f64_to_f32_round_to_odd(x))
+
+    def bitcast(self, src: ScalarType, dst: ScalarType, x: ir.Value) -> ir.Value:
+        """Reinterpret the bits of ``x`` (types of equal width)."""
+        b = self.b
+        raw = self.to_storage(src, x) if src.name in ("f16", "bf16") else x
+        if dst.name in ("f16", "bf16"):
+            raw = b.bitcast(raw, like(I16, x)) if src.bits == 16 else raw
+            stored = b.bitcast(raw, like(F16, x)) if dst.name == "f16" else raw
+            return self.from_storage(dst, stored)
+        target = like(F64 if dst.name == "f64" else F32, x) if dst.is_float else \
+            like(ir.IntType(dst.bits), x)
+        return b.bitcast(raw, target)

@@ -1,0 +1,27 @@
+"""Python AST -> tile IR.
+
+``compile_to_ir(fn, arg_types, constexprs, arg_attrs)`` compiles a ``@jit`` kernel, specialised
+for its runtime argument types and compile-time values, to an ``ir.Module``.  Every failure
+is reported as one ``CompilationError`` naming the user's file:line with a caret."""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from ..errors import CompilationError
+from ..ir.core import Module
+from ..ir.types import Type
+from ..runtime.jit import JITFunction
+from .context import ModuleContext
+
+__all__ = ["compile_to_ir"]
+
+
+def compile_to_ir(fn: JITFunction, arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
+                  arg_attrs: Mapping[str, dict]) -> Module:
+    """The IR module of kernel ``fn``: the kernel ``Function`` (one block argument per runtime
+    parameter, in order; ``is_kernel=True``) and one ``Function`` per specialisation of each
+    ``@jit`` function it calls (reached through ``call`` ops)."""
+    try:
+        return ModuleContext().compile_kernel(fn, arg_types, constexprs, arg_attrs)
+    except CompilationError as err:
+        raise err.with_traceback(None) from None

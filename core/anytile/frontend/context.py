@@ -1,0 +1,181 @@
+"""``ModuleContext``: one compilation's module, and the specialisation of called ``@jit``
+functions (one ``Function`` per distinct argument types and compile-time values)."""
+from __future__ import annotations
+
+import ast
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from ..ir import ops
+from ..ir import types as irt
+from ..ir.core import Block, Function, Loc, Module
+from ..language import semantic
+from ..language.core import constexpr, dtype, tensor, unwrap
+from ..runtime.jit import JITFunction
+from .names import wrap_static
+
+if TYPE_CHECKING:
+    from .generator import FunctionGenerator
+
+
+@dataclass
+class Specialization:
+    """A compiled device function: its module name and how its results form a value."""
+
+    name: str
+    result_types: list[irt.Type]
+    returns_tuple: bool
+
+
+def _static_key(value: Any) -> Any:
+    value = unwrap(value)
+    if isinstance(value, tuple):
+        return tuple(_static_key(v) for v in value)
+    try:
+        hash(value)
+        return (type(value).__name__, value)
+    except TypeError:
+        return (type(value).__name__, repr(value))
+
+
+def _sanitize(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text)
+
+
+class ModuleContext:
+    """Builds one ``Module``: the kernel and every @jit function it calls."""
+
+    def __init__(self) -> None:
+        self.module = Module()
+        self._trees: dict[int, ast.FunctionDef] = {}
+        self._specializations: dict[Any, Specialization] = {}
+        self._in_progress: set[Any] = set()
+
+    def tree_of(self, fn: JITFunction) -> ast.FunctionDef:
+        tree = self._trees.get(id(fn))
+        if tree is None:
+            node = ast.parse(fn.src).body[0]
+            assert isinstance(node, ast.FunctionDef)
+            tree = self._trees[id(fn)] = node
+        return tree
+
+    @staticmethod
+    def def_loc(fn: JITFunction) -> Loc:
+        return Loc(fn.file, fn.first_line, fn.col_offset, fn.__name__)
+
+    # -- the kernel --------------------------------------------------------------------------
+    def compile_kernel(self, fn: JITFunction, arg_types: Mapping[str, irt.Type],
+                       constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> Module:
+        from .generator import FunctionGenerator
+        runtime_params = [n for n in fn.arg_names if n not in constexprs]
+        missing = [n for n in runtime_params if n not in arg_types]
+        if missing:
+            raise ValueError(f"compile_to_ir: no type given for parameter(s) {missing} of "
+                             f"{fn.__name__}")
+        body = Block.with_args([arg_types[n] for n in runtime_params], runtime_params)
+        function = Function(fn.__name__, body,
+                            arg_attrs=[dict(arg_attrs.get(n, {})) for n in runtime_params],
+                            loc=self.def_loc(fn), is_kernel=True)
+        self.module.add(function)
+        scope: dict[str, Any] = {n: constexpr(v) for n, v in constexprs.items()}
+        scope.update({n: tensor(a) for n, a in zip(runtime_params, body.args)})
+        FunctionGenerator(self, fn, function, scope, is_kernel=True).generate(self.tree_of(fn))
+        return self.module
+
+    # -- calls to @jit functions ----------------------------------------------------------------
+    def call_jit(self, fn: JITFunction, args: list, kwargs: dict,
+                 caller: "FunctionGenerator") -> Any:
+        """Emit a ``call`` to ``fn`` specialised for these arguments; returns its result."""
+        try:
+            bound = fn.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"{fn.__name__}(): {e}") from None
+        bound.apply_defaults()
+        dynamic: list[tuple[str, tensor]] = []
+        static: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            v = unwrap(value)
+            if name in fn.constexpr_names:
+                if isinstance(v, tensor):
+                    raise TypeError(f"parameter `{name}` of {fn.__name__} is a tl.constexpr, but "
+                                    "it was given a value only known at run time")
+                static[name] = constexpr(v)
+            elif isinstance(v, tensor):
+                dynamic.append((name, v))
+            elif isinstance(v, tuple) and any(isinstance(i, tensor) for i in v):
+                raise TypeError(f"passing a tuple of tensors to `{name}` of {fn.__name__} is "
+                                "not supported; pass the tensors separately")
+            else:
+                static[name] = wrap_static(v)
+        key = (id(fn), tuple((n, t.type) for n, t in dynamic),
+               tuple((n, _static_key(v)) for n, v in static.items()))
+        spec = self._specializations.get(key)
+        if spec is None:
+            if key in self._in_progress:
+                raise RecursionError(f"recursive call of @jit function {fn.__name__} is not "
+                                     "supported")
+            self._in_progress.add(key)
+            try:
+                spec = self._specialize(fn, dynamic, static)
+            finally:
+                self._in_progress.discard(key)
+            self._specializations[key] = spec
+        op = caller.builder.create(ops.CallOp, spec.name, [t.handle for _, t in dynamic],
+                                   result_types=spec.result_types)
+        results = [tensor(r) for r in op.results]
+        if spec.returns_tuple:
+            return tuple(results)
+        return results[0] if results else None
+
+    def _specialize(self, fn: JITFunction, dynamic: list[tuple[str, tensor]],
+                    static: dict[str, Any]) -> Specialization:
+        from .generator import FunctionGenerator
+        name = self._mangle(fn, dynamic, static)
+        body = Block.with_args([t.type for _, t in dynamic], [n for n, _ in dynamic])
+        function = Function(name, body, loc=self.def_loc(fn))
+        self.module.add(function)
+        scope: dict[str, Any] = dict(static)
+        scope.update({n: tensor(a) for (n, _), a in zip(dynamic, body.args)})
+        generator = FunctionGenerator(self, fn, function, scope, is_kernel=False)
+        tree = self.tree_of(fn)
+        result = generator.generate(tree)
+        values, returns_tuple = self._return_values(result, generator)
+        function.result_types = [v.type for v in values]
+        with generator.builder.at_loc(generator.return_loc or self.def_loc(fn)):
+            generator.builder.create(ops.ReturnOp, [v.handle for v in values])
+        return Specialization(name, function.result_types, returns_tuple)
+
+    @staticmethod
+    def _return_values(result: Any, generator: "FunctionGenerator") -> tuple[list[tensor], bool]:
+        value = unwrap(result)
+        items = list(value) if isinstance(value, tuple) else ([] if value is None else [value])
+        out = []
+        for item in items:
+            item = unwrap(item)
+            if not isinstance(item, (tensor, bool, int, float)):
+                raise TypeError(f"@jit functions can return tensors, numbers or tuples of "
+                                f"them, not {type(item).__name__} {item!r}")
+            with generator.builder.at_loc(generator.return_loc or generator.builder.loc):
+                out.append(semantic.to_tensor(item, generator.builder))
+        return out, isinstance(value, tuple)
+
+    def _mangle(self, fn: JITFunction, dynamic: list[tuple[str, tensor]],
+                static: dict[str, Any]) -> str:
+        parts = [str(t.type) for _, t in dynamic]
+        for n, v in static.items():
+            v = unwrap(v)
+            if isinstance(v, (bool, int, float, str, type(None), dtype)):
+                parts.append(f"{n}{v}")
+            elif hasattr(v, "__name__"):
+                parts.append(f"{n}{v.__name__}")
+        suffix = _sanitize("_".join(parts))
+        if len(suffix) > 48:
+            suffix = suffix[:32] + "_" + hashlib.sha1(suffix.encode()).hexdigest()[:8]
+        base = f"{fn.__name__}__{suffix}" if suffix else f"{fn.__name__}__"
+        name, n = base, 1
+        while name in self.module.functions:
+            name = f"{base}_{n}"
+            n += 1
+        return name

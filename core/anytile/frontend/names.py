@@ -1,0 +1,135 @@
+"""Name resolution for kernels: which globals a kernel may read, what Python builtins mean
+inside one, and which names a block of statements assigns."""
+from __future__ import annotations
+
+import ast
+import builtins
+import types
+from typing import Any, Iterable
+
+from ..language import core as lc
+from ..language.core import constexpr, tensor, unwrap
+from ..runtime.jit import JITFunction
+
+_STATIC_TYPES = (bool, int, float, str, type(None))
+
+
+def wrap_static(value: Any) -> Any:
+    """Python numbers, strings and None become constexprs; tuples are wrapped element-wise."""
+    if isinstance(value, _STATIC_TYPES):
+        return constexpr(value)
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(wrap_static(v) for v in value)
+    if isinstance(value, list):
+        return tuple(wrap_static(v) for v in value)
+    return value
+
+
+def _is_language_object(value: Any) -> bool:
+    module = getattr(value, "__module__", "") or ""
+    return module.startswith("anytile.language") or isinstance(value, lc.dtype)
+
+
+def resolve_global(name: str, fn: JITFunction) -> Any:
+    """The value of global ``name`` as seen from ``fn``, or an error if kernels may not use it."""
+    g = fn.globals
+    closure = _closure_vars(fn)
+    if name in closure:
+        value, annotation = closure[name], None
+    elif name in g:
+        value, annotation = g[name], g.get("__annotations__", {}).get(name)
+    elif hasattr(builtins, name):
+        return getattr(builtins, name)
+    else:
+        raise NameError(f"name `{name}` is not defined")
+    if isinstance(value, (constexpr, JITFunction, types.ModuleType)) or _is_language_object(value):
+        return value
+    if annotation is not None and _is_constexpr_annotation(annotation):
+        return constexpr(value)
+    if isinstance(value, type) or callable(value):
+        return value
+    raise NameError(
+        f"global `{name}` ({type(value).__name__} {value!r}) cannot be used inside a @jit "
+        f"function: only tl.constexpr globals are allowed. Define it as "
+        f"`{name} = tl.constexpr({value!r})` or `{name}: tl.constexpr = {value!r}`, or pass "
+        "it as an argument")
+
+
+def _closure_vars(fn: JITFunction) -> dict[str, Any]:
+    """The variables ``fn`` captured from enclosing functions (treated like globals)."""
+    code = getattr(fn.fn, "__code__", None)
+    cells = getattr(fn.fn, "__closure__", None) or ()
+    out = {}
+    for name, cell in zip(code.co_freevars if code else (), cells):
+        try:
+            out[name] = cell.cell_contents
+        except ValueError:  # not assigned yet
+            continue
+    return out
+
+
+def _is_constexpr_annotation(annotation: Any) -> bool:
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "constexpr"
+    return annotation is constexpr or isinstance(annotation, constexpr)
+
+
+# ---------------------------------------------------------------------------------------------
+# Python builtins inside kernels
+# ---------------------------------------------------------------------------------------------
+_STATIC_BUILTINS = {builtins.len, builtins.int, builtins.float, builtins.bool, builtins.str,
+                    builtins.isinstance, builtins.abs, builtins.tuple, builtins.list,
+                    builtins.round, builtins.getattr, builtins.hasattr, builtins.type,
+                    builtins.zip, builtins.enumerate, builtins.sorted, builtins.any, builtins.all}
+
+
+def is_static_builtin(fn: Any) -> bool:
+    """Python builtins that kernels may call on compile-time values."""
+    try:
+        return fn in _STATIC_BUILTINS
+    except TypeError:
+        return False
+
+
+def call_static(fn: Any, args: list, kwargs: dict, display: str) -> Any:
+    """Call a plain Python callable with compile-time arguments; the result is a constexpr."""
+    for v in list(args) + list(kwargs.values()):
+        if isinstance(v, tensor):
+            raise TypeError(
+                f"`{display}` is a plain Python function, so it only takes compile-time values, "
+                f"but it was given a tensor; decorate it with @jit to call it with tensors")
+    result = fn(*[_deep_unwrap(a) for a in args],
+                **{k: _deep_unwrap(v) for k, v in kwargs.items()})
+    return wrap_static(result)
+
+
+def _deep_unwrap(value: Any) -> Any:
+    if isinstance(value, tuple):
+        return tuple(_deep_unwrap(v) for v in value)
+    return unwrap(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# assigned names
+# ---------------------------------------------------------------------------------------------
+class _AssignedNames(ast.NodeVisitor):
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Store) and node.id not in self.names:
+            self.names.append(node.id)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        pass  # nested definitions are rejected elsewhere
+
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        pass
+
+
+def assigned_names(stmts: Iterable[ast.stmt]) -> list[str]:
+    """Names stored to anywhere in ``stmts`` (in first-assignment order)."""
+    finder = _AssignedNames()
+    for s in stmts:
+        finder.visit(s)
+    return finder.names

@@ -1,0 +1,36 @@
+"""anytile's kernel language, imported as ``tl`` (``import anytile.language as tl``).
+
+It follows Triton's ``triton.language``: dtypes, ``tl.constexpr``, tensors with operators, and
+builtins (``tl.program_id``, ``tl.arange``, ``tl.load``, ``tl.dot``, ``tl.sum``...) that only
+run inside ``@jit`` functions, where the frontend turns them into tile IR."""
+from . import math  # noqa: F401  (tl.math.exp)
+from .core import (bfloat16, constexpr, dtype, float16, float32, float64, int1,  # noqa: F401
+                   int8, int16, int32, int64, pointer_type, range, static_range, tensor,
+                   uint8, uint16, uint32, uint64)
+from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,  # noqa: F401
+                   rsqrt, sigmoid, sin, sqrt, sqrt_rn, tanh, umulhi)
+from .memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,  # noqa: F401
+                     atomic_or, atomic_xchg, atomic_xor, load, store)
+from .reduction import (argmax, argmin, associative_scan, cumprod, cumsum, max, min,  # noqa: F401
+                        reduce, sum, xor_sum)
+from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv,  # noqa: F401
+                       clamp, debug_barrier, device_assert, dot, expand_dims, full, full_like,
+                       max_constancy, max_contiguous, maximum, minimum, multiple_of,
+                       num_programs, permute, program_id, ravel, reshape, static_assert,
+                       static_print, trans, view, where, zeros, zeros_like)
+
+__all__ = [
+    "constexpr", "dtype", "pointer_type", "tensor", "range", "static_range", "math",
+    "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64",
+    "program_id", "num_programs", "arange", "full", "zeros", "zeros_like", "full_like", "cast",
+    "reshape", "ravel", "view", "PropagateNan", "expand_dims", "broadcast_to", "broadcast", "permute", "trans",
+    "where", "minimum", "maximum", "clamp", "load", "store", "dot", "cdiv",
+    "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and",
+    "atomic_or", "atomic_xor", "multiple_of", "max_contiguous", "max_constancy",
+    "static_assert", "static_print", "device_assert", "debug_barrier",
+    "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "tanh", "erf",
+    "floor", "ceil", "abs", "fma", "sigmoid", "umulhi", "fdiv", "div_rn",
+    "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
+    "associative_scan",
+]

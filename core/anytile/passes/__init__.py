@@ -1,0 +1,56 @@
+"""Device-independent passes over the tile IR, and the default pipeline.
+
+Every pass is a plain function ``pass_(module) -> bool`` that rewrites the module in place
+and says whether it changed anything.  ``PASSES`` names them for tools and tests.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ..ir.core import Module
+from ..ir.verifier import IRVerificationError, verify_module
+from .canonicalize import canonicalize
+from .cse import cse
+from .dce import dce
+from .fold import fold_constants
+from .inline import inline_calls
+
+__all__ = ["PASSES", "run_default_pipeline", "run_pass", "canonicalize", "cse", "dce",
+           "fold_constants", "inline_calls"]
+
+Pass = Callable[[Module], bool]
+
+PASSES: dict[str, Pass] = {
+    "inline": inline_calls,
+    "canonicalize": canonicalize,
+    "fold": fold_constants,
+    "cse": cse,
+    "dce": dce,
+}
+
+_MAX_SIMPLIFY_ROUNDS = 16
+
+
+def run_pass(module: Module, name: str, verify: bool = False) -> bool:
+    """Run the pass called ``name``; verify the module afterwards when ``verify``."""
+    changed = PASSES[name](module)
+    if verify:
+        try:
+            verify_module(module)
+        except IRVerificationError as e:
+            raise IRVerificationError(f"after pass '{name}': {e}", e.op) from None
+    return changed
+
+
+def run_default_pipeline(module: Module, verify: bool = False) -> Module:
+    """inline; canonicalize + fold to a fixed point; cse; dce (verifying after each pass when
+    ``verify``).  Returns ``module``, rewritten in place."""
+    run_pass(module, "inline", verify)
+    for _ in range(_MAX_SIMPLIFY_ROUNDS):
+        changed = run_pass(module, "canonicalize", verify)
+        changed |= run_pass(module, "fold", verify)
+        if not changed:
+            break
+    run_pass(module, "cse", verify)
+    run_pass(module, "dce", verify)
+    return module

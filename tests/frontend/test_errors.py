@@ -1,0 +1,362 @@
+"""Every user error is one CompilationError: file:line, the source line with a caret, and a
+plain message; no internal file name appears in it."""
+import pathlib
+
+import pytest
+
+import anytile.language as tl
+from anytile.errors import CompilationError
+from anytile.ir import types as T
+from anytile.runtime.jit import jit
+
+from fe_kit import compile_ir, ptr
+
+THIS_FILE = pathlib.Path(__file__)
+SOURCE = THIS_FILE.read_text().splitlines()
+PLAIN_GLOBAL = 3
+
+
+def compile_error(fn, constexprs=None, **arg_types) -> CompilationError:
+    types = {"x_ptr": ptr(T.f32), "n": T.i32}
+    types.update(arg_types)
+    with pytest.raises(CompilationError) as info:
+        compile_ir(fn, constexprs or {}, **types)
+    return info.value
+
+
+def check(err: CompilationError, message: str, code: str) -> None:
+    """``err`` says ``message`` and points at the unique line of this file containing ``code``."""
+    lines = [i + 1 for i, text in enumerate(SOURCE) if text.rstrip().endswith(code)]
+    assert len(lines) == 1, f"{code!r} is not on exactly one line"
+    text = str(err)
+    assert message in err.message
+    assert err.loc.file == str(THIS_FILE) and err.loc.line == lines[0]
+    assert f"{THIS_FILE}:{lines[0]}:" in text
+    assert code in text and "^" in text.splitlines()[2]
+    assert "core/anytile" not in text and "Traceback" not in text
+    assert err.__cause__ is None and err.__suppress_context__
+
+
+# -- unsupported syntax ----------------------------------------------------------------------
+@jit
+def uses_lambda(x_ptr, n):
+    f = lambda v: v + 1  # noqa: E731  lambda-here
+    tl.store(x_ptr, f(1.0))
+
+
+@jit
+def uses_try(x_ptr, n):
+    try:  # try-here
+        tl.store(x_ptr, 1.0)
+    except Exception:
+        pass
+
+
+@jit
+def uses_with(x_ptr, n):
+    with n:  # with-here
+        pass
+
+
+@jit
+def uses_list_comprehension(x_ptr, n):
+    values = [i for i in range(3)]  # listcomp-here
+    tl.store(x_ptr, values[0])
+
+
+@jit
+def uses_break(x_ptr, n):
+    for i in range(n):
+        break  # break-here
+
+
+@jit
+def uses_continue(x_ptr, n):
+    for i in range(n):
+        continue  # continue-here
+
+
+@pytest.mark.parametrize("fn,message,code", [
+    (uses_lambda, "lambda expressions are not supported", "lambda-here"),
+    (uses_try, "`try` statements are not supported", "try-here"),
+    (uses_with, "`with` statements are not supported", "with-here"),
+    (uses_list_comprehension, "list comprehensions are not supported", "listcomp-here"),
+    (uses_break, "`break` is not supported", "break-here"),
+    (uses_continue, "`continue` is not supported", "continue-here"),
+])
+def test_unsupported_syntax(fn, message, code):
+    check(compile_error(fn), message, code)
+
+
+# -- shapes ----------------------------------------------------------------------------------
+@jit
+def adds_mismatched_tiles(x_ptr, n):
+    a = tl.arange(0, 128) + tl.arange(0, 256)  # mismatch-here
+    tl.store(x_ptr + a, 1.0)
+
+
+@jit
+def dot_mismatched_k(x_ptr, n):
+    a = tl.zeros([32, 16], dtype=tl.float32)
+    b = tl.zeros([32, 16], dtype=tl.float32)
+    c = tl.dot(a, b)  # dot-k-here
+    tl.store(x_ptr, tl.sum(tl.sum(c, 1), 0))
+
+
+def test_shape_mismatch_in_arithmetic():
+    check(compile_error(adds_mismatched_tiles),
+          "shape mismatch: cannot broadcast tiles of shapes [128] and [256] (dimension 0: "
+          "128 vs 256)", "mismatch-here")
+
+
+def test_dot_with_mismatched_inner_dimension():
+    check(compile_error(dot_mismatched_k),
+          "shape mismatch in tl.dot: [32, 16] @ [32, 16] (the inner dimensions K differ: "
+          "16 vs 32)", "dot-k-here")
+
+
+# -- compile-time values ---------------------------------------------------------------------
+@jit
+def arange_runtime_size(x_ptr, n):
+    offs = tl.arange(0, n)  # runtime-arange-here
+    tl.store(x_ptr + offs, 1.0)
+
+
+@jit
+def arange_not_power_of_two(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)  # pow2-here
+    tl.store(x_ptr + offs, 1.0)
+
+
+@jit
+def static_range_runtime_bound(x_ptr, n):
+    for i in tl.static_range(n + 1):  # static-range-here
+        tl.store(x_ptr + i, 1.0)
+
+
+def test_runtime_value_where_a_constexpr_is_needed():
+    check(compile_error(arange_runtime_size),
+          "`n` must be a tl.constexpr because tl.arange needs a static size",
+          "runtime-arange-here")
+
+
+@jit
+def zeros_runtime_shape(x_ptr, n):
+    acc = tl.zeros([16, n], dtype=tl.float32)  # runtime-shape-here
+    tl.store(x_ptr, tl.sum(acc))
+
+
+@jit
+def reshape_runtime_shape(x_ptr, n):
+    acc = tl.reshape(tl.zeros([16], dtype=tl.float32), 4, n // 4)  # runtime-reshape-here
+    tl.store(x_ptr, tl.sum(acc))
+
+
+def test_runtime_tile_shape_names_the_offending_element():
+    check(compile_error(zeros_runtime_shape),
+          "`n` must be a tl.constexpr because tile shapes must be known at compile time",
+          "runtime-shape-here")
+    check(compile_error(reshape_runtime_shape),
+          "`n // 4` must be a tl.constexpr because tile shapes must be known at compile time",
+          "runtime-reshape-here")
+
+
+def test_runtime_bound_of_static_range_names_the_expression():
+    check(compile_error(static_range_runtime_bound),
+          "`n + 1` must be a tl.constexpr because tl.static_range is unrolled at compile time",
+          "static-range-here")
+
+
+def test_arange_size_must_be_a_power_of_two():
+    check(compile_error(arange_not_power_of_two, {"BLOCK": 100}),
+          "tl.arange(0, 100) has 100 elements, which is not a power of 2", "pow2-here")
+
+
+# -- arity -----------------------------------------------------------------------------------
+@jit
+def scale(x, factor):
+    return x * factor
+
+
+@jit
+def builtin_too_few(x_ptr, n):
+    offs = tl.arange(0)  # builtin-too-few-here
+    tl.store(x_ptr + offs, 1.0)
+
+
+@jit
+def builtin_too_many(x_ptr, n):
+    pid = tl.program_id(0, 1)  # builtin-too-many-here
+    tl.store(x_ptr + pid, 1.0)
+
+
+@jit
+def jit_too_many(x_ptr, n):
+    tl.store(x_ptr, scale(n, 2, 3))  # jit-too-many-here
+
+
+@jit
+def jit_too_few(x_ptr, n):
+    tl.store(x_ptr, scale(n))  # jit-too-few-here
+
+
+@pytest.mark.parametrize("fn,message,code", [
+    (builtin_too_few, "tl.arange(): missing a required argument: 'end'", "builtin-too-few-here"),
+    (builtin_too_many, "tl.program_id(): too many positional arguments", "builtin-too-many-here"),
+    (jit_too_many, "scale(): too many positional arguments", "jit-too-many-here"),
+    (jit_too_few, "scale(): missing a required argument: 'factor'", "jit-too-few-here"),
+])
+def test_wrong_number_of_arguments(fn, message, code):
+    check(compile_error(fn), message, code)
+
+
+# -- names -----------------------------------------------------------------------------------
+@jit
+def undefined_name(x_ptr, n):
+    tl.store(x_ptr, not_defined_anywhere)  # noqa: F821  undefined-here
+
+
+@jit
+def plain_global(x_ptr, n):
+    tl.store(x_ptr, n * PLAIN_GLOBAL)  # plain-global-here
+
+
+def test_undefined_name():
+    check(compile_error(undefined_name), "name `not_defined_anywhere` is not defined",
+          "undefined-here")
+
+
+def test_non_constexpr_global_is_rejected_with_a_fix():
+    check(compile_error(plain_global),
+          "global `PLAIN_GLOBAL` (int 3) cannot be used inside a @jit function: only "
+          "tl.constexpr globals are allowed. Define it as `PLAIN_GLOBAL = tl.constexpr(3)`",
+          "plain-global-here")
+
+
+# -- dtypes ----------------------------------------------------------------------------------
+@jit
+def bitwise_on_floats(x_ptr, n):
+    x = tl.load(x_ptr)
+    tl.store(x_ptr, x | 1)  # bitwise-float-here
+
+
+@jit
+def exp_of_pointer(x_ptr, n):
+    tl.store(x_ptr, tl.exp(x_ptr))  # exp-pointer-here
+
+
+@jit
+def exp_of_int(x_ptr, n):
+    tl.store(x_ptr, tl.exp(n))  # exp-int-here
+
+
+@jit
+def load_from_int(x_ptr, n):
+    tl.store(x_ptr, tl.load(n))  # load-int-here
+
+
+@jit
+def float_mask(x_ptr, n):
+    x = tl.load(x_ptr, mask=1.5)  # float-mask-here
+    tl.store(x_ptr, x)
+
+
+@pytest.mark.parametrize("fn,message,code", [
+    (bitwise_on_floats, "bitwise `|` needs integer or boolean operands, got a tensor of "
+                        "tl.float32", "bitwise-float-here"),
+    (exp_of_pointer, "tl.exp needs a floating-point input, got "
+                     "tl.pointer_type(tl.float32)", "exp-pointer-here"),
+    (exp_of_int, "tl.exp needs a floating-point input, got tl.int32", "exp-int-here"),
+    (load_from_int, "tl.load needs a pointer (or a tile of pointers), got tl.int32",
+     "load-int-here"),
+    (float_mask, "the mask of tl.load must be boolean (int1), got tl.float32", "float-mask-here"),
+])
+def test_dtype_not_allowed(fn, message, code):
+    check(compile_error(fn), message, code)
+
+
+# -- control flow ----------------------------------------------------------------------------
+@jit
+def loop_changes_type(x_ptr, n):
+    acc = tl.zeros([16], dtype=tl.float32)
+    for i in range(n):  # loop-type-here
+        acc = acc.to(tl.float16)
+    tl.store(x_ptr + tl.arange(0, 16), acc)
+
+
+@jit
+def loop_changes_shape(x_ptr, n):
+    acc = 0.0
+    for i in range(n):  # loop-shape-here
+        acc += tl.load(x_ptr + tl.arange(0, 16))
+    tl.store(x_ptr, acc)
+
+
+@jit
+def branches_disagree(x_ptr, n):
+    if n > 0:  # branch-type-here
+        v = tl.zeros([16], dtype=tl.float32)
+    else:
+        v = tl.zeros([16], dtype=tl.int32)
+    tl.store(x_ptr + tl.arange(0, 16), v)
+
+
+@jit
+def return_in_loop(x_ptr, n):
+    for i in range(n):
+        return  # loop-return-here
+
+
+@jit
+def tile_condition(x_ptr, n):
+    x = tl.load(x_ptr + tl.arange(0, 16))
+    if x > 0:  # tile-cond-here
+        tl.store(x_ptr, 1.0)
+
+
+@pytest.mark.parametrize("fn,message,code", [
+    (loop_changes_type, "the type of loop-carried variable `acc` changes inside the loop: it "
+                        "is tile<16xf32> before the loop but tile<16xf16> at the end of the body",
+     "loop-type-here"),
+    (loop_changes_shape, "the type of loop-carried variable `acc` changes inside the loop: it "
+                         "is f32 before the loop but tile<16xf32>", "loop-shape-here"),
+    (branches_disagree, "`v` is tile<16xf32> in the `then` branch but tile<16xi32> in the "
+                        "`else` branch", "branch-type-here"),
+    (return_in_loop, "`return` inside a loop", "loop-return-here"),
+    (tile_condition, "the condition of an `if` must be a scalar, got a tile of shape [16]; "
+                     "use tl.where", "tile-cond-here"),
+])
+def test_control_flow_errors(fn, message, code):
+    check(compile_error(fn), message, code)
+
+
+# -- errors inside called functions point at the innermost user line --------------------------
+@jit
+def inner_bad(x):
+    return x + tl.arange(0, 3)  # inner-bad-here
+
+
+@jit
+def middle(x):
+    return inner_bad(x) * 2
+
+
+@jit
+def calls_bad_helper(x_ptr, n):
+    tl.store(x_ptr, middle(n))
+
+
+def test_nested_jit_error_points_at_the_innermost_line():
+    err = compile_error(calls_bad_helper)
+    check(err, "tl.arange(0, 3) has 3 elements, which is not a power of 2", "inner-bad-here")
+    assert err.loc.func == "inner_bad"
+
+
+def test_static_assert_failure():
+    @jit
+    def checks(x_ptr, n, BLOCK: tl.constexpr):
+        tl.static_assert(BLOCK % 32 == 0, "BLOCK must be a multiple of 32")  # static-assert-here
+        tl.store(x_ptr, 1.0)
+
+    err = compile_error(checks, {"BLOCK": 48})
+    check(err, "static_assert failed: BLOCK must be a multiple of 32", "static-assert-here")

@@ -1,0 +1,5 @@
+"""Makes ``interp_kit`` importable (pytest runs with --import-mode=importlib)."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,31 @@
+"""Helpers shared by the IR tests: dedented text, parse + verify + round-trip checks."""
+from __future__ import annotations
+
+import textwrap
+
+from anytile.ir.core import Module
+from anytile.ir.parser import parse_module
+from anytile.ir.printer import print_module
+from anytile.ir.verifier import verify_module
+
+
+def ir(text: str) -> str:
+    """``text`` dedented, without the leading newline, ending in one newline."""
+    return textwrap.dedent(text).strip("\n") + "\n"
+
+
+def parse_verified(text: str) -> Module:
+    module = parse_module(ir(text))
+    verify_module(module)
+    return module
+
+
+def assert_round_trip(text: str, locs: bool = False) -> Module:
+    """``text`` is exactly what the printer writes for the module it parses to."""
+    text = ir(text)
+    module = parse_module(text)
+    verify_module(module)
+    assert print_module(module, locs=locs) == text
+    again = parse_module(print_module(module, locs=locs))
+    assert print_module(again, locs=locs) == text
+    return module

@@ -1,0 +1,419 @@
+"""The IR's text form: exact round trips for every op, names, attributes, locations, and
+parser error messages."""
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+
+from anytile.ir import (Block, Builder, Function, Loc, Module, OP_REGISTRY, UNKNOWN_LOC,
+                        PointerType, TileType, f16, f32, i32)
+from anytile.ir import ops as O
+from anytile.ir.parser import IRParseError, parse_function, parse_module
+from anytile.ir.printer import print_function, print_module
+from anytile.ir.verifier import verify_module
+
+from ir_text_kit import assert_round_trip, ir
+
+ALL_OPS = ir(r"""
+    kernel @all_ops(%x: ptr<f32> {divisibility = 16}, %y: ptr<i32>, %n: i32, %flag: i1) {
+      %pid = program_id {axis = 0} : i32
+      %np = num_programs {axis = 2} : i32
+      %r = arange {start = 0, end = 16} : tile<16xi32>
+      %0 = constant {value = 16} : i32
+      %1 = binary {kind = "mul"} (%pid, %0) : i32
+      %2 = splat (%1) : tile<16xi32>
+      %offs = binary {kind = "add"} (%2, %r) : tile<16xi32>
+      %3 = splat (%n) : tile<16xi32>
+      %mask = compare {pred = "lt"} (%offs, %3) : tile<16xi1>
+      %4 = splat (%x) : tile<16xptr<f32>>
+      %px = addptr (%4, %offs) : tile<16xptr<f32>>
+      %5 = constant {value = -0.0} : tile<16xf32>
+      %v = load (%px, %mask, %5) : tile<16xf32>
+      %vv = load {volatile = True} (%px, none, none) : tile<16xf32>
+      %6 = unary {kind = "exp"} (%v) : tile<16xf32>
+      %7 = fma (%6, %v, %vv) : tile<16xf32>
+      %8 = select (%mask, %7, %5) : tile<16xf32>
+      %h = cast (%8) : tile<16xf16>
+      %bits = bitcast (%h) : tile<16xi16>
+      %hi = umulhi (%offs, %offs) : tile<16xi32>
+      %hinted = hint {multiple_of = (16,), max_contiguous = (16,)} (%hi) : tile<16xi32>
+      %9 = expand_dims {axis = 1} (%v) : tile<16x1xf32>
+      %10 = broadcast (%9) : tile<16x8xf32>
+      %11 = permute {order = (1, 0)} (%10) : tile<8x16xf32>
+      %12 = reshape (%11) : tile<128xf32>
+      %13 = reshape (%12) : tile<16x8xf32>
+      %14 = constant {value = 0.0} : tile<16x16xf32>
+      %d = dot {input_precision = "tf32"} (%13, %11, %14) : tile<16x16xf32>
+      %s, %i = reduce {axis = 0} ([%v, %offs]) : f32, i32 {
+      ^(%a: f32, %ai: i32, %b: f32, %bi: i32):
+        %gt = compare {pred = "gt"} (%a, %b) : i1
+        %m = select (%gt, %a, %b) : f32
+        %mi = select (%gt, %ai, %bi) : i32
+        yield ([%m, %mi])
+      }
+      %cs = scan {axis = 0, reverse = True} ([%v]) : tile<16xf32> {
+      ^(%a_1: f32, %b_1: f32):
+        %15 = binary {kind = "add"} (%a_1, %b_1) : f32
+        yield ([%15])
+      }
+      %old = atomic_rmw {kind = "add", sem = "relaxed"} (%px, %v, %mask) : tile<16xf32>
+      %16 = splat (%y) : tile<16xptr<i32>>
+      %py = addptr (%16, %offs) : tile<16xptr<i32>>
+      %prev = atomic_cas {scope = "cta"} (%py, %offs, %hi) : tile<16xi32>
+      %lb = constant {value = 0} : i32
+      %step = constant {value = 1} : i32
+      %acc, %cnt = for {num_stages = 3} (%lb, %n, %step, [%s, %lb]) : f32, i32 {
+      ^(%k: i32, %acc_in: f32, %cnt_in: i32):
+        %inner = for (%lb, %k, %step, [%acc_in]) : f32 {
+        ^(%j: i32, %t: f32):
+          %17 = binary {kind = "max"} (%t, %s) : f32
+          yield ([%17])
+        }
+        %18 = binary {kind = "add"} (%cnt_in, %step) : i32
+        yield ([%inner, %18])
+      }
+      %picked = if (%flag) : f32 {
+        %19 = unary {kind = "neg"} (%acc) : f32
+        yield ([%19])
+      } else_body {
+        yield ([%acc])
+      }
+      if (%flag) {
+        barrier
+        yield ([])
+      } else_body {
+        yield ([])
+      }
+      %w = while ([%cnt]) : i32 {
+      ^(%c: i32):
+        %more = compare {pred = "lt"} (%c, %n) : i1
+        condition (%more, [%c])
+      } after {
+      ^(%c_1: i32):
+        %20 = binary {kind = "add"} (%c_1, %step) : i32
+        yield ([%20])
+      }
+      %ok = compare {pred = "ne"} (%w, %n) : i1
+      assert {message = "w \"differs\"\n"} (%ok)
+      %21 = call {callee = "helper"} ([%picked, %w]) : f32
+      %22 = splat (%21) : tile<16xf32>
+      store (%px, %22, %mask)
+      store (%px, %cs, none)
+    }
+
+    func @helper(%a: f32, %b: i32) -> f32 {
+      %0 = cast (%b) : f32
+      %1 = binary {kind = "fdiv"} (%a, %0) : f32
+      return ([%1])
+    }
+""")
+
+# The ops of ops.py when this test was written; each must appear in ALL_OPS.
+KNOWN_OPS = {"constant", "program_id", "num_programs", "arange", "splat", "broadcast",
+             "expand_dims", "reshape", "permute", "binary", "compare", "unary", "fma",
+             "umulhi", "select", "cast", "bitcast", "hint", "addptr", "load", "store",
+             "atomic_rmw", "atomic_cas", "reduce", "scan", "dot", "yield", "condition",
+             "return", "for", "if", "while", "call", "assert", "barrier"}
+
+
+def test_every_op_kind_round_trips():
+    module = assert_round_trip(ALL_OPS)
+    used = {op.NAME for fn in module.functions.values() for op in fn.walk()}
+    assert KNOWN_OPS <= used
+    assert KNOWN_OPS <= set(OP_REGISTRY)
+
+
+def test_parsed_module_structure():
+    module = parse_module(ALL_OPS)
+    assert module.kernel_name == "all_ops"
+    kernel = module.kernel
+    assert kernel.is_kernel and not module.functions["helper"].is_kernel
+    assert kernel.arg_attrs[0] == {"divisibility": 16} and kernel.arg_attrs[1] == {}
+    assert [str(a.type) for a in kernel.args] == ["ptr<f32>", "ptr<i32>", "i32", "i1"]
+    reduce_op = next(op for op in kernel.walk() if op.NAME == "reduce")
+    assert [str(r.type) for r in reduce_op.results] == ["f32", "i32"]
+    assert len(reduce_op.combine.args) == 4
+    load = next(op for op in kernel.walk() if op.NAME == "load")
+    assert load.other is not None and load.volatile is False
+    hint = next(op for op in kernel.walk() if op.NAME == "hint")
+    assert hint.multiple_of == (16,) and isinstance(hint.multiple_of, tuple)
+    assert module.functions["helper"].result_types == [f32]
+
+
+def _build_add_kernel() -> Module:
+    body = Block.with_args([PointerType(f32), PointerType(f32), i32], ["x_ptr", "out", "n"])
+    fn = Function("add", body, arg_attrs=[{"divisibility": 16}, {}, {}], is_kernel=True,
+                  loc=Loc("k.py", 1, 0, "add"))
+    b = Builder(body, loc=Loc("k.py", 3, 10, "add"))
+    pid = b.create(O.ProgramIdOp, axis=0).result
+    pid.name = "pid"
+    block = b.create(O.ConstantOp, value=64, result_types=[i32]).result
+    start = b.create(O.BinaryOp, kind="mul", lhs=pid, rhs=block).result
+    tile = TileType((64,), i32)
+    offs = b.create(O.BinaryOp, kind="add", lhs=b.create(O.SplatOp, start,
+                    result_types=[tile]).result,
+                    rhs=b.create(O.ArangeOp, start=0, end=64).result).result
+    offs.name = "offs"
+    with b.at_loc(Loc("k.py", 4, 4, "add")):
+        mask = b.create(O.CompareOp, pred="lt", lhs=offs,
+                        rhs=b.create(O.SplatOp, body.args[2], result_types=[tile]).result).result
+        ptr_tile = TileType((64,), PointerType(f32))
+        px = b.create(O.AddPtrOp, b.create(O.SplatOp, body.args[0],
+                      result_types=[ptr_tile]).result, offs).result
+        x = b.create(O.LoadOp, px, mask).result
+        x.name = "x"
+        po = b.create(O.AddPtrOp, b.create(O.SplatOp, body.args[1],
+                      result_types=[ptr_tile]).result, offs).result
+        b.create(O.StoreOp, po, x, mask)
+    module = Module()
+    module.add(fn)
+    verify_module(module)
+    return module
+
+
+def test_builder_kernel_snapshot():
+    assert print_module(_build_add_kernel()) == ir("""
+        kernel @add(%x_ptr: ptr<f32> {divisibility = 16}, %out: ptr<f32>, %n: i32) {
+          %pid = program_id {axis = 0} : i32
+          %0 = constant {value = 64} : i32
+          %1 = binary {kind = "mul"} (%pid, %0) : i32
+          %2 = splat (%1) : tile<64xi32>
+          %3 = arange {start = 0, end = 64} : tile<64xi32>
+          %offs = binary {kind = "add"} (%2, %3) : tile<64xi32>
+          %4 = splat (%n) : tile<64xi32>
+          %5 = compare {pred = "lt"} (%offs, %4) : tile<64xi1>
+          %6 = splat (%x_ptr) : tile<64xptr<f32>>
+          %7 = addptr (%6, %offs) : tile<64xptr<f32>>
+          %x = load (%7, %5, none) : tile<64xf32>
+          %8 = splat (%out) : tile<64xptr<f32>>
+          %9 = addptr (%8, %offs) : tile<64xptr<f32>>
+          store (%9, %x, %5)
+        }
+    """)
+
+
+def test_locations_round_trip_when_asked():
+    module = _build_add_kernel()
+    text = print_module(module, locs=True)
+    assert 'kernel @add(%x_ptr: ptr<f32> {divisibility = 16}, %out: ptr<f32>, %n: i32) ' \
+           'loc("k.py":1:0 in "add") {' in text
+    assert '%pid = program_id {axis = 0} : i32 loc("k.py":3:10 in "add")' in text
+    assert 'store (%9, %x, %5) loc("k.py":4:4 in "add")' in text
+    parsed = parse_module(text)
+    assert print_module(parsed, locs=True) == text
+    assert parsed.kernel.body.ops[0].loc == Loc("k.py", 3, 10, "add")
+    assert parsed.kernel.loc == Loc("k.py", 1, 0, "add")
+    assert "loc(" not in print_module(module)
+    assert parse_module(print_module(module)).kernel.body.ops[0].loc == UNKNOWN_LOC
+
+
+def test_locations_without_function_and_odd_file_names():
+    text = ir(r"""
+        kernel @k() {
+          %0 = program_id {axis = 1} : i32 loc("dir with space/\\x\"q.py":12:0)
+        }
+    """)
+    module = assert_round_trip(text, locs=True)
+    assert module.kernel.body.ops[0].loc == Loc('dir with space/\\x"q.py', 12, 0, "")
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<Q", struct.pack("<d", x))[0]
+
+
+@pytest.mark.parametrize("value", [0.0, -0.0, math.inf, -math.inf, math.nan, -math.nan, 0.1,
+                                   1e-300, 5e-324, 1.7976931348623157e308, 3.0, 1e16,
+                                   -2.5e-7])
+def test_special_floats_round_trip_exactly(value):
+    body = Block()
+    Builder(body).create(O.ConstantOp, value=value, result_types=[f32])
+    module = Module()
+    module.add(Function("k", body, is_kernel=True))
+    text = print_module(module)
+    again = parse_module(text).kernel.body.ops[0].value
+    assert isinstance(again, float)
+    if math.isnan(value):
+        assert math.isnan(again) and math.copysign(1, again) == math.copysign(1, value)
+    else:
+        assert _bits(again) == _bits(value)
+    assert print_module(parse_module(text)) == text
+
+
+def test_ints_floats_and_bools_stay_distinct():
+    module = assert_round_trip("""
+        kernel @k() {
+          %0 = constant {value = 1} : f32
+          %1 = constant {value = 1.0} : f32
+          %2 = constant {value = 1} : i1
+          %3 = constant {value = -9223372036854775808} : i64
+          %4 = constant {value = 18446744073709551615} : u64
+        }
+    """)
+    values = [op.value for op in module.kernel.body.ops]
+    assert [type(v) for v in values] == [int, float, int, int, int]
+    assert values[3] == -2**63 and values[4] == 2**64 - 1
+
+
+def test_default_attributes_are_omitted_and_others_printed():
+    module = parse_module(ir("""
+        kernel @k(%p: ptr<f32>) {
+          %0 = load (%p, none, none) : f32
+          %1 = load {volatile = True} (%p, none, none) : f32
+          %2 = atomic_rmw {kind = "max"} (%p, %1, none) : f32
+          %3 = atomic_rmw {kind = "max", sem = "release", scope = "sys"} (%p, %1, none) : f32
+        }
+    """))
+    ops = module.kernel.body.ops
+    assert ops[0].volatile is False and ops[1].volatile is True
+    assert (ops[2].sem, ops[2].scope) == ("acq_rel", "gpu")
+    assert (ops[3].sem, ops[3].scope) == ("release", "sys")
+    text = print_module(module)
+    assert "%0 = load (%p, none, none) : f32" in text
+    assert '%2 = atomic_rmw {kind = "max"} (%p, %1, none) : f32' in text
+
+
+def test_attribute_literals_round_trip():
+    module = parse_module(ir("""
+        module attributes {name = "k", nested = {"a key" = [1, 2.5, (), (3,), None]}, flag = False}
+
+        kernel @k() {
+          %0 = constant {value = 0} : f16 // a comment
+        }  # another comment
+    """))
+    assert module.attrs == {"name": "k", "nested": {"a key": [1, 2.5, (), (3,), None]},
+                            "flag": False}
+    text = print_module(module)
+    assert text.startswith('module attributes {name = "k", nested = {"a key" = [1, 2.5, (), '
+                           '(3,), None]}, flag = False}\n')
+    assert print_module(parse_module(text)) == text
+
+
+def test_type_attributes_round_trip():
+    module = Module(attrs={"types": (f16, PointerType(i32), TileType((2, 4), f32))})
+    module.add(Function("k", Block(), is_kernel=True))
+    text = print_module(module)
+    assert "(!f16, !ptr<i32>, !tile<2x4xf32>)" in text
+    assert parse_module(text).attrs == module.attrs
+
+
+def test_value_names_are_made_unique_and_safe():
+    body = Block.with_args([i32, i32], ["a", "a"])
+    b = Builder(body)
+    x = b.create(O.BinaryOp, kind="add", lhs=body.args[0], rhs=body.args[1]).result
+    x.name = "a"
+    y = b.create(O.BinaryOp, kind="add", lhs=x, rhs=x).result
+    y.name = "3"      # digit-only hints are ignored: they would clash with the numbering
+    z = b.create(O.BinaryOp, kind="add", lhs=y, rhs=y).result
+    z.name = "x[1]+y"
+    b.create(O.ReturnOp, [z])
+    fn = Function("f", body, result_types=[i32])
+    text = print_function(fn)
+    assert text == ir("""
+        func @f(%a: i32, %a_1: i32) -> i32 {
+          %a_2 = binary {kind = "add"} (%a, %a_1) : i32
+          %0 = binary {kind = "add"} (%a_2, %a_2) : i32
+          %x_1__y = binary {kind = "add"} (%0, %0) : i32
+          return ([%x_1__y])
+        }
+    """).rstrip("\n")
+    assert parse_function(text + "\n") is not None
+    module = Module()
+    module.add(fn)
+    assert print_module(parse_module(print_module(module))) == print_module(module)
+
+
+def test_multiple_results_and_function_result_lists():
+    assert_round_trip("""
+        func @pair(%a: f32, %b: i32) -> (f32, i32) {
+          return ([%a, %b])
+        }
+
+        func @nothing() {
+          return ([])
+        }
+
+        kernel @k(%x: f32, %n: i32) {
+          %0, %1 = call {callee = "pair"} ([%x, %n]) : f32, i32
+          call {callee = "nothing"} ([])
+        }
+    """)
+
+
+def test_layout_annotations_are_printed():
+    class Blocked:
+        def __str__(self):
+            return "#blocked<4>"
+
+    body = Block.with_args([TileType((4,), f32, layout=Blocked())], ["t"])
+    text = print_function(Function("k", body, is_kernel=True))
+    assert "%t: tile<4xf32, #blocked<4>>" in text
+    with pytest.raises(IRParseError, match="line 1: bad type"):
+        parse_module(text)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parser errors: each names the line and the problem
+# ---------------------------------------------------------------------------------------------
+_PARSE_ERRORS = [
+    ("kernel @k() {\n  %0 = frobnicate : i32\n}", 2, "unknown op 'frobnicate'"),
+    ("kernel @k() {\n  %0 = constant {value = 1} : i32\n  %1 = binary {kind = \"add\"} "
+     "(%0, %9) : i32\n}", 3, "use of undefined value %9"),
+    ("kernel @k(%a: i32) {\n  %0 = binary {kind = \"add\"} (%a) : i32\n}", 2,
+     "'binary' takes 2 operand groups"),
+    ("kernel @k(%a: i32) {\n  %0, %1 = unary {kind = \"neg\"} (%a) : i32\n}", 2,
+     "2 result names but 1 result types"),
+    ("kernel @k() {\n  %0 = constant {value = 1} : i33\n}", 2, "bad type 'i33'"),
+    ("kernel @k() {\n  %0 = constant {valu = 1} : i32\n}", 2,
+     "op 'constant' has no attribute 'valu'"),
+    ("kernel @k() {\n  %0 = constant {value = 1} : i32\n", 3, "missing '}'"),
+    ("kernel @k(%a: i32) {\n  %a = constant {value = 1} : i32\n}", 2,
+     "value %a is defined twice"),
+    ("kernel @k(%a: i32) {\n  yield (%a)\n}", 2, "operand 'values' is a list"),
+    ("kernel @k() {\n  %0 = constant : i32\n}", 2, "cannot build 'constant'"),
+    ("kernel @k() {\n  %0 = constant {value = 1} : i32 $\n}", 2, "unexpected character '$'"),
+    ("kernel @k() {\n}\nkernel @k() {\n}", 3, "function @k is defined twice"),
+    ("fn @k() {\n}", 1, "expected 'kernel' or 'func'"),
+    ("kernel @k(%c: i1) {\n  if (%c) {\n    yield ([])\n  } else {\n    yield ([])\n  }\n}",
+     4, "expected 'else_body' (region 2 of 'if')"),
+    ("kernel @k() {\n  %0 = constant {value = (1)} : i32\n}", 2, "one-element tuple"),
+]
+
+
+@pytest.mark.parametrize("text,line,message", _PARSE_ERRORS)
+def test_parse_errors_name_line_and_problem(text, line, message):
+    with pytest.raises(IRParseError) as info:
+        parse_module(text)
+    assert info.value.line == line
+    assert str(info.value).startswith(f"line {line}: ")
+    assert message in str(info.value)
+    assert isinstance(info.value, ValueError)
+
+
+def test_inner_values_are_not_visible_after_their_region():
+    text = ir("""
+        kernel @k(%c: i1) {
+          if (%c) {
+            %inner = constant {value = 1} : i32
+            yield ([])
+          } else_body {
+            yield ([])
+          }
+          %0 = binary {kind = "add"} (%inner, %inner) : i32
+        }
+    """)
+    with pytest.raises(IRParseError, match="line 8: use of undefined value %inner"):
+        parse_module(text)
+
+
+def test_function_names_that_need_quotes():
+    assert_round_trip("""
+        func @"outer.<locals>.helper-1"(%a: i32) -> i32 {
+          return ([%a])
+        }
+
+        kernel @k(%a: i32) {
+          %0 = call {callee = "outer.<locals>.helper-1"} ([%a]) : i32
+        }
+    """)
