@@ -139,22 +139,24 @@ def bench_softmax(rows: int, cols: int) -> None:
 
 
 # -- matmul ---------------------------------------------------------------------------------------
+# Both matmuls assume unit inner strides (Triton specialises an argument equal to 1; anytile
+# does not, so a stride of 1 passed at run time would hide the contiguity from both).
 @at.jit
-def at_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+def at_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), dtype=tl.float32)
     for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :] * sak)
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :] * sbn)
+        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
         acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc)
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
 
 
 @triton.jit
-def tr_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+def tr_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
               BM: ttl.constexpr, BN: ttl.constexpr, BK: ttl.constexpr, GROUP: ttl.constexpr):
     pid = ttl.program_id(0)
     num_m, num_n = ttl.cdiv(M, BM), ttl.cdiv(N, BN)
@@ -166,14 +168,14 @@ def tr_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
     rm = pid_m * BM + ttl.arange(0, BM)
     rn = pid_n * BN + ttl.arange(0, BN)
     rk = ttl.arange(0, BK)
-    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
-    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
     acc = ttl.zeros((BM, BN), dtype=ttl.float32)
     for _ in range(0, K, BK):
         acc = ttl.dot(ttl.load(a_ptrs), ttl.load(b_ptrs), acc)
-        a_ptrs += BK * sak
+        a_ptrs += BK
         b_ptrs += BK * sbk
-    ttl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc)
+    ttl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
 
 
 @guarded("matmul fp16->fp32 4096^3")
@@ -187,11 +189,11 @@ def bench_matmul() -> None:
     nw = int(os.environ.get("AT_WARPS", 8))
 
     def ours():
-        at_matmul[(M // cfg["BM"], N // cfg["BN"])](a, b, c, M, N, K, K, 1, N, 1, N, 1, **cfg, num_warps=nw)
+        at_matmul[(M // cfg["BM"], N // cfg["BN"])](a, b, c, M, N, K, K, N, N, **cfg, num_warps=nw)
 
     def theirs():
         tr_matmul[(triton.cdiv(M, 128) * triton.cdiv(N, 128),)](
-            a, b, c_t, M, N, K, K, 1, N, 1, N, 1, BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
+            a, b, c_t, M, N, K, K, N, N, BM=128, BN=128, BK=64, GROUP=8, num_warps=8, num_stages=3)
     ref = a.float() @ b.float()
     ours()
     theirs()

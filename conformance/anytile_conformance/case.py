@@ -111,8 +111,8 @@ def case_seed(suite_seed: int, case_id: str) -> int:
 
 
 class CaseContext:
-    """What a case body uses: ``device``, ``rng``, ``tl_dtype``, ``input``, ``output``,
-    ``launch``, ``check``, ``skip``."""
+    """What a case body uses: ``device``, ``rng``, ``random``, ``input``, ``output``,
+    ``tl_dtype``, ``launch``, ``check``."""
 
     def __init__(self, device: Any, case: Case, suite_seed: int,
                  capabilities: frozenset) -> None:
@@ -160,11 +160,6 @@ class CaseContext:
         mismatch = oracle.compare(label, host, expected, dtype, tolerance, magnitude, unwritten)
         if mismatch is not None:
             raise CaseFailure(f"{mismatch}\n    (case seed {self.seed})")
-
-    def require(self, capability: str) -> None:
-        """Skip the case unless the backend declares ``capability``."""
-        if capability not in self.capabilities:
-            raise CaseSkipped(f"backend does not declare capability '{capability}'")
 
 
 def expand_all(mode: str) -> list[Case]:

@@ -6,8 +6,6 @@ import copy
 
 import pytest
 
-pytest_plugins = ["pytester"]
-
 import anytile as at
 from anytile.backend import DeviceInfo, Target
 from anytile.interpreter import InterpreterBackend

@@ -2,11 +2,16 @@
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 from anytile.ir.core import Module
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.verifier import verify_module
+
+
+#: A module using every op of ops.py (regions, nested loops, multi-result reduce, calls).
+ALL_OPS = (Path(__file__).parent / "all_ops.ir").read_text()
 
 
 def ir(text: str) -> str:

@@ -10,8 +10,7 @@ from anytile.ir import ops as O
 from anytile.ir.parser import parse_module
 from anytile.ir.verifier import IRVerificationError, verify_function, verify_module
 
-from ir_text_kit import ir
-from test_ir_text import ALL_OPS
+from ir_text_kit import ALL_OPS, ir
 
 
 def test_accepts_every_op_kind():

@@ -146,6 +146,30 @@ def test_integer_zero_results():
     """)
 
 
+def test_compare_with_itself_and_addptr_zero():
+    check(PASSES, """
+        kernel @k(%p: tile<4xptr<i1>>, %x: tile<4xi32>, %f: tile<4xf32>) {
+          %0 = compare {pred = "le"} (%x, %x) : tile<4xi1>
+          store (%p, %0, none)
+          %1 = compare {pred = "ne"} (%x, %x) : tile<4xi1>
+          store (%p, %1, none)
+          %2 = compare {pred = "eq"} (%f, %f) : tile<4xi1>
+          %zero = constant {value = 0} : tile<4xi64>
+          %3 = addptr (%p, %zero) : tile<4xptr<i1>>
+          store (%3, %2, none)
+        }
+    """, """
+        kernel @k(%p: tile<4xptr<i1>>, %x: tile<4xi32>, %f: tile<4xf32>) {
+          %0 = constant {value = 1} : tile<4xi1>
+          store (%p, %0, none)
+          %1 = constant {value = 0} : tile<4xi1>
+          store (%p, %1, none)
+          %2 = compare {pred = "eq"} (%f, %f) : tile<4xi1>
+          store (%p, %2, none)
+        }
+    """)
+
+
 def test_constants_move_right_in_commutative_ops_and_compares():
     check(PASSES, scalar_case("i32", """
         %0 = constant {value = 7} : i32

@@ -243,7 +243,7 @@ def test_dce_drops_loop_carried_values_nobody_observes():
         kernel @k(%p: ptr<i32>, %n: i32) {
           %0 = constant {value = 0} : i32
           %1 = constant {value = 1} : i32
-          %used, %dead, %feeds_dead, %feeds_store = for (%0, %n, %1, [%0, %1, %0, %1]) : i32, i32, i32, i32 {
+          %used, %dead, %feeds, %kept = for (%0, %n, %1, [%0, %1, %0, %1]) : i32, i32, i32, i32 {
           ^(%i: i32, %a: i32, %b: i32, %c: i32, %d: i32):
             %a2 = binary {kind = "add"} (%a, %i) : i32
             %b2 = binary {kind = "mul"} (%b, %c) : i32
@@ -258,7 +258,7 @@ def test_dce_drops_loop_carried_values_nobody_observes():
         kernel @k(%p: ptr<i32>, %n: i32) {
           %0 = constant {value = 0} : i32
           %1 = constant {value = 1} : i32
-          %used, %feeds_store = for (%0, %n, %1, [%0, %1]) : i32, i32 {
+          %used, %kept = for (%0, %n, %1, [%0, %1]) : i32, i32 {
           ^(%i: i32, %a: i32, %d: i32):
             %a2 = binary {kind = "add"} (%a, %i) : i32
             store (%p, %d, none)

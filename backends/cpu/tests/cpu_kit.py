@@ -212,5 +212,22 @@ def multi_output_module(n: int, in_types: Sequence[ScalarType],
     return kb.module
 
 
-__all__ = ["KernelBuilder", "multi_output_module", "ptr", "compile_module", "run_cpu", "run_interpreter", "run_both",
+def grid_module(block: int, in_types: Sequence[ScalarType],
+                outputs: Sequence[tuple[ScalarType, Callable[..., Value]]]) -> Module:
+    """Like ``multi_output_module`` but program ``p`` handles elements
+    ``[p*block, (p+1)*block)`` of ``n``: launch it on ``cdiv(n, block)`` programs."""
+    from anytile.ir.types import i32
+    params = [(f"in{i}", ptr(t)) for i, t in enumerate(in_types)]
+    params += [(f"out{j}", ptr(t)) for j, (t, _) in enumerate(outputs)] + [("n", i32)]
+    kb = KernelBuilder(params)
+    base = kb.binary("mul", kb.pid(0), kb.const(block, i32))
+    offs = kb.binary("add", kb.splat(base, (block,)), kb.arange(block))
+    mask = kb.compare("lt", offs, kb.splat(kb.arg("n"), (block,)))
+    tiles = [kb.load(kb.ptrs(kb.arg(f"in{i}"), offs), mask) for i in range(len(in_types))]
+    for j, (_, body) in enumerate(outputs):
+        kb.store(kb.ptrs(kb.arg(f"out{j}"), offs), body(kb, *tiles), mask)
+    return kb.module
+
+
+__all__ = ["KernelBuilder", "multi_output_module", "grid_module", "ptr", "compile_module", "run_cpu", "run_interpreter", "run_both",
            "poisoned", "elementwise_module", "CPU", "CPU_DEVICE", "from_numpy"]

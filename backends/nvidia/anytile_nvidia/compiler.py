@@ -126,7 +126,12 @@ def ptx_stage(arch: str):
                 kernel = metadata.get("kernel_name")
                 for fn in mod.functions:
                     if not fn.is_declaration and fn.name != kernel:
-                        fn.linkage = "internal"  # lets the optimiser drop unused libdevice code
+                        fn.linkage = "internal"
+                # drop the hundreds of libdevice functions this kernel does not call before
+                # the (much slower) optimisation pipeline sees them
+                dce = llvm.create_new_module_pass_manager()
+                dce.add_global_dead_code_eliminate_pass()
+                dce.run(mod, llvm.create_pass_builder(tm, llvm.create_pipeline_tuning_options()))
             mod.verify()
             pto = llvm.create_pipeline_tuning_options(speed_level=3)
             pb = llvm.create_pass_builder(tm, pto)

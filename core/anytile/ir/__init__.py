@@ -4,3 +4,6 @@ from .core import (Block, Function, Loc, Module, Op, OP_REGISTRY, UNKNOWN_LOC, V
                    walk)
 from .ops import *  # noqa: F401,F403
 from .builder import Builder  # noqa: F401
+from .printer import print_function, print_module  # noqa: F401,E402
+from .parser import IRParseError, parse_module  # noqa: F401,E402
+from .verifier import IRVerificationError, verify_function, verify_module  # noqa: F401,E402

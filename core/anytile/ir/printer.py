@@ -26,7 +26,8 @@ and ``REGIONS``, so a new op needs no change here.  One op per line::
   lists, dicts; types as ``!f32``); an attribute equal to its dataclass default is omitted;
 * result types after ``:``; regions after the header, the first one unnamed and each further
   one introduced by its field name (``} else_body {``); block arguments on a ``^(...):`` line;
-* ``loc("file":line:col)`` (``loc("file":line:col in "func")``) with ``locs=True``.
+* ``loc("file":line:col)`` (``loc("file":line:col in "func")``) with ``locs=True``;
+* function names after ``@``, quoted (``@"a.<locals>.f"``) when not made of ``[A-Za-z0-9_.$]``.
 
 Value names come from ``Value.name`` hints made unique per function (``%x``, ``%x_1``), else
 numbers (a hint made only of digits counts as no hint, so numbering never collides).
@@ -42,8 +43,8 @@ from typing import Any, Iterable
 from .core import UNKNOWN_LOC, Block, Function, Loc, Module, Op, Value
 from .types import PointerType, ScalarType, TileType
 
-__all__ = ["print_module", "print_function", "print_op", "format_attr_value", "format_loc",
-           "ValueNamer"]
+__all__ = ["print_module", "print_function", "print_op", "op_header", "format_attr_value",
+           "format_attr_dict", "format_loc", "format_symbol", "ValueNamer"]
 
 _INDENT = "  "
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9_.]")

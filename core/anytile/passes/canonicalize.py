@@ -105,6 +105,13 @@ def constant_is_left(lhs: Value, rhs: Value) -> bool:
     return isinstance(lhs.owner, O.ConstantOp) and not isinstance(rhs.owner, O.ConstantOp)
 
 
+def _compare_self(m: Match) -> Optional[Value]:
+    """``x <pred> x`` on integers or pointers is known (floats: x may be NaN)."""
+    if _is_float(m.x.type):
+        return None
+    return m.const(int(m.op.pred in ("eq", "le", "ge")), m.op.result.type)
+
+
 # -- shape ops -------------------------------------------------------------------------------
 def _same_type_as_result(m: Match) -> Optional[Value]:
     return m.x if m.x.type == m.op.result.type else None
@@ -201,6 +208,8 @@ CANONICALIZE_RULES: list[Rule] = [
     Rule("not-not", _double("not"), _x),
     Rule("commutative-constant-right", P("binary"), _constant_to_right),
     Rule("compare-constant-right", P("compare"), _compare_constant_to_right),
+    Rule("compare-self", P("compare", Var("x"), Var("x")), _compare_self),
+    Rule("addptr-zero", P("addptr", Var("x"), Const(where=_is_zero)), _x),
     # select
     Rule("select-constant", P("select", Const("c"), Var("t"), Var("f")), _select_constant_cond),
     Rule("select-same", P("select", Var("c"), Var("x"), Var("x")), _x),

@@ -27,6 +27,8 @@ class MemoryLowering:
         """(vector width, register indices grouped into accesses)."""
         width = self.laid.vector.get(op, 1)
         n = len(register_indices(layout, shape))
+        if isinstance(layout, BlockedLayout):
+            width = min(width, layout.size_per_thread[-1])
         if not isinstance(layout, BlockedLayout) or width <= 1 or \
                 layout.order[0] != len(shape) - 1 or layout.size_per_thread[-1] % width or \
                 shape[-1] < layout.size_per_thread[-1]:

@@ -31,7 +31,7 @@ from .assign import assign_layouts
 from .lowering import lower_kernel
 from .target import GpuTarget
 
-__all__ = ["SimulatedGpuTarget", "simulate_kernel"]
+__all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation"]
 
 I32 = ir.IntType(32)
 _SHARED_BYTES = 1 << 18
@@ -51,7 +51,7 @@ class _State:
         self.barrier: Optional[threading.Barrier] = None
         self.lock = threading.Lock()
         self.shared = np.zeros(_SHARED_BYTES, np.uint8)
-        self.scratch = np.zeros(_MAX_THREADS * 2, np.uint64)
+        self.scratch = np.zeros(_MAX_THREADS * 8, np.uint64)
 
 
 _STATE = _State()
@@ -120,17 +120,60 @@ class SimulatedGpuTarget(GpuTarget):
         self._call(b, "anytile_sim_barrier", ir.VoidType(), [])
 
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
-        scratch = b.module.globals.get("anytile_sim_scratch")
-        if scratch is None:
-            scratch = ir.GlobalVariable(b.module, ir.ArrayType(I32, 0), "anytile_sim_scratch")
-            scratch.linkage = "external"
-            scratch.type = ir.PointerType()
+        scratch = self.scratch(b)
         tid = self.thread_id(b)
         self.barrier(b)
         b.store(value, b.gep(scratch, [tid], source_etype=I32))
         self.barrier(b)
         other = b.xor(tid, ir.Constant(I32, lane_mask))
         out = b.load(b.gep(scratch, [other], source_etype=I32), typ=I32)
+        return out
+
+    def scratch(self, b: ir.IRBuilder) -> ir.Value:
+        scratch = b.module.globals.get("anytile_sim_scratch")
+        if scratch is None:
+            scratch = ir.GlobalVariable(b.module, ir.ArrayType(I32, 0), "anytile_sim_scratch")
+            scratch.linkage = "external"
+            scratch.type = ir.PointerType()
+        return scratch
+
+    has_mma = True
+
+    def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
+        """The warp-wide product emulated from the PTX ISA's fragment tables: every thread
+        publishes its 6 fragment registers, then computes its 4 outputs from its warp's."""
+        scratch = self.scratch(b)
+        tid = self.thread_id(b)
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        slot = b.add(k32(_MAX_THREADS), b.mul(tid, k32(8)))
+        self.barrier(b)
+        for j, v in enumerate(list(a) + list(bfrag)):
+            b.store(v, b.gep(scratch, [b.add(slot, k32(j))], source_etype=I32))
+        self.barrier(b)
+        lane = b.and_(tid, k32(31))
+        warp_base = b.sub(tid, lane)
+        g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
+        f32 = ir.FloatType()
+
+        def element(holder_lane: ir.Value, reg: int, half: int) -> ir.Value:
+            index = b.add(b.add(k32(_MAX_THREADS), b.mul(b.add(warp_base, holder_lane), k32(8))), k32(reg))
+            word = b.load(b.gep(scratch, [index], source_etype=I32), typ=I32)
+            bits = b.trunc(b.lshr(word, k32(16 * half)), ir.IntType(16))
+            if in_type == "f16":
+                return b.fpext(b.bitcast(bits, ir.HalfType()), f32)
+            return b.bitcast(b.shl(b.zext(bits, I32), k32(16)), f32)
+
+        fma = self.declare(b.module, "llvm.fma.f32", f32, [f32, f32, f32])
+        out = []
+        for ci in range(4):
+            col = b.add(b.mul(t, k32(2)), k32(ci & 1))
+            acc = c[ci]
+            for k in range(16):
+                va = element(b.add(b.mul(g, k32(4)), k32((k % 8) // 2)), (ci >= 2) + 2 * (k >= 8), k % 2)
+                vb = element(b.add(b.mul(col, k32(4)), k32((k % 8) // 2)), 4 + (k >= 8), k % 2)
+                acc = b.call(fma, [va, vb, acc])
+            out.append(acc)
+        self.barrier(b)
         return out
 
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
@@ -150,66 +193,83 @@ _CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i3
            "f64": ctypes.c_double, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
 
 
-def compile_simulated(module: Module, num_warps: int) -> tuple[str, Any, list, int]:
-    """(LLVM IR text, the jitted engine, the ctypes parameter types, threads)."""
-    llvm = _llvm()
-    laid = assign_layouts(copy.deepcopy(module), num_warps, SimulatedGpuTarget.warp_size)
+class SimulatedKernel:
+    """LLVM IR from the lowering (``SimulatedGpuTarget``), jitted for the host, runnable."""
+
+    def __init__(self, llir: str, name: str, param_types: Sequence[Any], threads: int) -> None:
+        llvm = _llvm()
+        parsed = llvm.parse_assembly(llir)
+        # the host's own features (F16C converts half floats without library calls)
+        tm = llvm.Target.from_default_triple().create_target_machine(
+            cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
+        parsed.data_layout = str(tm.target_data)
+        parsed.verify()
+        self.engine = llvm.create_mcjit_compiler(parsed, tm)
+        self.engine.finalize_object()
+        self.argtypes = [ctypes.c_void_p if isinstance(t, PointerType) else _CTYPES[t.name]
+                         for t in param_types]
+        self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(self.engine.get_function_address(name))
+        self.threads = threads
+
+    def values(self, args: Sequence[Any]) -> list:
+        """ctypes values for ``args``: NumPy arrays or ints for pointers, numbers for scalars."""
+        out = []
+        for a, t in zip(args, self.argtypes):
+            if isinstance(a, np.ndarray):
+                out.append(ctypes.c_void_p(a.ctypes.data))
+            elif t is ctypes.c_int32 and isinstance(a, (bool, np.bool_)):
+                out.append(t(int(a)))
+            else:
+                out.append(t(a))
+        return out
+
+    def run(self, grid: Sequence[int], args: Sequence[Any]) -> None:
+        """Run every program of ``grid`` (one after another, each with all its threads)."""
+        values = self.values(args)
+        grid = tuple(grid) + (1,) * (3 - len(grid))
+        failures: list = []
+        fn = self.fn
+
+        def worker(tid: int) -> None:
+            _STATE.local.tid = tid
+            try:
+                fn(*values)
+            except Exception as exc:  # pragma: no cover - reported below
+                failures.append(exc)
+
+        with _STATE.lock:
+            _STATE.grid = grid
+            for z in range(grid[2]):
+                for y in range(grid[1]):
+                    for x in range(grid[0]):
+                        _STATE.program = (x, y, z)
+                        _STATE.barrier = threading.Barrier(self.threads, timeout=60)
+                        workers = [threading.Thread(target=worker, args=(t,)) for t in range(self.threads)]
+                        for w in workers:
+                            w.start()
+                        for w in workers:
+                            w.join()
+        if failures:
+            raise failures[0]
+
+
+def lower_for_simulation(module: Module, num_warps: int) -> tuple[str, int]:
+    """(LLVM IR text for the host simulation, bytes of shared memory) of ``module``'s kernel."""
+    laid = assign_layouts(copy.deepcopy(module), num_warps, SimulatedGpuTarget.warp_size,
+                          use_mma=SimulatedGpuTarget.has_mma)
     llmod, shared = lower_kernel(laid, SimulatedGpuTarget())
     if shared > _SHARED_BYTES:
         raise ValueError(f"kernel needs {shared} bytes of shared memory")
-    text = str(llmod)
-    parsed = llvm.parse_assembly(text)
-    # the host's own features (F16C converts half floats without library calls)
-    tm = llvm.Target.from_default_triple().create_target_machine(
-        cpu=llvm.get_host_cpu_name(), features=llvm.get_host_cpu_features().flatten(), opt=2)
-    parsed.data_layout = str(tm.target_data)
-    parsed.verify()
-    engine = llvm.create_mcjit_compiler(parsed, tm)
-    engine.finalize_object()
-    kernel = laid.kernel
-    argtypes = [ctypes.c_void_p if isinstance(a.type, PointerType) else _CTYPES[a.type.name]
-                for a in kernel.args]
-    return text, engine, argtypes, num_warps * SimulatedGpuTarget.warp_size
+    return str(llmod), shared
 
 
 def simulate_kernel(module: Module, grid: Sequence[int], args: Sequence[Any],
                     num_warps: int = 4) -> str:
     """Run ``module``'s kernel over ``grid`` with ``args`` (NumPy arrays for pointers, Python
     numbers for scalars; arrays are updated in place).  Returns the LLVM IR that ran."""
-    text, engine, argtypes, threads = compile_simulated(module, num_warps)
-    name = module.kernel.name
-    fn = ctypes.CFUNCTYPE(None, *argtypes)(engine.get_function_address(name))
-    values = []
-    for a, t in zip(args, argtypes):
-        if isinstance(a, np.ndarray):
-            values.append(ctypes.c_void_p(a.ctypes.data))
-        elif t is ctypes.c_int32 and isinstance(a, (bool, np.bool_)):
-            values.append(t(int(a)))
-        else:
-            values.append(t(a))
-    grid = tuple(grid) + (1,) * (3 - len(grid))
-    failures: list = []
-
-    def worker(tid: int) -> None:
-        _STATE.local.tid = tid
-        try:
-            fn(*values)
-        except Exception as exc:  # pragma: no cover - reported below
-            failures.append(exc)
-
-    with _STATE.lock:
-        _STATE.grid = grid
-        for z in range(grid[2]):
-            for y in range(grid[1]):
-                for x in range(grid[0]):
-                    _STATE.program = (x, y, z)
-                    _STATE.barrier = threading.Barrier(threads, timeout=60)
-                    workers = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
-                    for w in workers:
-                        w.start()
-                    for w in workers:
-                        w.join()
-    if failures:
-        raise failures[0]
-    _ = engine  # keep the code alive until every thread is done
+    text, _ = lower_for_simulation(module, num_warps)
+    kernel = module.kernel
+    sim = SimulatedKernel(text, kernel.name, [a.type for a in kernel.args],
+                          num_warps * SimulatedGpuTarget.warp_size)
+    sim.run(grid, args)
     return text

@@ -219,6 +219,8 @@ class MathLowering:
         neg = b.trunc(b.lshr(b.and_(q, const_like(q, 2)), const_like(q, 1)), like(I1, d))
         v = b.select(swap, c, s)
         v = b.select(neg, b.fneg(v), v)
+        if not is_cos:  # sin(-0) is -0; the reduction above lost the sign
+            v = b.select(b.fcmp_ordered("==", d, const_like(d, 0.0)), d, v)
         return self._with_library_lanes(d, v, "cos" if is_cos else "sin")
 
     def _with_library_lanes(self, d: ir.Value, v: ir.Value, name: str) -> ir.Value:

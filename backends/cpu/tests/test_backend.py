@@ -1,0 +1,104 @@
+"""The cpu backend as a plugin: discovery, device facts, stages kept in ``asm``, memory,
+zero-copy import of NumPy arrays."""
+import numpy as np
+
+from anytile.backend import CAPABILITIES
+from anytile.ir.types import f32, i32
+
+from cpu_kit import CPU, CPU_DEVICE, KernelBuilder, compile_module, ptr, run_cpu
+
+
+def _add_module(block=256):
+    kb = KernelBuilder([("x", ptr(f32)), ("y", ptr(f32)), ("out", ptr(f32)), ("n", i32)])
+    base = kb.binary("mul", kb.pid(0), kb.const(block, i32))
+    offs = kb.binary("add", kb.splat(base, (block,)), kb.arange(block))
+    mask = kb.compare("lt", offs, kb.splat(kb.arg("n"), (block,)))
+    s = kb.binary("add", kb.load(kb.ptrs(kb.arg("x"), offs), mask),
+                  kb.load(kb.ptrs(kb.arg("y"), offs), mask))
+    kb.store(kb.ptrs(kb.arg("out"), offs), s, mask)
+    return kb.module
+
+
+def test_discovered_through_the_entry_point():
+    from anytile.runtime.discovery import discover
+    record = discover()["cpu"]
+    assert record.availability.usable
+    assert type(record.backend).__name__ == "CpuBackend"
+
+
+def test_device_and_capabilities():
+    assert CPU_DEVICE.name == "cpu:0"
+    assert CPU.host_memory
+    assert CPU.capabilities <= set(CAPABILITIES)
+    facts = CPU.describe()
+    assert facts["vector_bits"] in (128, 256, 512) and facts["cores"] >= 1 and facts["cpu"]
+    target = CPU.target_of(CPU_DEVICE)
+    assert target.backend == "cpu" and target.arch in CPU.targets()
+
+
+def test_asm_has_every_stage_and_the_llir_is_vectorised():
+    compiled = compile_module(_add_module())
+    assert list(compiled.asm) == ["ir", "laid-out ir", "llir", "asm"]
+    assert "#cpu.vector<" in compiled.asm["laid-out ir"]
+    lanes = CPU.describe()["vector_bits"] // 32
+    assert f"<{lanes} x float>" in compiled.asm["llir"]
+    assert "llvm.masked.load" in compiled.asm["llir"]
+    assert "run:" in compiled.asm["asm"] or "run" in compiled.asm["asm"]
+
+
+def test_kernel_runs_on_many_programs(rng):
+    n = 100_003
+    x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    out = np.full(n + 3, np.nan, np.float32)
+    run_cpu(_add_module(), (n + 255) // 256, x, y, out, n)
+    np.testing.assert_array_equal(out[:n], x + y)
+    assert np.isnan(out[n:]).all()
+
+
+def test_load_rebuilds_machine_code_from_llir_text():
+    """A kernel restored from a text-only cache (no object code) still loads."""
+    compiled = compile_module(_add_module())
+    compiled.binary = str(compiled.binary)
+    loaded = CPU.load(compiled, CPU_DEVICE)
+    x = np.arange(10, dtype=np.float32)
+    out = np.zeros(10, np.float32)
+    from cpu_kit import launch
+    launch(CPU, loaded, 1, compiled.module.kernel.args, [x, x, out, 10])
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_alloc_is_aligned_and_copies_round_trip(rng):
+    buf = CPU.alloc(CPU_DEVICE, 1000)
+    assert buf.address % 256 == 0 and buf.nbytes == 1000
+    data = rng.integers(0, 255, 1000).astype(np.uint8)
+    CPU.copy_to_device(buf, 0, data)
+    back = np.zeros(600, np.uint8)
+    CPU.copy_to_host(buf, 400, back)
+    np.testing.assert_array_equal(back, data[400:])
+    CPU.free(buf)
+    assert buf.freed
+
+
+def test_import_array_is_zero_copy_with_strides():
+    a = np.arange(60, dtype=np.float32).reshape(6, 10)
+    seen = CPU.import_array(a, CPU_DEVICE)
+    assert seen.buffer.address + seen.offset == a.ctypes.data
+    assert seen.strides == (10, 1) and seen.shape == (6, 10)
+    view = a[::-2, 1::3]                       # negative and non-unit strides
+    seen = CPU.import_array(view, CPU_DEVICE)
+    assert seen.buffer.address + seen.offset == view.ctypes.data
+    assert seen.strides == (-20, 3)
+    assert seen.buffer.address == a[1, 1:].ctypes.data   # lowest byte any element uses (row 1)
+
+
+def test_scalar_arguments_of_every_kind(rng):
+    """i32, i64, f32, f64 and bool parameters reach the kernel with their values."""
+    from anytile.ir.types import f64, i1, i64
+    kb = KernelBuilder([("out", ptr(f64)), ("a", i32), ("b", i64), ("c", f32), ("d", f64),
+                        ("e", i1)])
+    vals = [kb.cast(kb.arg(n), f64) for n in ("a", "b", "c", "d", "e")]
+    for k, v in enumerate(vals):
+        kb.store(kb.ptrs(kb.arg("out"), kb.arange(1, k)), kb.splat(v, (1,)))
+    out = np.full(5, np.nan)
+    run_cpu(kb.module, 1, out, -7, -(1 << 40), 1.5, -2.25, True)
+    np.testing.assert_array_equal(out, [-7, -(1 << 40), 1.5, -2.25, 1])

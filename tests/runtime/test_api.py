@@ -1,0 +1,214 @@
+"""The user's API: arrays, devices, launching, specialisation, caching, AOT compile, CLI."""
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+
+
+@at.jit
+def scale_kernel(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+
+def test_array_constructors_and_copies(device):
+    a = at.empty((3, 5), np.float32, device=device)
+    assert a.shape == (3, 5) and a.dtype == np.float32 and a.device == device
+    assert a.stride() == (5, 1) and a.strides == (20, 4) and a.nbytes == 60
+    np.testing.assert_array_equal(at.zeros((4,), np.int16, device=device).numpy(), np.zeros(4))
+    np.testing.assert_array_equal(at.full((2, 2), 7, np.int64, device=device).numpy(),
+                                  np.full((2, 2), 7))
+    b = at.empty((8,), tl.bfloat16, device=device)
+    assert b.element_type.name == "bf16" and b.itemsize == 2
+    host = np.arange(12, dtype=np.float64).reshape(3, 4)
+    np.testing.assert_array_equal(at.asarray(host, device=device).numpy(), host)
+    np.testing.assert_array_equal(np.asarray(at.asarray(host, device=device)), host)
+    like = at.empty_like(at.asarray(host, device=device), dtype=np.int32)
+    assert like.shape == (3, 4) and like.dtype == np.int32
+
+
+def test_bad_dtype_is_a_clear_error():
+    with pytest.raises(TypeError, match="not a dtype anytile supports"):
+        at.empty((2,), np.complex64, device="interpreter")
+
+
+def test_grid_callable_sees_constexprs_and_args(device, rng):
+    n = 1000
+    xh = rng.standard_normal(n).astype(np.float32)
+    out = at.empty((n,), np.float32, device=device)
+    seen = {}
+
+    def grid(meta):
+        seen.update(meta)
+        return (at.cdiv(meta["n"], meta["BLOCK"]),)
+    scale_kernel[grid](at.asarray(xh, device=device), out, n, 2.5, BLOCK=128)
+    assert seen["BLOCK"] == 128 and seen["n"] == n
+    np.testing.assert_allclose(out.numpy(), xh * np.float32(2.5), rtol=1e-6)
+
+
+def test_specialisation_compiles_once_per_signature(device):
+    kernel = at.jit(scale_kernel.fn)
+    x32 = at.zeros((64,), np.float32, device=device)
+    x16 = at.zeros((64,), np.float16, device=device)
+    c1 = kernel[(1,)](x32, x32, 64, 1.0, BLOCK=64)
+    c2 = kernel[(1,)](x32, x32, 64, 2.0, BLOCK=64)
+    assert c1 is c2                                    # same types: cached
+    c3 = kernel[(1,)](x16, x16, 64, 1.0, BLOCK=64)
+    assert c3 is not c1 and "ptr<f16>" in c3.asm["ir"]
+    c4 = kernel[(1,)](x32, x32, 63, 1.0, BLOCK=64)     # 63 is not divisible by 16
+    assert c4 is not c1
+    assert "divisibility" in c1.asm["ir"]
+    c5 = kernel[(1,)](x32, x32, 64, 1.0, BLOCK=32)     # another constexpr
+    assert c5 is not c1
+
+
+def test_rebinding_a_called_jit_function_recompiles(tmp_path, monkeypatch):
+    (tmp_path / "kmod.py").write_text(textwrap.dedent("""
+        import anytile as at
+        import anytile.language as tl
+
+        @at.jit
+        def helper(x):
+            return x + 1
+
+        @at.jit
+        def helper_times_ten(x):
+            return x * 10
+
+        @at.jit
+        def kern(out_ptr):
+            tl.store(out_ptr, helper(tl.program_id(0) + 4))
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import kmod
+    out = at.zeros((1,), np.int32, device="interpreter")
+    kmod.kern[(1,)](out)
+    assert out.numpy()[0] == 5
+    kmod.helper = kmod.helper_times_ten
+    kmod.kern[(1,)](out)
+    assert out.numpy()[0] == 40
+
+
+def test_warmup_compiles_without_running():
+    out = at.asarray(np.full(64, -1.0, np.float32), device="interpreter")
+    compiled = scale_kernel.warmup(out, out, 64, 2.0, BLOCK=64, grid=(1,))
+    assert compiled.asm["ir"].startswith("kernel @scale_kernel")
+    assert np.all(out.numpy() == -1.0)
+
+
+def test_arrays_on_different_devices_are_refused():
+    devs = at.devices()
+    if len(devs) < 2:
+        pytest.skip("needs two usable devices")
+    a = at.zeros((16,), np.float32, device=devs[0])
+    b = at.zeros((16,), np.float32, device=devs[1])
+    with pytest.raises(at.BackendError, match="different devices"):
+        scale_kernel[(1,)](a, b, 16, 1.0, BLOCK=16)
+
+
+def test_bad_arguments_are_clear_errors():
+    x = at.zeros((16,), np.float32, device="interpreter")
+    with pytest.raises(TypeError, match="missing a value for parameter 'BLOCK'"):
+        scale_kernel[(1,)](x, x, 16, 1.0)
+    with pytest.raises(TypeError, match="argument 'factor' is a str"):
+        scale_kernel[(1,)](x, x, 16, "two", BLOCK=16)
+    with pytest.raises(TypeError, match="takes 5 arguments but 6"):
+        scale_kernel[(1,)](x, x, 16, 1.0, 16, 3)
+    with pytest.raises(ValueError, match="1 to 3 non-negative ints"):
+        scale_kernel[(1, 1, 1, 1)](x, x, 16, 1.0, BLOCK=16)
+    with pytest.raises(TypeError, match="no option"):
+        scale_kernel[(1,)](x, x, 16, 1.0, BLOCK=16, num_wraps=4)
+    with pytest.raises(RuntimeError, match="launch it with a grid"):
+        scale_kernel(x, x, 16, 1.0, BLOCK=16)
+
+
+def test_empty_grid_launches_nothing():
+    out = at.asarray(np.full(16, 3.0, np.float32), device="interpreter")
+    scale_kernel[(0,)](out, out, 16, 0.0, BLOCK=16)
+    assert np.all(out.numpy() == 3.0)
+
+
+def test_env_var_chooses_the_default_device(monkeypatch):
+    monkeypatch.setenv("ANYTILE_DEVICE", "interpreter")
+    assert at.default_device().name == "interpreter:0"
+    xh = np.ones(16, np.float32)
+    out = np.zeros(16, np.float32)
+    compiled = scale_kernel[(1,)](xh, out, 16, 3.0, BLOCK=16)
+    assert compiled.target.backend == "interpreter"
+    np.testing.assert_array_equal(out, 3.0)
+
+
+def test_aot_compile_for_every_installed_target():
+    for record in at.list_backends():
+        if record.backend is None:
+            continue
+        target = f"{record.name}:{record.backend.targets()[0]}"
+        compiled = at.compile(scale_kernel, target=target,
+                              signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32",
+                                         "factor": "fp32"},
+                              constexprs={"BLOCK": 128}, num_warps=4)
+        assert "ir" in compiled.asm and str(compiled.target) == target
+        assert compiled.signature[0][0] == "x_ptr"
+
+
+def test_aot_compile_errors_name_the_problem():
+    with pytest.raises(at.CompilationError, match="'factor'.*no type in signature"):
+        at.compile(scale_kernel, target="interpreter:reference",
+                   signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                   constexprs={"BLOCK": 128})
+    with pytest.raises(ValueError, match="unknown type 'float33'"):
+        at.compile(scale_kernel, target="interpreter:reference",
+                   signature={"x_ptr": "*float33", "out_ptr": "*fp32", "n": "i32", "factor": "fp32"},
+                   constexprs={"BLOCK": 128})
+    with pytest.raises(at.BackendError, match="cannot compile for 'sm_1'"):
+        at.compile(scale_kernel, target="interpreter:sm_1", signature={}, constexprs={})
+
+
+def test_cli_compile_prints_a_stage(tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(textwrap.dedent("""
+        import anytile as at
+        import anytile.language as tl
+
+        @at.jit
+        def double(x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+    """))
+    run = lambda *a: subprocess.run([sys.executable, "-m", "anytile", "compile", *a],  # noqa: E731
+                                    capture_output=True, text=True)
+    res = run(f"{src}:double", "--target", "interpreter:reference",
+              "--signature", "x_ptr=*fp32,n=i32", "--constexpr", "BLOCK=64", "--emit", "ir")
+    assert res.returncode == 0, res.stderr
+    assert "kernel @double" in res.stdout and "arange" in res.stdout
+    res = run(f"{src}:double", "--target", "interpreter:reference",
+              "--signature", "x_ptr=*fp32", "--constexpr", "BLOCK=64")
+    assert res.returncode == 1 and "'n'" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_compilation_error_shows_the_users_line_not_internals(tmp_path):
+    src = tmp_path / "bad.py"
+    src.write_text(textwrap.dedent("""
+        import numpy as np
+        import anytile as at
+        import anytile.language as tl
+
+        @at.jit
+        def bad(x_ptr, n):
+            offs = tl.arange(0, n)
+            tl.store(x_ptr + offs, 1.0)
+
+        bad[(1,)](np.zeros(16, np.float32), 16)
+    """))
+    res = subprocess.run([sys.executable, str(src)], capture_output=True, text=True)
+    assert res.returncode == 1
+    assert f"{src}:8:" in res.stderr
+    assert "tl.arange(0, n)" in res.stderr and "^" in res.stderr
+    assert "must be a tl.constexpr" in res.stderr
+    assert "frontend" not in res.stderr and "generator.py" not in res.stderr
