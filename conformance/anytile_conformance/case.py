@@ -21,15 +21,10 @@ from .tolerances import Tolerance
 
 AREAS = ("memory", "arithmetic", "compare-bitwise", "math", "casts", "reductions", "shapes",
          "dot", "control-flow", "atomics", "programs", "constexpr", "kernels")
-MODES = ("quick", "full")
 
 
 class CaseFailure(AssertionError):
     """A case's output does not conform."""
-
-
-class CaseSkipped(Exception):
-    """A case cannot run on this backend (a missing capability); the message says which."""
 
 
 @dataclass(frozen=True)

@@ -119,10 +119,11 @@ def round_to_format(exact: np.ndarray, name: str) -> np.ndarray:
 
 def ulp_of(exact: np.ndarray, name: str) -> np.ndarray:
     """The spacing of format ``name`` at the magnitude of ``exact`` (OpenCL's definition:
-    for ``2^e <= |x| < 2^(e+1)`` it is ``2^(e-p+1)``; subnormal spacing below ``2^emin``)."""
+    for ``2^e <= |x| < 2^(e+1)`` it is ``2^(e-p+1)``; subnormal spacing below ``2^emin``,
+    which is also the spacing at zero)."""
     fmt = FLOAT_FORMATS[name]
     x = np.asarray(exact)
-    safe = np.where(np.isfinite(x) & (x != 0), x, 1)
+    safe = np.where(np.isfinite(x) & (x != 0), x, 2.0 ** fmt.emin)
     _, e = np.frexp(safe)
     quantum_exp = np.maximum(e.astype(np.int64) - 1, fmt.emin) - (fmt.precision - 1)
     return np.ldexp(np.ones_like(safe), quantum_exp)

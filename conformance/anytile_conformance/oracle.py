@@ -37,7 +37,7 @@ class Mismatch:
 
 def _fmt(value) -> str:
     if isinstance(value, (float, np.floating)):
-        return f"{float(value):.9g}"
+        return repr(float(value))      # shortest text that round-trips: 1-ulp differences show
     return str(value)
 
 

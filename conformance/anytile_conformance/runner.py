@@ -16,7 +16,7 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from . import __version__
-from .case import AREAS, Case, CaseContext, CaseFailure, CaseSkipped
+from .case import AREAS, Case, CaseContext, CaseFailure
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 
@@ -127,8 +127,6 @@ def run_case(case: Case, device: Any, seed: int, capabilities: frozenset,
     start = time.perf_counter()
     try:
         _run_with_timeout(lambda: case.run(CaseContext(device, case, seed, capabilities)), timeout)
-    except CaseSkipped as skip:
-        return CaseResult(case.id, case.area, SKIPPED, str(skip), time.perf_counter() - start)
     except CaseFailure as failure:
         return CaseResult(case.id, case.area, FAILED, str(failure), time.perf_counter() - start)
     except Exception as exc:  # a crash of the backend or frontend fails the case

@@ -79,3 +79,20 @@ def test_json_and_junit_reports(tmp_path):
     assert props["verdict"] == run.verdict and props["describe.driver"] == "7"
     assert [s.get("name") for s in root.iter("testsuite")] == ["memory", "casts", "dot"]
     assert root.find(".//failure").text == "bad bits"
+
+
+def test_progress_bar_on_a_terminal_and_lines_elsewhere():
+    import io
+
+    from anytile_conformance.report import Progress
+
+    class Named:
+        id = "memory/x"
+
+    tty, plain = io.StringIO(), io.StringIO()
+    for stream, is_tty in ((tty, True), (plain, False)):
+        progress = Progress(stream, tty=is_tty)
+        progress(0, 2, Named(), CaseResult("memory/x", "memory", "passed"))
+        progress(1, 2, Named(), CaseResult("memory/x", "memory", "failed", "bad"))
+    assert "\r[" in tty.getvalue() and "FAIL memory/x" in tty.getvalue()
+    assert plain.getvalue().splitlines() == ["[    1/2] PASS memory/x", "[    2/2] FAIL memory/x"]

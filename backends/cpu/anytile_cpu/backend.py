@@ -72,40 +72,41 @@ class CpuBackend(Backend):
                 "vector_bits": info.vector_bits, "cores": cpu_count(), "triple": info.triple}
 
     def targets(self) -> list[str]:
-        return [llvm_host.host_info().cpu_name]
+        return [llvm_host.host_info().cpu_name] + llvm_host.generic_arches()
 
     def target_of(self, device: DeviceInfo) -> Target:
         return Target("cpu", llvm_host.host_info().cpu_name)
 
     # -- compilation -----------------------------------------------------------------------------
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
-        host = llvm_host.host_info()
-        if target.arch != host.cpu_name:
-            raise BackendError(f"the cpu backend compiles for this host ({host.cpu_name}) only, "
-                               f"not '{target.arch}'")
-        lanes = max(4, host.vector_bits // 32)
+        try:
+            cpu = llvm_host.cpu_target(target.arch)
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
+        lanes = max(4, cpu.vector_bits // 32)
 
         def laid_out(module: Module, metadata: dict) -> Module:
-            metadata["vector_bits"] = host.vector_bits
+            metadata["vector_bits"] = cpu.vector_bits
             metadata["vector_lanes"] = lanes
             return annotate_layouts(module, lanes)
 
         def llir(module: Module, metadata: dict) -> OptimizedLLVM:
             from .lowering.kernel import lower_kernel
-            tm = llvm_host.host_target_machine()
-            lowered = lower_kernel(module, lanes, host.triple, str(tm.target_data))
-            ref = llvm_host.optimize(lowered.llvm_ir)
+            tm = llvm_host.target_machine(cpu)
+            lowered = lower_kernel(module, lanes, cpu.triple, str(tm.target_data))
+            ref = llvm_host.optimize(lowered.llvm_ir, cpu)
             out = OptimizedLLVM(str(ref))
             out.module_ref = ref
             out.asserts = [(a.message, a.loc) for a in lowered.asserts]
             metadata["asserts"] = out.asserts
+            metadata["stack_bytes"] = lowered.stack_bytes
             return out
 
         def asm(text: OptimizedLLVM, metadata: dict) -> HostAssembly:
             ref = getattr(text, "module_ref", None)
             if ref is None:
                 ref = llvm_host.parse(str(text))
-            assembly, obj = llvm_host.emit_asm_and_object(ref)
+            assembly, obj = llvm_host.emit_asm_and_object(ref, cpu)
             out = HostAssembly(assembly)
             out.object_code = obj
             out.asserts = list(getattr(text, "asserts", metadata.get("asserts", [])))
@@ -118,12 +119,14 @@ class CpuBackend(Backend):
         binary = kernel.binary
         obj = getattr(binary, "object_code", b"")
         if not obj:  # e.g. restored from a text cache: rebuild the machine code from llir
-            obj = llvm_host.emit_asm_and_object(llvm_host.parse(str(kernel.asm["llir"])))[1]
+            cpu = llvm_host.cpu_target(kernel.target.arch)
+            obj = llvm_host.emit_asm_and_object(llvm_host.parse(str(kernel.asm["llir"])), cpu)[1]
         library = llvm_host.JitLibrary(obj)
         entry = EntryPoint(library.address_of("run"))
         arg_types = [t for _, t in kernel.signature]
         asserts = kernel.metadata.get("asserts", getattr(binary, "asserts", []))
-        return LoadedKernel(kernel.name, library, entry, arg_types, asserts)
+        return LoadedKernel(kernel.name, library, entry, arg_types, asserts,
+                            kernel.metadata.get("stack_bytes", 0))
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:

@@ -26,7 +26,8 @@ __all__ = ["EntryPoint", "ProgramPool", "make_arg_packer", "LoadedKernel", "cpu_
 EntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                               ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 _U64 = (1 << 64) - 1
-WORKER_STACK_BYTES = 256 << 20     # tiles live on the stack; reserve generously (virtual)
+WORKER_STACK_BYTES = 64 << 20      # tiles live on the stack; reserved, committed on use
+CALLER_STACK_LIMIT = 2 << 20       # bigger frames never run on the caller's (8 MiB) stack
 
 
 def cpu_count() -> int:
@@ -119,17 +120,19 @@ class ProgramPool:
                 if self._pending == 0:
                     self._cv.notify_all()
 
-    def run(self, jobs: list[Callable[[], None]]) -> None:
-        """Run ``jobs[0]`` here and the others on workers; return when all are done."""
+    def run(self, jobs: list[Callable[[], None]], inline_first: bool = True) -> None:
+        """Run ``jobs[0]`` here (when ``inline_first``) and the others on workers; return
+        when all are done."""
         with self._launch_lock:
-            others = jobs[1:]
+            others = jobs[1:] if inline_first else jobs
             with self._cv:
                 self._jobs = others
                 self._pending = len(others)
                 self._errors = []
                 self._generation += 1
                 self._cv.notify_all()
-            jobs[0]()
+            if inline_first:
+                jobs[0]()
             with self._cv:
                 while self._pending:
                     self._cv.wait()
@@ -145,7 +148,7 @@ def _pool() -> ProgramPool:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ProgramPool(max(0, cpu_count() - 1))
+            _POOL = ProgramPool(max(1, cpu_count() - 1))
         return _POOL
 
 
@@ -153,12 +156,16 @@ class LoadedKernel:
     """A kernel ready to run: the JIT library (kept alive), its entry and packer."""
 
     def __init__(self, name: str, library: Any, entry: Any, arg_types: Sequence[Any],
-                 asserts: Sequence[tuple]) -> None:
+                 asserts: Sequence[tuple], stack_bytes: int = 0) -> None:
         self.name = name
         self.library = library
         self.entry = entry
         self.pack = make_arg_packer(arg_types)
         self.asserts = list(asserts)
+        self.on_caller_stack = stack_bytes < CALLER_STACK_LIMIT
+        if stack_bytes > WORKER_STACK_BYTES // 2:
+            raise LaunchError(f"kernel '{name}' needs {stack_bytes >> 20} MiB of tiles per "
+                              "program; the cpu backend allows 32 MiB: use smaller blocks")
 
     def launch(self, grid: tuple[int, int, int], args: Sequence[KernelArg]) -> None:
         gx, gy, gz = (int(g) for g in grid)
@@ -171,15 +178,15 @@ class LoadedKernel:
         error = ctypes.c_int32(0)
         err_ptr = ctypes.addressof(error)
         addr = ctypes.addressof(slots)
-        pool = _pool() if total > 1 else None
-        parts = min(total, 1 + (pool.size if pool else 0))
-        if parts <= 1:
+        if total == 1 and self.on_caller_stack:
             self.entry(addr, gx, gy, gz, 0, total, err_ptr)
         else:
+            pool = _pool()
+            parts = min(total, pool.size + (1 if self.on_caller_stack else 0))
             bounds = [total * i // parts for i in range(parts + 1)]
             jobs = [(lambda lo=lo, hi=hi: self.entry(addr, gx, gy, gz, lo, hi, err_ptr))
                     for lo, hi in zip(bounds, bounds[1:])]
-            pool.run(jobs)
+            pool.run(jobs, inline_first=self.on_caller_stack)
         if error.value:
             message, loc = self.asserts[error.value - 1]
             line = linecache.getline(loc.file, loc.line) if loc is not None else None

@@ -1,26 +1,34 @@
-"""The host LLVM: one cached target machine, the O3 pipeline, assembly, object code, JIT.
+"""LLVM for the CPU backend: code-generation targets, the O3 pipeline, assembly and object
+code, and the in-process JIT.
 
-LLVM is initialised once per process.  The target machine is made for the host CPU name and
-features (``llvm.get_host_cpu_name()`` / ``get_host_cpu_features()``), so the code uses the
-widest vector unit the machine has.
+LLVM is initialised once per process.  The default target is the host: its CPU name and
+features (``llvm.get_host_cpu_name()`` / ``get_host_cpu_features()``), so code uses the widest
+vector unit the machine has.  On x86-64 hosts the generic levels ``x86-64``, ``x86-64-v2``,
+``x86-64-v3`` (AVX2) and ``x86-64-v4`` (AVX-512) can be compiled for too, e.g. ahead of time
+for other machines.
 """
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 
-__all__ = ["HostInfo", "host_info", "host_target_machine", "optimize", "parse", "emit_asm_and_object",
-           "JitLibrary"]
+__all__ = ["CpuTarget", "host_info", "cpu_target", "generic_arches", "target_machine",
+           "host_target_machine", "optimize", "parse", "emit_asm_and_object", "JitLibrary"]
+
+# the cached pass builders and target machines are not safe to use from two threads at once
+_LLVM_LOCK = threading.RLock()
+GENERIC_X86_VECTOR_BITS = {"x86-64": 128, "x86-64-v2": 128, "x86-64-v3": 256, "x86-64-v4": 512}
 
 
 @dataclass(frozen=True)
-class HostInfo:
-    """The host CPU as the code generator sees it."""
+class CpuTarget:
+    """A CPU as the code generator sees it."""
 
     cpu_name: str
-    features: str            # LLVM feature string ("+avx2,+fma,...")
+    features: str            # LLVM feature string ("+avx2,+fma,..."); empty: the CPU's own
     vector_bits: int         # widest SIMD register
     triple: str
 
@@ -32,18 +40,7 @@ class HostInfo:
         return " ".join(f for f in wanted if f in on)
 
 
-@functools.lru_cache(maxsize=None)
-def host_info() -> HostInfo:
-    _initialise()
-    feats = llvm.get_host_cpu_features()
-    on = {k for k, v in feats.items() if v}
-    if "avx512f" in on:
-        bits = 512
-    elif "avx2" in on or "avx" in on:
-        bits = 256
-    else:
-        bits = 128   # SSE2 / NEON / others
-    return HostInfo(llvm.get_host_cpu_name(), feats.flatten(), bits, llvm.get_process_triple())
+HostInfo = CpuTarget   # the host is one target among others
 
 
 @functools.lru_cache(maxsize=None)
@@ -53,57 +50,97 @@ def _initialise() -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def host_target_machine() -> "llvm.TargetMachine":
-    """The cached O3 target machine for this host (JIT code model)."""
-    return _new_target_machine()
+def host_info() -> CpuTarget:
+    _initialise()
+    feats = llvm.get_host_cpu_features()
+    on = {k for k, v in feats.items() if v}
+    if "avx512f" in on:
+        bits = 512
+    elif "avx2" in on or "avx" in on:
+        bits = 256
+    else:
+        bits = 128   # SSE2 / NEON / others
+    return CpuTarget(llvm.get_host_cpu_name(), feats.flatten(), bits, llvm.get_process_triple())
 
 
-def _new_target_machine() -> "llvm.TargetMachine":
-    info = host_info()
-    target = llvm.Target.from_triple(info.triple)
-    return target.create_target_machine(cpu=info.cpu_name, features=info.features, opt=3,
-                                        jit=True)
+def generic_arches() -> list[str]:
+    """Generic architecture levels this host's LLVM can compile for."""
+    return list(GENERIC_X86_VECTOR_BITS) if host_info().triple.startswith("x86_64") else []
 
 
-def optimize(llvm_ir: str) -> "llvm.ModuleRef":
-    """Parse, verify and run the O3 pipeline (loop and SLP vectorisers on) over ``llvm_ir``."""
-    mod = llvm.parse_assembly(llvm_ir)
-    mod.verify()
-    pb, _ = _o3_pass_builder()
-    pb.getModulePassManager().run(mod, pb)   # a pass manager runs once; make a new one
-    return mod
+def cpu_target(arch: str) -> CpuTarget:
+    """The code-generation target called ``arch`` (the host CPU name or a generic level)."""
+    host = host_info()
+    if arch == host.cpu_name:
+        return host
+    if arch in generic_arches():
+        return CpuTarget(arch, "", GENERIC_X86_VECTOR_BITS[arch], host.triple)
+    raise ValueError(f"unknown cpu architecture '{arch}'; known: "
+                     f"{', '.join([host.cpu_name] + generic_arches())}")
 
 
 @functools.lru_cache(maxsize=None)
-def _o3_pass_builder() -> tuple:
-    # made once: building a PassBuilder per compile is slow and crashes some llvmlite builds
+def target_machine(target: CpuTarget) -> "llvm.TargetMachine":
+    """The cached O3 target machine for ``target`` (JIT code model)."""
+    return _new_target_machine(target)
+
+
+def host_target_machine() -> "llvm.TargetMachine":
+    return target_machine(host_info())
+
+
+def _new_target_machine(target: CpuTarget) -> "llvm.TargetMachine":
+    _initialise()
+    return llvm.Target.from_triple(target.triple).create_target_machine(
+        cpu=target.cpu_name, features=target.features, opt=3, jit=True)
+
+
+def optimize(llvm_ir: str, target: CpuTarget | None = None) -> "llvm.ModuleRef":
+    """Parse, verify and run the O3 pipeline (loop and SLP vectorisers on) over ``llvm_ir``."""
+    with _LLVM_LOCK:
+        mod = parse(llvm_ir)
+        pb, _ = _o3_pass_builder(target or host_info())
+        pb.getModulePassManager().run(mod, pb)   # a pass manager runs once; make a new one
+        return mod
+
+
+@functools.lru_cache(maxsize=None)
+def _o3_pass_builder(target: CpuTarget) -> tuple:
+    # made once per target: building a PassBuilder is slow (its tuning options stay alive)
     pto = llvm.create_pipeline_tuning_options(speed_level=3)
     pto.loop_vectorization = True
     pto.slp_vectorization = True
-    pb = llvm.create_pass_builder(host_target_machine(), pto)
+    pb = llvm.create_pass_builder(target_machine(target), pto)
     return pb, pto
 
 
 def parse(llvm_ir: str) -> "llvm.ModuleRef":
-    """Parse and verify LLVM IR text (already optimised: no passes run)."""
+    """Parse and verify LLVM IR text."""
+    _initialise()
     mod = llvm.parse_assembly(llvm_ir)
     mod.verify()
     return mod
 
 
-def emit_asm_and_object(mod: "llvm.ModuleRef") -> tuple[str, bytes]:
-    tm = host_target_machine()
-    return tm.emit_assembly(mod), tm.emit_object(mod)
+def emit_asm_and_object(mod: "llvm.ModuleRef",
+                        target: CpuTarget | None = None) -> tuple[str, bytes]:
+    with _LLVM_LOCK:
+        tm = target_machine(target or host_info())
+        return tm.emit_assembly(mod), tm.emit_object(mod)
 
 
 class JitLibrary:
     """Machine code loaded into this process; keeps the execution engine alive."""
 
     def __init__(self, object_code: bytes) -> None:
+        with _LLVM_LOCK:
+            self._link(object_code)
+
+    def _link(self, object_code: bytes) -> None:
         backing = llvm.parse_assembly("")
         backing.triple = host_info().triple
         # the engine takes ownership of its target machine, so it gets a fresh one
-        self._engine = llvm.create_mcjit_compiler(backing, _new_target_machine())
+        self._engine = llvm.create_mcjit_compiler(backing, _new_target_machine(host_info()))
         self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
         self._engine.finalize_object()
 

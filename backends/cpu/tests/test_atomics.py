@@ -1,6 +1,5 @@
 """Atomics on the cpu backend: contention between programs running on several threads,
 every kind and element type, masked lanes that must not touch memory, returned old values."""
-import ml_dtypes
 import numpy as np
 import pytest
 

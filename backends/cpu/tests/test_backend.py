@@ -102,3 +102,49 @@ def test_scalar_arguments_of_every_kind(rng):
     out = np.full(5, np.nan)
     run_cpu(kb.module, 1, out, -7, -(1 << 40), 1.5, -2.25, True)
     np.testing.assert_array_equal(out, [-7, -(1 << 40), 1.5, -2.25, 1])
+
+
+def test_generic_x86_levels_compile_ahead_of_time_and_run_here(rng):
+    """``x86-64-v3`` code (AVX2: 8 lanes) runs on any AVX2 host, this one included."""
+    from anytile.backend import CompileOptions, Target
+    from cpu_kit import launch
+    if "x86-64-v3" not in CPU.targets():
+        return   # not an x86-64 host
+    if CPU.describe()["vector_bits"] < 256:
+        return   # this host has no AVX2: it can compile v3 code but not run it
+    module = _add_module()
+    compiled = compile_module(module)
+    stages = CPU.stages(Target("cpu", "x86-64-v3"), CompileOptions())
+    import copy
+    out = copy.deepcopy(module)
+    for stage in stages:
+        out = stage.run(out, {})
+        if stage.name == "llir":
+            assert "<8 x float>" in out and "<16 x float>" not in out
+    compiled.binary = out
+    x = rng.standard_normal(300).astype(np.float32)
+    res = np.full(300, np.nan, np.float32)
+    launch(CPU, CPU.load(compiled, CPU_DEVICE), 2, module.kernel.args, [x, x, res, 300])
+    np.testing.assert_array_equal(res, 2 * x)
+
+
+def test_compiles_and_launches_from_several_threads(rng):
+    import threading
+    errors = []
+
+    def work(seed):
+        try:
+            r = np.random.default_rng(seed)
+            n = 1000 + seed
+            x = r.standard_normal(n).astype(np.float32)
+            out = np.full(n, np.nan, np.float32)
+            run_cpu(_add_module(128), (n + 127) // 128, x, x, out, n)
+            np.testing.assert_array_equal(out, 2 * x)
+        except BaseException as e:  # noqa: BLE001 -- reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(s,)) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors

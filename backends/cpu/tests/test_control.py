@@ -4,9 +4,8 @@ import numpy as np
 import pytest
 
 from anytile.errors import CompilationError, DeviceAssertError
-from anytile.ir import (AssertOp, BarrierOp, Block, CallOp, ConditionOp, IfOp, WhileOp,
-                        YieldOp)
-from anytile.ir.types import TileType, f32, i1, i32
+from anytile.ir import AssertOp, BarrierOp, Block, CallOp, ConditionOp, IfOp, WhileOp
+from anytile.ir.types import TileType, f32, i32
 
 from cpu_kit import KernelBuilder, poisoned, ptr, run_both, run_cpu
 

@@ -1,6 +1,5 @@
 """``dot`` on the cpu backend: f32, f64, f16 and bf16 inputs with f32 accumulation, and
 int8 inputs accumulating exactly in int32."""
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -48,3 +47,59 @@ def test_int8_dot_accumulates_in_int32(rng, m, n, k):
     out = poisoned((m, n), np.int32)
     run_cpu(_dot_module(m, n, k, i8, i32), 1, a, b, c, out)
     np.testing.assert_array_equal(out, c + a.astype(np.int32) @ b.astype(np.int32))
+
+
+def test_acc_plus_dot_of_zeros_is_folded_and_exact(rng):
+    """``c + dot(a, b, 0)`` (what ``acc += tl.dot(a, b)`` becomes) accumulates onto c."""
+    from anytile.ir.types import TileType
+    m = n = k = 16
+    kb = KernelBuilder([("a", ptr(f32)), ("b", ptr(f32)), ("c", ptr(f32)), ("out", ptr(f32))])
+    a = kb.load(kb.ptrs(kb.arg("a"), kb.offsets_2d(m, k, kb.const(k, i32))))
+    b = kb.load(kb.ptrs(kb.arg("b"), kb.offsets_2d(k, n, kb.const(n, i32))))
+    offs = kb.offsets_2d(m, n, kb.const(n, i32))
+    c = kb.load(kb.ptrs(kb.arg("c"), offs))
+    zeros = kb.const(0.0, TileType((m, n), f32))
+    d = kb.v(DotOp, a, b, zeros)
+    kb.store(kb.ptrs(kb.arg("out"), offs), kb.binary("add", c, d))
+    from anytile_cpu.lowering.plan import FusionPlan
+    assert FusionPlan(kb.fn).dot_accumulates
+    a_np = rng.integers(-4, 4, (m, k)).astype(np.float32)   # exact in any summation order
+    b_np = rng.integers(-4, 4, (k, n)).astype(np.float32)
+    c_np = rng.integers(-100, 100, (m, n)).astype(np.float32)
+    out = poisoned((m, n), np.float32)
+    run_cpu(kb.module, 1, a_np, b_np, c_np, out)
+    np.testing.assert_array_equal(out, c_np + a_np @ b_np)
+
+
+@pytest.mark.parametrize("acc_also_read", [False, True])
+def test_loop_carried_accumulator(rng, acc_also_read):
+    """for k-blocks: acc = acc + dot(a_k, b_k, 0); with ``acc_also_read`` the loop also reads
+    the old acc (so the dot must not overwrite it in place)."""
+    from anytile.ir.types import TileType
+    m = n = 32
+    bk, kt = 8, 4
+    kb = KernelBuilder([("a", ptr(f32)), ("b", ptr(f32)), ("out", ptr(f32)), ("old", ptr(f32))])
+    offs_c = kb.offsets_2d(m, n, kb.const(n, i32))
+
+    def body(k, acc):
+        a_offs = kb.binary("add", kb.offsets_2d(m, bk, kb.const(bk * kt, i32)),
+                           kb.splat(kb.binary("mul", k, kb.const(bk, i32)), (m, bk)))
+        b_offs = kb.binary("add", kb.offsets_2d(bk, n, kb.const(n, i32)),
+                           kb.splat(kb.binary("mul", k, kb.const(bk * n, i32)), (bk, n)))
+        a = kb.load(kb.ptrs(kb.arg("a"), a_offs))
+        b = kb.load(kb.ptrs(kb.arg("b"), b_offs))
+        d = kb.v(DotOp, a, b, kb.const(0.0, TileType((m, n), f32)))
+        new = kb.binary("add", acc, d)
+        if acc_also_read:
+            kb.store(kb.ptrs(kb.arg("old"), offs_c), acc)
+        return [new]
+    zero = kb.const(0.0, TileType((m, n), f32))
+    acc, = kb.for_(kb.const(0, i32), kb.const(kt, i32), kb.const(1, i32), [zero], body)
+    kb.store(kb.ptrs(kb.arg("out"), offs_c), acc)
+    a_np = rng.integers(-4, 4, (m, bk * kt)).astype(np.float32)
+    b_np = rng.integers(-4, 4, (bk * kt, n)).astype(np.float32)
+    out, old = poisoned((m, n), np.float32), poisoned((m, n), np.float32)
+    run_cpu(kb.module, 1, a_np, b_np, out, old)
+    np.testing.assert_array_equal(out, a_np @ b_np)
+    if acc_also_read:   # the acc before the last step
+        np.testing.assert_array_equal(old, a_np[:, :-bk] @ b_np[:-bk])

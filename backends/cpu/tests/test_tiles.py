@@ -160,3 +160,51 @@ def test_bool_tiles_in_memory(rng):
     out = np.zeros(64, bool)
     run_cpu(kb.module, 1, x_np, y_np, out)
     np.testing.assert_array_equal(out, x_np ^ (y_np > 0))
+
+
+def test_pointer_casts_and_compares(rng):
+    """ptr -> i64 gives the byte address; pointers compare as addresses."""
+    from anytile.ir.types import i64
+    kb = KernelBuilder([("x", ptr(f32)), ("out", ptr(i64)), ("flags", ptr(i1))])
+    offs = kb.arange(32)
+    p = kb.ptrs(kb.arg("x"), offs)
+    addr = kb.binary("sub", kb.cast(p, i64), kb.splat(kb.cast(kb.arg("x"), i64), (32,)))
+    kb.store(kb.ptrs(kb.arg("out"), offs), addr)
+    limit = kb.ptrs(kb.arg("x"), kb.splat(kb.const(10, i32), (32,)))
+    kb.store(kb.ptrs(kb.arg("flags"), offs), kb.compare("lt", p, limit))
+    x = np.zeros(32, np.float32)
+    out = poisoned(32, np.int64)
+    flags = np.zeros(32, bool)
+    run_cpu(kb.module, 1, x, out, flags)
+    np.testing.assert_array_equal(out, np.arange(32) * 4)
+    np.testing.assert_array_equal(flags, np.arange(32) < 10)
+
+
+@pytest.mark.parametrize("shift", [1, -1, 17])
+def test_in_place_shift_reads_the_whole_tile_before_writing(rng, shift):
+    """x[i + shift] = x[i] * 2 within one tile: every element is read before any is written."""
+    n, pad = 256, 32
+    kb = KernelBuilder([("x", ptr(f32))])
+    offs = kb.binary("add", kb.arange(n), kb.splat(kb.const(pad, i32), (n,)))
+    x = kb.load(kb.ptrs(kb.arg("x"), offs))
+    dst = kb.binary("add", offs, kb.splat(kb.const(shift, i32), (n,)))
+    kb.store(kb.ptrs(kb.arg("x"), dst), kb.binary("mul", x, kb.splat(kb.const(2.0, f32), (n,))))
+    data = rng.standard_normal(n + 2 * pad).astype(np.float32)
+    want = data.copy()
+    want[pad + shift:pad + shift + n] = data[pad:pad + n] * 2
+    run_cpu(kb.module, 1, data, )
+    np.testing.assert_array_equal(data, want)
+
+
+def test_big_tiles_run_on_worker_stacks(rng):
+    """A 1024x1024 f32 tile (4 MiB of stack buffer) runs off the caller's stack."""
+    rows = cols = 1024
+    kb = KernelBuilder([("x", ptr(f32)), ("out", ptr(f32))])
+    offs = kb.offsets_2d(rows, cols, kb.const(cols, i32))
+    x = kb.load(kb.ptrs(kb.arg("x"), offs))
+    kb.store(kb.ptrs(kb.arg("out"), offs), kb.binary("add", kb.binary("mul", x, x), x))
+    x_np = rng.standard_normal((rows, cols)).astype(np.float32)
+    out = poisoned((rows, cols), np.float32)
+    compiled = run_cpu(kb.module, 1, x_np, out)
+    assert compiled.metadata["stack_bytes"] >= rows * cols * 4
+    np.testing.assert_array_equal(out, x_np * x_np + x_np)

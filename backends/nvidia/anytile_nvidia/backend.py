@@ -32,7 +32,7 @@ class NvidiaBackend(Backend):
 
     name = "nvidia"
     device_prefix = "cuda"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics"})
+    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8"})
     host_memory = False
 
     def __init__(self) -> None:
@@ -56,9 +56,13 @@ class NvidiaBackend(Backend):
         return self._devices
 
     def describe(self) -> dict[str, Any]:
-        return {"libdevice": find_libdevice() or "not found",
-                "ptxas": find_ptxas() or "not found (the driver compiles PTX at load)",
-                "targets": ", ".join(self.targets())}
+        facts = {"libdevice": find_libdevice() or "not found",
+                 "ptxas": find_ptxas() or "not found (the driver compiles PTX at load)",
+                 "targets": ", ".join(self.targets())}
+        version = driver.driver_version()
+        if version:
+            facts["cuda_driver_api"] = version
+        return facts
 
     # -- compilation ---------------------------------------------------------------------------
     def targets(self) -> list[str]:
@@ -95,7 +99,7 @@ class NvidiaBackend(Backend):
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:
-        loaded.launch(grid, args, _stream_handle(stream, args))
+        loaded.launch(grid, args, None if stream is None else _stream_handle(stream))
 
     def synchronize(self, device: DeviceInfo) -> None:
         driver.synchronize(device.index)
@@ -181,19 +185,8 @@ def _from_dlpack(obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
     return None
 
 
-def _stream_handle(stream: Any, args: Sequence[KernelArg]) -> int:
-    """The CUstream to launch on: ``stream`` (an int, a torch/cupy stream, a CUstream), else
-    the current stream of the framework owning an array argument, else the default stream."""
-    if stream is None:
-        for arg in args:
-            owner = getattr(getattr(arg.value, "buffer", None), "owner", None)
-            if owner is not None and type(owner).__module__.startswith("torch"):
-                import torch
-                return int(torch.cuda.current_stream(owner.device).cuda_stream)
-            if owner is not None and type(owner).__module__.startswith("cupy"):
-                import cupy
-                return int(cupy.cuda.get_current_stream().ptr)
-        return 0
+def _stream_handle(stream: Any) -> int:
+    """A CUstream handle from an int, a torch/cupy stream or a ``CUstream``."""
     if isinstance(stream, int):
         return stream
     for attr in ("cuda_stream", "ptr", "handle"):

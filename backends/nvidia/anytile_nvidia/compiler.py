@@ -21,6 +21,7 @@ from typing import Any, Optional
 from anytile.backend import CompileOptions, Stage, Target
 from anytile.codegen.gpu import assign_layouts
 from anytile.codegen.gpu.lowering import lower_kernel
+from anytile.codegen.gpu.pipeline import pipeline_loops
 from anytile.errors import BackendError
 
 from .target import NvidiaTarget
@@ -88,6 +89,8 @@ def _target_machine(arch: str) -> Any:
 
 def laid_out_stage(options: CompileOptions):
     def run(module: Any, metadata: dict) -> Any:
+        if options.num_stages > 1:
+            metadata["prefetched_loads"] = pipeline_loops(module.kernel)
         laid = assign_layouts(module, options.num_warps, NvidiaTarget.warp_size,
                               use_mma=NvidiaTarget.has_mma)
         metadata["num_warps"] = options.num_warps

@@ -68,6 +68,13 @@ class Driver:
             return str(exc)
         return None if count > 0 else "the NVIDIA driver reports no CUDA device"
 
+    def driver_version(self) -> Optional[str]:
+        """``"13.0"`` for CUDA 13.0, or ``None`` without a driver."""
+        if self.availability_error():
+            return None
+        version = int(self.check("cuDriverGetVersion", self.cu.cuDriverGetVersion(), BackendError))
+        return f"{version // 1000}.{version % 1000 // 10}"
+
     def check(self, what: str, result: Any, error: type = LaunchError) -> Any:
         """Raise if ``result``'s CUresult is not success; return the remaining values."""
         cu = self.cu
@@ -188,29 +195,48 @@ class LoadedKernel:
         return LoadedKernel(drv, index, module, function, name, shared, threads, slots,
                             is_pointer, params, ctypes.addressof(params))
 
-    def set_args(self, args: Any) -> None:
-        for slot, pointer, arg in zip(self.slots, self.is_pointer, args):
-            value = arg.value
-            if pointer:
-                buf = value.buffer
-                if buf.address is None:
-                    raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory")
-                slot.value = buf.address + value.offset
-            else:
-                slot.value = _to_bits(arg.type.name, value)
-
-    def launch(self, grid: tuple, args: Any, stream: int) -> None:
-        self.set_args(args)
+    def launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
+        """Fill the argument block from ``args`` and launch.  ``stream`` ``None``: the current
+        stream of the framework (torch, cupy) owning the first imported array, else 0."""
+        owner = None
+        try:
+            for slot, pointer, arg in zip(self.slots, self.is_pointer, args):
+                value = arg.value
+                if pointer:
+                    buf = value.buffer
+                    slot.value = buf.address + value.offset
+                    if owner is None:
+                        owner = buf.owner
+                elif type(value) is int:
+                    slot.value = value
+                else:
+                    slot.value = _to_bits(arg.type.name, value)
+        except TypeError:
+            raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory "
+                              f"or does not fit its parameter type") from None
+        if stream is None:
+            stream = 0 if owner is None else framework_stream(owner)
         cu = self.driver.cu
         result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
                                    self.shared_bytes, stream, self.params_address, 0)
-        err = result[0]
-        if err != cu.CUresult.CUDA_SUCCESS:
-            if err == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a new thread: no current context
+        if result[0] != cu.CUresult.CUDA_SUCCESS:
+            if result[0] == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a new thread: no context
                 self.driver.make_current(self.device_index)
-                result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
-                                           self.shared_bytes, stream, self.params_address, 0)
+                result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads,
+                                           1, 1, self.shared_bytes, stream, self.params_address, 0)
             self.driver.check(f"cuLaunchKernel('{self.name}', grid={tuple(grid)})", result)
+
+
+def framework_stream(owner: Any) -> int:
+    """The current CUDA stream of the framework ``owner`` (an imported array) belongs to."""
+    module = type(owner).__module__
+    if module.startswith("torch"):
+        import torch
+        return int(torch.cuda.current_stream(owner.device).cuda_stream)
+    if module.startswith("cupy"):
+        import cupy
+        return int(cupy.cuda.get_current_stream().ptr)
+    return 0
 
 
 def _to_bits(type_name: str, value: Any) -> Any:

@@ -21,6 +21,7 @@ from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, Comp
                              DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
 from anytile.codegen.gpu import assign_layouts
 from anytile.codegen.gpu.lowering import lower_kernel
+from anytile.codegen.gpu.pipeline import pipeline_loops
 from anytile.codegen.gpu.simulator import SimulatedGpuTarget, SimulatedKernel
 
 __all__ = ["SimulatedGpuBackend"]
@@ -33,7 +34,7 @@ class SimulatedGpuBackend(Backend):
 
     name = "gpusim"
     device_prefix = "gpusim"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics"})
+    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8"})
     host_memory = True
 
     def availability(self) -> Availability:
@@ -57,6 +58,8 @@ class SimulatedGpuBackend(Backend):
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
         def laid_out(module: Any, metadata: dict) -> Any:
             metadata["threads_per_block"] = options.num_warps * SimulatedGpuTarget.warp_size
+            if options.num_stages > 1:
+                pipeline_loops(module.kernel)
             return assign_layouts(module, options.num_warps, SimulatedGpuTarget.warp_size,
                                   use_mma=SimulatedGpuTarget.has_mma)
 

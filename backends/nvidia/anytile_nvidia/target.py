@@ -68,6 +68,14 @@ class NvidiaTarget(GpuTarget):
                      side_effect=False)
         return [b.extract_value(call, i) for i in range(4)]
 
+    def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
+        i64 = ir.IntType(64)
+        shape = ".trans" if trans else ""
+        asm = f"ldmatrix.sync.aligned.m8n8.x4{shape}.shared.b16 {{$0, $1, $2, $3}}, [$4];"
+        fty = ir.FunctionType(ir.LiteralStructType([I32] * 4), [i64])
+        call = b.asm(fty, asm, "=r,=r,=r,=r,l", [b.ptrtoint(address, i64)], side_effect=True)
+        return [b.extract_value(call, i) for i in range(4)]
+
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")

@@ -1,7 +1,6 @@
 """Compiling for NVIDIA without a GPU: every test kernel and example to PTX for sm_80 and
 sm_90, assembled by ``ptxas`` when it is installed; the backend's identity and errors."""
 import importlib
-import shutil
 import sys
 from pathlib import Path
 
@@ -81,11 +80,12 @@ def test_test_kernels_compile_to_ptx(name, arch):
 
 
 @needs_ptxas
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("name", sorted(example_kernels()))
-def test_examples_compile_and_assemble(name):
+def test_examples_compile_and_assemble(name, arch):
     fn = example_kernels()[name]
     sig, consts = signature_for(fn)
-    compiled = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs=consts)
+    compiled = at.compile(fn, target=f"nvidia:{arch}", signature=sig, constexprs=consts)
     assert compiled.asm["cubin"][:4] == b"\x7fELF"
 
 

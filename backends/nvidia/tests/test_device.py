@@ -56,7 +56,7 @@ def test_torch_tensors_are_used_in_place(cuda):
     x = torch.randn(5000, device="cuda")
     y = torch.randn(5000, device="cuda")
     out = torch.full((5000,), float("nan"), device="cuda")
-    tk.add_kernel[(at.cdiv(5000, 256),)](x, y, out, 5000, BLOCK=256)
+    tk.add_kernel[(at.cdiv(5000, 256),)](x, y, out, 5000, BLOCK=256, device=cuda)
     torch.cuda.synchronize()
     assert torch.equal(out, x + y)
 
@@ -65,7 +65,7 @@ def test_cupy_arrays_are_used_in_place(cuda):
     cp = pytest.importorskip("cupy")
     x = cp.arange(3000, dtype=cp.float32)
     out = cp.full(3000, cp.nan, dtype=cp.float32)
-    tk.add_kernel[(at.cdiv(3000, 256),)](x, x, out, 3000, BLOCK=256)
+    tk.add_kernel[(at.cdiv(3000, 256),)](x, x, out, 3000, BLOCK=256, device=cuda)
     cp.cuda.runtime.deviceSynchronize()
     assert bool((out == 2 * x).all())
 
@@ -96,5 +96,5 @@ def big_shared_kernel(x_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
 def test_large_shared_memory_conversion(cuda):
     x = np.random.default_rng(2).standard_normal((128, 128)).astype(np.float32)
     out = at.asarray(np.full(128 * 128, np.nan, np.float32), device=cuda)
-    compiled = big_shared_kernel[(1,)](at.asarray(x, device=cuda), out, R=128, C=128)
+    big_shared_kernel[(1,)](at.asarray(x, device=cuda), out, R=128, C=128)
     np.testing.assert_array_equal(out.numpy(), (x * 2).reshape(-1))

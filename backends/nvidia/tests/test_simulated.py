@@ -205,3 +205,55 @@ def test_tensor_core_dot(rng, M, N, K, num_warps, sig):
     text = simulate_kernel(module, (1,), [a, b, c], num_warps)
     assert "anytile_sim_scratch" in text  # the tensor-core path ran, not the FMA fallback
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
+
+
+@at.jit
+def row_sum_loop_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    acc = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, n, BLOCK):
+        cols = start + tl.arange(0, BLOCK)
+        acc += tl.load(x_ptr + row * n + cols, mask=cols < n, other=0.0)
+    tl.store(out_ptr + row, tl.sum(acc, axis=0))
+
+
+@pytest.mark.parametrize("n", [0, 5, 64, 200])
+def test_prefetched_loop_loads(rng, n):
+    from anytile.codegen.gpu.pipeline import pipeline_loops
+    x = rng.standard_normal((3, max(n, 1))).astype(np.float32)
+    out = poisoned(3, np.float32)
+    module = ir_of(row_sum_loop_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64})
+    import copy
+    assert pipeline_loops(copy.deepcopy(module).kernel) == 1
+    simulate_kernel(module, (3,), [x, out, n])
+    np.testing.assert_allclose(out, x[:, :n].astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_loops_that_store_are_not_prefetched():
+    from anytile.codegen.gpu.pipeline import pipeline_loops
+    module = ir_of(tk.persistent_softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32", "n_rows": "i32",
+                                                  "n_cols": "i32"}, {"BLOCK": 128})
+    assert pipeline_loops(module.kernel) == 0
+
+
+@at.jit
+def small_atomics_kernel(h_ptr, m_ptr, c_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(h_ptr + offs % 4, tl.full((BLOCK,), 0.5, tl.float16))
+    tl.atomic_max(m_ptr + offs % 3, (offs * 7 % 11).to(tl.int16))
+    tl.atomic_cas(c_ptr + offs % 2, tl.full((BLOCK,), 1.0, tl.float32), tl.full((BLOCK,), 2.0, tl.float32))
+
+
+def test_16_bit_atomics_and_float_cas():
+    h = np.zeros(4, np.float16)
+    m = np.full(3, -5, np.int16)
+    c = np.array([1.0, 3.0], np.float32)
+    module = ir_of(small_atomics_kernel, {"h_ptr": "*fp16", "m_ptr": "*i16", "c_ptr": "*fp32"}, {"BLOCK": 64})
+    simulate_kernel(module, (2,), [h, m, c])
+    np.testing.assert_array_equal(h, np.full(4, 2 * 64 / 4 * 0.5, np.float16))
+    offs = np.arange(64)
+    np.testing.assert_array_equal(m, [max((offs[offs % 3 == r] * 7) % 11) for r in range(3)])
+    np.testing.assert_array_equal(c, [2.0, 3.0])
+    ptx = at.compile(small_atomics_kernel, target="nvidia:sm_80", signature={"h_ptr": "*fp16", "m_ptr": "*i16",
+                     "c_ptr": "*fp32"}, constexprs={"BLOCK": 64}).asm["ptx"]
+    assert "atom" in ptx

@@ -67,7 +67,7 @@ def collatz_kernel(x_ptr, steps_ptr):
     pid = tl.program_id(0)
     x = tl.load(x_ptr + pid)
     steps = 0
-    while x != 1:
+    while (x != 1) & (steps < 1000):   # bounded, so a miscompiled step cannot hang the suite
         if x % 2 == 0:
             x = x // 2
         else:

@@ -14,6 +14,7 @@ from ..ir.core import Block, Function, Loc, Module
 from ..language import semantic
 from ..language.core import constexpr, dtype, tensor, unwrap
 from ..runtime.jit import JITFunction
+from .aggregates import is_aggregate, rebuild_tensors, structure_key, tensor_leaves
 from .names import wrap_static
 
 if TYPE_CHECKING:
@@ -95,22 +96,24 @@ class ModuleContext:
         bound.apply_defaults()
         dynamic: list[tuple[str, tensor]] = []
         static: dict[str, Any] = {}
+        composites: dict[str, Any] = {}  # tuples / block pointers holding tensors
         for name, value in bound.arguments.items():
             v = unwrap(value)
-            if name in fn.constexpr_names:
-                if isinstance(v, tensor):
-                    raise TypeError(f"parameter `{name}` of {fn.__name__} is a tl.constexpr, but "
-                                    "it was given a value only known at run time")
+            if name in fn.constexpr_names and not isinstance(v, tensor):
                 static[name] = constexpr(v)
-            elif isinstance(v, tensor):
+            elif isinstance(v, tensor):  # (a tl.constexpr annotation on a helper is a hint only)
                 dynamic.append((name, v))
-            elif isinstance(v, tuple) and any(isinstance(i, tensor) for i in v):
-                raise TypeError(f"passing a tuple of tensors to `{name}` of {fn.__name__} is "
-                                "not supported; pass the tensors separately")
+            elif is_aggregate(v) and tensor_leaves(v):
+                composites[name] = v
+                dynamic.extend((f"{name}_{i}", t) for i, t in enumerate(tensor_leaves(v)))
+            elif isinstance(v, tuple) and any(isinstance(unwrap(i), tensor) for i in v):
+                raise TypeError(f"`{name}` of {fn.__name__} was given a tuple mixing tensors "
+                                "with compile-time objects; pass them separately")
             else:
                 static[name] = wrap_static(v)
         key = (id(fn), tuple((n, t.type) for n, t in dynamic),
-               tuple((n, _static_key(v)) for n, v in static.items()))
+               tuple((n, _static_key(v)) for n, v in static.items()),
+               tuple((n, structure_key(v)) for n, v in composites.items()))
         spec = self._specializations.get(key)
         if spec is None:
             if key in self._in_progress:
@@ -118,7 +121,7 @@ class ModuleContext:
                                      "supported")
             self._in_progress.add(key)
             try:
-                spec = self._specialize(fn, dynamic, static)
+                spec = self._specialize(fn, dynamic, static, composites)
             finally:
                 self._in_progress.discard(key)
             self._specializations[key] = spec
@@ -130,14 +133,18 @@ class ModuleContext:
         return results[0] if results else None
 
     def _specialize(self, fn: JITFunction, dynamic: list[tuple[str, tensor]],
-                    static: dict[str, Any]) -> Specialization:
+                    static: dict[str, Any], composites: dict[str, Any]) -> Specialization:
         from .generator import FunctionGenerator
         name = self._mangle(fn, dynamic, static)
         body = Block.with_args([t.type for _, t in dynamic], [n for n, _ in dynamic])
         function = Function(name, body, loc=self.def_loc(fn))
         self.module.add(function)
         scope: dict[str, Any] = dict(static)
-        scope.update({n: tensor(a) for (n, _), a in zip(dynamic, body.args)})
+        args = {n: tensor(a) for (n, _), a in zip(dynamic, body.args)}
+        scope.update(args)
+        for param, template in composites.items():  # rebuilt around the function's arguments
+            count = len(tensor_leaves(template))
+            scope[param] = rebuild_tensors(template, (args[f"{param}_{i}"] for i in range(count)))
         generator = FunctionGenerator(self, fn, function, scope, is_kernel=False)
         tree = self.tree_of(fn)
         result = generator.generate(tree)

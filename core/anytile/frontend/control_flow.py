@@ -15,6 +15,7 @@ from ..ir.core import Block
 from ..language import core as lc
 from ..language import semantic
 from ..language.core import constexpr, tensor, unwrap
+from .aggregates import flatten, is_aggregate, rebuild, same_structure
 from .names import assigned_names
 
 _NUMBERS = (bool, int, float)
@@ -80,7 +81,7 @@ class ControlFlowMixin:
         then_return = self.tail_return
         else_scope = self._visit_region(else_block, node.orelse, self.scope, tail)
         else_return = self.tail_return
-        names: list[str] = []
+        merged: list[tuple[str, Any]] = []  # (name, a template of the merged value)
         then_vals: list[tensor] = []
         else_vals: list[tensor] = []
         for name in dict.fromkeys([*then_scope, *else_scope]) if merge else ():
@@ -91,10 +92,18 @@ class ControlFlowMixin:
                           and type(unwrap(t)) is type(unwrap(e)) and unwrap(t) == unwrap(e)):
                 self.scope[name] = t
                 continue
-            tv, ev = self._merge_branches(name, t, e, then_block, else_block)
-            names.append(name)
-            then_vals.append(tv)
-            else_vals.append(ev)
+            if is_aggregate(t) or is_aggregate(e):
+                if not same_structure(t, e):
+                    raise TypeError(f"`{name}` has a different structure in the two branches of "
+                                    "an `if` whose condition is only known at run time")
+                pairs = [self._merge_branches(name, a, b_, then_block, else_block)
+                         for a, b_ in zip(flatten(t), flatten(e))]
+            else:
+                pairs = [self._merge_branches(name, t, e, then_block, else_block)]
+            merged.append((name, t))
+            then_vals.extend(p[0] for p in pairs)
+            else_vals.extend(p[1] for p in pairs)
+        n_merged = len(then_vals)
         returned = self._merge_returns(then_return, else_return, then_block, else_block) \
             if tail else []
         for tv, ev in returned:
@@ -104,13 +113,22 @@ class ControlFlowMixin:
         self._yield(else_block, else_vals)
         op = self.builder.create(ops.IfOp, c.handle, then_block, else_block,
                                  result_types=[v.type for v in then_vals])
-        for name, result in zip(names, op.results):
-            result.name = name
-            self.scope[name] = tensor(result)
+        self._bind_merged(merged, op.results[:n_merged])
         if tail:
-            results = [tensor(r) for r in op.results[len(names):]]
+            results = [tensor(r) for r in op.results[n_merged:]]
             tuple_like = isinstance(unwrap(then_return), tuple)
             self.finish_return(tuple(results) if tuple_like else (results[0] if results else None))
+
+    def _bind_merged(self, merged: list[tuple[str, Any]], results: list) -> None:
+        """Give each merged variable its value built from the ``if``'s results."""
+        it = iter(results)
+        for name, template in merged:
+            if is_aggregate(template):
+                self.scope[name] = rebuild(template, (tensor(r) for r in it))
+            else:
+                result = next(it)
+                result.name = name
+                self.scope[name] = tensor(result)
 
     def _merge_returns(self, then_return: Any, else_return: Any, then_block: Block,
                        else_block: Block) -> list[tuple[tensor, tensor]]:
@@ -170,22 +188,47 @@ class ControlFlowMixin:
     def _carried(self, body: list[ast.stmt], exclude: tuple = ()) -> list[str]:
         """Variables defined before a loop and assigned in its body."""
         return [n for n in assigned_names(body) if n in self.scope and n not in exclude
-                and (isinstance(self.scope[n], tensor) or _is_number(self.scope[n]))]
+                and (isinstance(self.scope[n], tensor) or _is_number(self.scope[n])
+                     or is_aggregate(self.scope[n]))]
 
     def _loop_inits(self, names: list[str]) -> list[tensor]:
-        return [semantic.to_tensor(self.scope[n], self.builder) for n in names]
+        """The initial values of the carried variables' leaves, in order."""
+        return [semantic.to_tensor(leaf, self.builder)
+                for n in names for leaf in flatten(self.scope[n])]
+
+    def _leaf_names(self, names: list[str]) -> list[str]:
+        out = []
+        for n in names:
+            count = len(flatten(self.scope[n]))
+            out.extend([n] if count == 1 else [f"{n}_{i}" for i in range(count)])
+        return out
+
+    def _rebuilt(self, names: list[str], leaves: list) -> dict[str, Any]:
+        """The carried variables rebuilt (from their pre-loop templates) around ``leaves``."""
+        it = iter(leaves)
+        return {n: rebuild(self.scope[n], it) for n in names}
 
     def _next_values(self, names: list[str], inits: list[tensor], after: dict[str, Any],
                      block: Block) -> list[tensor]:
         out = []
-        for name, init in zip(names, inits):
-            v = self._materialize(after[name], init.type, block)
-            if v.type != init.type:
-                raise TypeError(
-                    f"the type of loop-carried variable `{name}` changes inside the loop: it is "
-                    f"{init.type} before the loop but {v.type} at the end of the body; keep one "
-                    "type (e.g. create it before the loop with its final shape and dtype)")
-            out.append(v)
+        init_iter = iter(inits)
+        for name in names:
+            template, now = self.scope[name], after[name]
+            leaves = flatten(now)
+            if leaves is None or (is_aggregate(template) and not same_structure(template, now)) \
+                    or len(leaves) != len(flatten(template)):
+                raise TypeError(f"loop-carried variable `{name}` changes its kind inside the "
+                                "loop; give it values of one structure before and in the loop")
+            for leaf in leaves:
+                init = next(init_iter)
+                v = self._materialize(leaf, init.type, block)
+                if v.type != init.type:
+                    raise TypeError(
+                        f"the type of loop-carried variable `{name}` changes inside the loop: it "
+                        f"is {init.type} before the loop but {v.type} at the end of the body; "
+                        "keep one type (e.g. create it before the loop with its final shape and "
+                        "dtype)")
+                out.append(v)
         return out
 
     def _check_static_unchanged(self, body: list[ast.stmt], carried: list[str],
@@ -201,9 +244,9 @@ class ControlFlowMixin:
                                 "cannot be reassigned inside a loop that runs at run time")
 
     def _bind_results(self, names: list[str], op: ops.Op) -> None:
-        for name, result in zip(names, op.results):
-            result.name = name
-            self.scope[name] = tensor(result)
+        for leaf_name, result in zip(self._leaf_names(names), op.results):
+            result.name = leaf_name
+        self.scope.update(self._rebuilt(names, [tensor(r) for r in op.results]))
 
     # -- for ---------------------------------------------------------------------------------
     def visit_For(self, node: ast.For) -> None:
@@ -255,10 +298,11 @@ class ControlFlowMixin:
         target = node.target.id
         names = self._carried(node.body, exclude=(target,))
         inits = self._loop_inits(names)
-        body = Block.with_args([iv_type] + [v.type for v in inits], [target] + names)
+        body = Block.with_args([iv_type] + [v.type for v in inits],
+                               [target] + self._leaf_names(names))
         scope = dict(self.scope)
         scope[target] = tensor(body.args[0])
-        scope.update({n: tensor(a) for n, a in zip(names, body.args[1:])})
+        scope.update(self._rebuilt(names, [tensor(a) for a in body.args[1:]]))
         after = self._visit_region(body, node.body, scope)
         self._check_static_unchanged(node.body, names + [target], after)
         self._yield(body, self._next_values(names, inits, after, body))
@@ -276,10 +320,11 @@ class ControlFlowMixin:
         names = self._carried(node.body)
         inits = self._loop_inits(names)
         types = [v.type for v in inits]
-        before, after = Block.with_args(types, names), Block.with_args(types, names)
+        leaf_names = self._leaf_names(names)
+        before, after = Block.with_args(types, leaf_names), Block.with_args(types, leaf_names)
         saved = self.scope
         self.scope = dict(saved)
-        self.scope.update({n: tensor(a) for n, a in zip(names, before.args)})
+        self.scope.update(self._rebuilt(names, [tensor(a) for a in before.args]))
         self.dynamic_depth += 1
         try:
             with self.builder.at_end_of(before):
@@ -296,7 +341,7 @@ class ControlFlowMixin:
                                   "(`break` is not supported); give it a run-time condition")
             return
         scope = dict(self.scope)
-        scope.update({n: tensor(a) for n, a in zip(names, after.args)})
+        scope.update(self._rebuilt(names, [tensor(a) for a in after.args]))
         after_scope = self._visit_region(after, node.body, scope)
         self._check_static_unchanged(node.body, names, after_scope)
         self._yield(after, self._next_values(names, inits, after_scope, after))

@@ -346,6 +346,8 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         value = self.visit(node.value)
         if isinstance(value, tensor) and node.attr == "T":
             return standard.trans(value, _builder=self.builder)
+        if isinstance(value, tensor) and node.attr == "type":  # Triton's language-level type
+            return wrap_static(lc.type_of(value))
         target = value if isinstance(value, tensor) else unwrap(value)
         return wrap_static(getattr(target, node.attr))
 

@@ -3,14 +3,20 @@
 It follows Triton's ``triton.language``: dtypes, ``tl.constexpr``, tensors with operators, and
 builtins (``tl.program_id``, ``tl.arange``, ``tl.load``, ``tl.dot``, ``tl.sum``...) that only
 run inside ``@jit`` functions, where the frontend turns them into tile IR."""
-from . import math  # noqa: F401  (tl.math.exp)
-from .core import (bfloat16, constexpr, dtype, float16, float32, float64, int1,  # noqa: F401
-                   int8, int16, int32, int64, pointer_type, range, static_range, tensor,
-                   uint8, uint16, uint32, uint64)
+from . import extra, math  # noqa: F401  (tl.math.exp, tl.extra.cuda.libdevice)
+from .block_pointer import advance, make_block_ptr  # noqa: F401
+from .core import (bfloat16, block_type, constexpr, dtype, float8e4b8, float8e4b15,  # noqa: F401
+                   float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
+                   int16, int32, int64, pointer_type, range, static_range, tensor, uint8,
+                   uint16, uint32, uint64)
+from .library import (assume, flip, gather, histogram, interleave, join, softmax,  # noqa: F401
+                      sort, split, swizzle2d)
 from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,  # noqa: F401
                    rsqrt, sigmoid, sin, sqrt, sqrt_rn, tanh, umulhi)
 from .memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,  # noqa: F401
                      atomic_or, atomic_xchg, atomic_xor, load, store)
+from .random import (pair_uniform_to_normal, philox, rand, rand4x, randint,  # noqa: F401
+                     randint4x, randn, randn4x, uint_to_uniform_float)
 from .reduction import (argmax, argmin, associative_scan, cumprod, cumsum, max, min,  # noqa: F401
                         reduce, sum, xor_sum)
 from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv,  # noqa: F401
@@ -20,9 +26,10 @@ from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv
                        static_print, trans, view, where, zeros, zeros_like)
 
 __all__ = [
-    "constexpr", "dtype", "pointer_type", "tensor", "range", "static_range", "math",
+    "constexpr", "dtype", "pointer_type", "tensor", "range", "static_range", "math", "extra",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-    "float16", "bfloat16", "float32", "float64",
+    "float16", "bfloat16", "float32", "float64", "block_type",
+    "float8e5", "float8e4nv", "float8e4b8", "float8e5b16", "float8e4b15",
     "program_id", "num_programs", "arange", "full", "zeros", "zeros_like", "full_like", "cast",
     "reshape", "ravel", "view", "PropagateNan", "expand_dims", "broadcast_to", "broadcast", "permute", "trans",
     "where", "minimum", "maximum", "clamp", "load", "store", "dot", "cdiv",
@@ -33,4 +40,21 @@ __all__ = [
     "floor", "ceil", "abs", "fma", "sigmoid", "umulhi", "fdiv", "div_rn",
     "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
     "associative_scan",
+    "make_block_ptr", "advance", "softmax", "swizzle2d", "join", "split", "interleave", "sort",
+    "flip", "histogram", "assume", "gather",
+    "randint", "randint4x", "rand", "rand4x", "randn", "randn4x", "philox",
+    "uint_to_uniform_float", "pair_uniform_to_normal",
 ]
+
+# Triton builtins anytile does not provide yet: named so a ported kernel gets a plain answer
+_NOT_YET_SUPPORTED = frozenset({
+    "topk", "device_print", "inline_asm_elementwise",
+    "make_tensor_descriptor", "load_tensor_descriptor",
+    "store_tensor_descriptor", "dot_scaled", "map_elementwise",
+})
+
+
+def __getattr__(name: str):
+    if name in _NOT_YET_SUPPORTED:
+        raise AttributeError(f"tl.{name} is a Triton builtin that anytile does not support yet")
+    raise AttributeError(f"module 'anytile.language' has no attribute '{name}'")

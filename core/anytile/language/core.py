@@ -50,6 +50,9 @@ class dtype:
     def is_ptr(self) -> bool:
         return False
 
+    def is_block(self) -> bool:
+        return False
+
     @property
     def primitive_bitwidth(self) -> int:
         return self.ir.bits
@@ -141,6 +144,76 @@ float64 = dtype("fp64", irt.f64)
 _PUBLIC_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
 _BY_IR = {d.ir: d for d in (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
                             float16, bfloat16, float32, float64)}
+
+
+class unsupported_dtype(dtype):
+    """A Triton dtype anytile has no IR type for (the float8 formats).  Kernels may name and
+    compare it (``x.dtype == tl.float8e5`` is simply false); making values of it fails."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.ir = None  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        return unwrap(other) is self
+
+    def __hash__(self) -> int:
+        return hash(("unsupported", self.name))
+
+    def __repr__(self) -> str:
+        return f"tl.{self.name}"
+
+
+float8e5 = unsupported_dtype("float8e5")
+float8e4nv = unsupported_dtype("float8e4nv")
+float8e4b8 = unsupported_dtype("float8e4b8")
+float8e5b16 = unsupported_dtype("float8e5b16")
+float8e4b15 = unsupported_dtype("float8e4b15")
+
+
+def check_supported(dt: dtype) -> dtype:
+    """``dt``, or a clear error if anytile cannot make values of it."""
+    if isinstance(dt, unsupported_dtype):
+        raise TypeError(f"{dt!r} is a Triton dtype that anytile does not support")
+    return dt
+
+
+class block_type:
+    """What ``x.type`` is for a tile in a kernel (Triton's ``tl.block_type``)."""
+
+    def __init__(self, element_ty: dtype, shape: tuple[int, ...]) -> None:
+        self.element_ty = element_ty
+        self.shape = shape
+        self.numel = 1
+        for d in shape:
+            self.numel *= d
+
+    @property
+    def scalar(self) -> dtype:
+        return self.element_ty
+
+    def is_block(self) -> bool:
+        return True
+
+    def is_ptr(self) -> bool:
+        return False
+
+    def __eq__(self, other: object) -> bool:
+        other = unwrap(other)
+        return isinstance(other, block_type) and (other.element_ty, other.shape) == \
+            (self.element_ty, self.shape)
+
+    def __hash__(self) -> int:
+        return hash(("block", self.element_ty, self.shape))
+
+    def __repr__(self) -> str:
+        return f"<{list(self.shape)}, {self.element_ty!r}>"
+
+
+def type_of(x: "tensor") -> Any:
+    """The Triton-style type of a kernel value: its dtype (a ``pointer_type`` for pointers),
+    or a ``block_type`` for tiles."""
+    return block_type(x.dtype, x.shape) if x.shape else x.dtype
 
 
 def dtype_of(ir_type: irt.Type) -> dtype:

@@ -10,6 +10,7 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
+from .block_pointer import block_pointer, load_block, store_block
 from .core import builtin, dtype_of, tensor, unwrap
 
 __all__ = ["load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
@@ -62,7 +63,15 @@ def _broadcast_ptr_mask(ptr: tensor, mask: Any, b: Builder) -> tuple[tensor, Any
 def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any = (),
          padding_option: Any = "", cache_modifier: Any = "", eviction_policy: Any = "",
          volatile: Any = False, _builder: Builder = None) -> tensor:
-    """Read the elements ``pointer`` points to; where ``mask`` is false, ``other``."""
+    """Read the elements ``pointer`` points to; where ``mask`` is false, ``other``.  On a
+    block pointer, ``boundary_check`` names the dimensions to mask and ``padding_option``
+    ("zero" or "nan") what masked elements read."""
+    if isinstance(unwrap(pointer), block_pointer):
+        if unwrap(mask) is not None or unwrap(other) is not None:
+            raise ValueError("tl.load of a block pointer takes boundary_check and "
+                             "padding_option, not mask and other")
+        return load_block(unwrap(pointer), boundary_check, padding_option,
+                          bool(unwrap(volatile)), _builder)
     ptr = _pointer(pointer, "tl.load", _builder)
     ptr, m = _broadcast_ptr_mask(ptr, mask, _builder)
     mask_t = _mask(m, ptr.shape, "tl.load", _builder)
@@ -78,7 +87,12 @@ def load(pointer: Any, mask: Any = None, other: Any = None, boundary_check: Any 
 @builtin
 def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (),
           cache_modifier: Any = "", eviction_policy: Any = "", _builder: Builder = None) -> None:
-    """Write ``value`` (broadcast and converted to the pointee type) where ``mask`` is true."""
+    """Write ``value`` (broadcast and converted to the pointee type) where ``mask`` is true
+    (on a block pointer: inside the dimensions named in ``boundary_check``)."""
+    if isinstance(unwrap(pointer), block_pointer):
+        if unwrap(mask) is not None:
+            raise ValueError("tl.store to a block pointer takes boundary_check, not mask")
+        return store_block(unwrap(pointer), value, boundary_check, _builder)
     ptr = _pointer(pointer, "tl.store", _builder)
     v = unwrap(value)
     if isinstance(v, tensor) and v.shape and v.shape != ptr.shape:

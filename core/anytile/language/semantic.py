@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
-from .core import dtype, dtype_of, pointer_type, tensor, unwrap
+from .core import check_supported, dtype, dtype_of, pointer_type, tensor, unwrap
 
 Number = (bool, int, float)
 
@@ -110,6 +110,7 @@ def cast(x: Any, target: Any, b: Builder) -> tensor:
     target = unwrap(target)
     if not isinstance(target, dtype):
         raise TypeError(f"expected a dtype such as tl.float32, got {_describe(target)}")
+    check_supported(target)
     src = _elem(x)
     if isinstance(target, pointer_type):
         dst_ptr = target.ir_pointer
@@ -133,6 +134,7 @@ def bitcast(x: Any, target: Any, b: Builder) -> tensor:
     target = unwrap(target)
     if not isinstance(target, dtype):
         raise TypeError(f"expected a dtype such as tl.float32, got {_describe(target)}")
+    check_supported(target)
     src = _elem(x)
     dst = target.ir_pointer if isinstance(target, pointer_type) else target.ir
     if src == dst:
@@ -257,6 +259,18 @@ def promote_pair(x: Any, y: Any, b: Builder, *, div_or_mod: bool = False,
     ys = _materialize(y, y_lit, ty, b)
     xs, ys = broadcast_all(b, xs, ys)
     return xs, ys
+
+
+def promote_pair_or_pointers(x: Any, y: Any, b: Builder, op: str) -> tuple[tensor, tensor]:
+    """Like ``promote_pair`` (without broadcasting), but two pointers of one type pass."""
+    ux, uy = unwrap(x), unwrap(y)
+    if _is_ptr(ux) or _is_ptr(uy):
+        xs, ys = to_tensor(ux, b), to_tensor(uy, b)
+        if _elem(xs) != _elem(ys):
+            raise TypeError(f"{op}: operands of different types ({_name(_elem(xs))}, "
+                            f"{_name(_elem(ys))})")
+        return xs, ys
+    return promote_pair(ux, uy, b, op=op)
 
 
 def _binary(kind: str, x: tensor, y: tensor, b: Builder) -> tensor:
@@ -404,11 +418,27 @@ def invert(x: Any, b: Builder) -> tensor:
 # comparisons and logic
 # ---------------------------------------------------------------------------------------------
 def _compare(pred: str, x: Any, y: Any, b: Builder) -> tensor:
+    x, y = unwrap(x), unwrap(y)
+    if _is_ptr(x) or _is_ptr(y):
+        return _compare_pointers(pred, x, y, b)
     xs, ys = promote_pair(x, y, b, op=_PRED_SYMBOL[pred])
     return tensor(b.create(ops.CompareOp, pred, xs.handle, ys.handle).result)
 
 
 _PRED_SYMBOL = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+
+def _compare_pointers(pred: str, x: Any, y: Any, b: Builder) -> tensor:
+    """Pointers compare as addresses (Triton allows ``ptrs < end_ptr``); both sides must
+    point to one element type."""
+    if not (_is_ptr(x) and _is_ptr(y)):
+        raise TypeError(f"`{_PRED_SYMBOL[pred]}` compares a pointer only with another pointer, "
+                        f"got {_describe(x)} and {_describe(y)}")
+    if _elem(x) != _elem(y):
+        raise TypeError(f"`{_PRED_SYMBOL[pred]}` compares pointers to one element type, got "
+                        f"{_name(_elem(x))} and {_name(_elem(y))}")
+    xs, ys = broadcast_all(b, x, y)
+    return tensor(b.create(ops.CompareOp, pred, xs.handle, ys.handle).result)
 
 
 def less_than(x: Any, y: Any, b: Builder) -> tensor:

@@ -8,8 +8,8 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
-from .core import (NotConstexprError, builtin, constexpr, dtype, dtype_of, float32,
-                   shape_list, static_int, static_value, tensor, tensor_method, unwrap)
+from .core import (NotConstexprError, builtin, check_supported, constexpr, dtype, dtype_of,
+                   float32, shape_list, static_int, static_value, tensor, tensor_method, unwrap)
 
 _MAX_NUMEL = 1 << 20
 
@@ -36,7 +36,7 @@ def _dtype_arg(value: Any, param: str = "dtype") -> dtype:
         raise NotConstexprError(param, "dtypes must be known at compile time")
     if not isinstance(v, dtype):
         raise TypeError(f"`{param}` must be a dtype such as tl.float32, got {v!r}")
-    return v
+    return check_supported(v)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -107,6 +107,7 @@ def full_like(input: Any, value: Any, _builder: Builder = None) -> tensor:
     return full(x.shape, value, x.dtype, _builder=_builder)
 
 
+@tensor_method
 @builtin
 def cast(input: Any, dtype: Any, fp_downcast_rounding: Any = None, bitcast: Any = False,
          _builder: Builder = None) -> tensor:

@@ -172,18 +172,27 @@ class TileAlgorithms:
         (m_size, k_size), n_size = a.shape, bm.shape[1]
         acc_elem = elem_type(op.acc.type)
         a_elem, b_elem = elem_type(op.a.type), elem_type(op.b.type)
-        out = self.new_buffer((m_size, n_size), acc_elem)
         mr = _pow2_divisor(m_size, 4)
         vw = self.chunk_width(n_size) or 1
         nv = _pow2_divisor(n_size // vw, 4 if self.lanes >= 16 else 2)
         is_float = acc_elem.is_float
         fma = None
+        acc_value, result = op.acc, op.result
+        folded = self.plan.dot_accumulates.get(id(op))
+        if folded is not None:      # x + dot(a, b, 0): accumulate onto x
+            add, acc_value = folded
+            result = add.result
+            self.lowered_with_other.add(id(add))
+        if id(op) in self.plan.dot_in_place:   # each block of acc is read before it is written
+            out = self.tiles[acc_value]
+        else:
+            out = self.new_buffer((m_size, n_size), acc_elem)
         with self.loop(m_size, mr) as m0:
             with self.loop(n_size, vw * nv) as n0:
                 rows = [b.add(m0, ir.Constant(I64, i)) for i in range(mr)]
                 cols = [b.add(n0, ir.Constant(I64, j * vw)) for j in range(nv)]
                 points = [[Point((Index(r), Index(c, True)), vw) for c in cols] for r in rows]
-                slots = [self._slots_for([self._as_vector(self.value_at(op.acc, p), vw)
+                slots = [self._slots_for([self._as_vector(self.value_at(acc_value, p), vw)
                                           for p in prow]) for prow in points]
                 with self.loop(k_size) as k:
                     bvec = [self._as_vector(self.ew.cast(b_elem, acc_elem, self.buffer_load(
@@ -206,7 +215,7 @@ class TileAlgorithms:
                         if is_float:
                             v = self.ew.round_to(acc_elem, v)
                         self.buffer_store(out, p, v)
-        self.tiles[op.result] = out
+        self.tiles[result] = out
 
     def _as_vector(self, v: ir.Value, width: int) -> ir.Value:
         return v if vector_width(v) else splat(self.b, v, width)

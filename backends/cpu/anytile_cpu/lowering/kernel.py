@@ -29,6 +29,7 @@ class LoweredKernel:
 
     llvm_ir: str
     asserts: list
+    stack_bytes: int          # tile buffers in one program's stack frame
 
 
 def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str) -> LoweredKernel:
@@ -40,7 +41,7 @@ def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str) -> L
     lowering = ProgramLowering(m, kernel, lanes, types)
     program = lowering.build("program")
     _build_entry(m, program, [a.type for a in kernel.args], types)
-    return LoweredKernel(str(m), lowering.asserts)
+    return LoweredKernel(str(m), lowering.asserts, lowering.stack_bytes)
 
 
 def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLVMTypes) -> None:

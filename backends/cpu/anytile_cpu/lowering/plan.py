@@ -9,17 +9,22 @@
   atomic, barrier or control-flow op lies between it and its consumer.
 * everything else is materialised into a stack buffer where it is defined.
 
-Known deviation (documented in the README): a fused load and a store that writes an
-overlapping range *at a different offset* within one tile may see each other's chunks.
+A tile op must behave as if it read every element before writing any.  Fusing a load into
+the loop of a store breaks that when the two overlap at different offsets (``x[i+1] = x[i]``),
+so a load is not fused into a store or atomic whose pointer may come from the same kernel
+argument (or from a pointer whose origin is not visible, like a loop-carried pointer tile).
+Remaining deviation (documented in the README): two *different* pointer arguments that
+overlap in memory at shifted offsets.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 
-from anytile.ir import (AddPtrOp, ArangeOp, BinaryOp, BitcastOp, Block, BroadcastOp,
-                        CastOp, CompareOp, ConstantOp, DotOp, ExpandDimsOp, FmaOp, Function,
-                        HintOp, LoadOp, Op, PermuteOp, ReshapeOp, SelectOp, SplatOp, TileType,
-                        UMulHiOp, UnaryOp, Value, ScalarType)
+from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, BitcastOp,
+                        Block, BroadcastOp, CastOp, CompareOp, ConstantOp, DotOp, ExpandDimsOp,
+                        FmaOp, ForOp, Function, HintOp, LoadOp, Op, PermuteOp, ReshapeOp, ScalarType,
+                        SelectOp, SplatOp, StoreOp, TileType, UMulHiOp, UnaryOp, Value,
+                        YieldOp)
 from anytile.ir.core import TRAIT_CONTROL, TRAIT_MEMORY, TRAIT_SIDE_EFFECT
 
 __all__ = ["FusionPlan"]
@@ -34,12 +39,19 @@ class FusionPlan:
     """``is_lazy(op)``: whether ``op``'s tile result is evaluated at its uses."""
 
     def __init__(self, fn: Function) -> None:
+        self.kernel_args = list(fn.body.args)
         self.uses: dict[Value, list[Op]] = defaultdict(list)
         self.block_of: dict[int, Block] = {}
         self._index_in_block: dict[int, int] = {}
         self._collect(fn.body)
         self.cheap: set[int] = set()
         self.fused_once: set[int] = set()
+        # id(dot) -> (add, x) for ``x + dot(a, b, 0)``: the dot accumulates onto x directly
+        self.dot_accumulates: dict[int, tuple[Op, Value]] = {}
+        # dots whose accumulator is a loop-carried tile they alone read, yielded back to the
+        # same slot: they write the slot in place (no result buffer, no copy at the yield)
+        self.dot_in_place: set[int] = set()
+        self._for_bodies = {id(op.body) for op in fn.walk() if isinstance(op, ForOp)}
         self._classify(fn.body)
 
     def is_lazy(self, op: Op) -> bool:
@@ -58,6 +70,9 @@ class FusionPlan:
         for op in block.ops:
             for region in op.regions:
                 self._classify(region)
+            if isinstance(op, DotOp):
+                self._match_accumulating_dot(op, block)
+                self._match_in_place_dot(op, block)
             if len(op.results) != 1 or not isinstance(op.result.type, TileType):
                 continue
             if self._is_cheap(op):
@@ -96,9 +111,69 @@ class FusionPlan:
         if self.block_of.get(id(user)) is not block:
             return False
         if isinstance(op, LoadOp):
+            if not self._store_cannot_alias(op):
+                return False
             start, end = self._index_in_block[id(op)], self._index_in_block[id(user)]
             for between in block.ops[start + 1:end]:
                 if between.TRAITS & {TRAIT_SIDE_EFFECT, TRAIT_CONTROL} or (
                         TRAIT_MEMORY in between.TRAITS and not isinstance(between, LoadOp)):
                     return False
         return True
+
+    def _store_cannot_alias(self, load: LoadOp) -> bool:
+        """Whether the op that would run ``load`` in its loop writes memory that cannot be
+        the load's (different pointer arguments), following single-use elementwise users."""
+        op: Op = load
+        while True:
+            users = self.uses.get(op.results[0], []) if op.results else []
+            if len(users) != 1:
+                return True
+            user = users[0]
+            if isinstance(user, (StoreOp, AtomicRMWOp, AtomicCASOp)):
+                mine, theirs = self._pointer_root(load.ptr), self._pointer_root(user.ptr)
+                return mine is not None and theirs is not None and mine is not theirs
+            if not isinstance(user, ELEMENTWISE_OPS):
+                return True
+            op = user
+
+    def _pointer_root(self, v: Value):
+        """The kernel argument a pointer (tile) is derived from, or ``None`` when unknown."""
+        while isinstance(v.owner, (AddPtrOp, SplatOp, BroadcastOp, ExpandDimsOp, PermuteOp,
+                                   ReshapeOp, HintOp)):
+            v = v.owner.ptr if isinstance(v.owner, AddPtrOp) else v.owner.src
+        return v if any(v is a for a in self.kernel_args) else None
+
+    def _match_accumulating_dot(self, dot: DotOp, block: Block) -> None:
+        """``add(x, dot(a, b, zeros))`` (how ``acc += tl.dot(a, b)`` arrives) is computed as
+        ``dot(a, b, x)``: no zero tile, no extra pass, accumulators start from x."""
+        zero = dot.acc.owner
+        if not (isinstance(zero, ConstantOp) and zero.value == 0):
+            return
+        users = self.uses.get(dot.result, [])
+        if len(users) != 1 or not isinstance(users[0], BinaryOp) or users[0].kind != "add":
+            return
+        add = users[0]
+        if self.block_of.get(id(add)) is not block or add.lhs is add.rhs:
+            return
+        x = add.rhs if add.lhs is dot.result else add.lhs
+        owner = x.owner
+        defined_before = not isinstance(owner, Op) or (
+            self.block_of.get(id(owner)) is not block or
+            self._index_in_block[id(owner)] < self._index_in_block[id(dot)])
+        if defined_before and x.type == dot.result.type:
+            self.dot_accumulates[id(dot)] = (add, x)
+
+    def _match_in_place_dot(self, dot: DotOp, block: Block) -> None:
+        folded = self.dot_accumulates.get(id(dot))
+        consumer, acc, result = (folded[0], folded[1], folded[0].result) if folded else \
+            (dot, dot.acc, dot.result)
+        term = block.ops[-1] if block.ops else None
+        if id(block) not in self._for_bodies or not isinstance(term, YieldOp):
+            return
+        if acc.owner is not block or self.uses.get(acc, []) != [consumer]:
+            return
+        slot = block.args.index(acc) - 1          # body args are (iv, *carried)
+        if slot >= 0 and len(term.values) > slot and term.values[slot] is result and \
+                sum(v is result for v in term.values) == 1 and \
+                self.uses.get(result, []) == [term]:
+            self.dot_in_place.add(id(dot))

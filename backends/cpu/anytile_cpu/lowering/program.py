@@ -15,18 +15,18 @@ from typing import Callable, Iterator, Optional, Union
 from llvmlite import ir
 
 from anytile.codegen.llvm import ElementwiseLowering, LLVMTypes, MathLowering
-from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic
+from anytile.codegen.llvm.types import I1, I32, I64, intrinsic
 from anytile.errors import CompilationError
 from anytile.ir import (AssertOp, AtomicCASOp, AtomicRMWOp, BarrierOp, Block, CallOp,
                         ConditionOp, ConstantOp, DotOp, ForOp, Function, IfOp, LoadOp,
-                        NumProgramsOp, Op, ProgramIdOp, ReduceOp, ReshapeOp, ScanOp,
+                        NumProgramsOp, Op, PointerType, ProgramIdOp, ReduceOp, ReshapeOp, ScanOp,
                         StoreOp, TileType, Value, WhileOp, YieldOp, elem_type, shape_of)
 
 from .algorithms import TileAlgorithms
 from .atomics import AtomicLowering
 from .evaluate import ChunkEvaluator
 from .plan import ELEMENTWISE_OPS, SHAPE_OPS, FusionPlan
-from .values import Chunk, Index, Lazy, Point, TileBuffer
+from .values import Index, Lazy, Point, TileBuffer
 
 __all__ = ["ProgramLowering"]
 
@@ -48,6 +48,8 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
         self.tiles: dict[Value, Union[TileBuffer, Lazy]] = {}
         self.memo: dict = {}
         self.asserts: list[AssertOp] = []
+        self.stack_bytes = 0     # tile buffers in the program's frame
+        self.lowered_with_other: set[int] = set()   # ops folded into an earlier op
 
     # -- entry ---------------------------------------------------------------------------------
     def build(self, name: str) -> ir.Function:
@@ -129,9 +131,8 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
         self.memo = {}
 
     def new_buffer(self, shape: tuple[int, ...], elem) -> TileBuffer:
-        n = 1
-        for s in shape:
-            n *= s
+        n = _numel(shape)
+        self.stack_bytes += n * self.btype_bytes(elem)
         return TileBuffer(self.stack_slot(ir.ArrayType(self.btype(elem), n), 64), tuple(shape), elem)
 
     def new_scalar_slot(self, t) -> ir.Value:
@@ -161,10 +162,14 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
             return
         self.for_each_point(dst.shape, lambda p: self.buffer_store(dst, p, self.value_at(value, p)))
 
-    def btype_bytes(self, elem) -> int:
-        t = self.btype(elem)
-        return 8 if isinstance(t, ir.PointerType) else max(1, t.width // 8) \
-            if isinstance(t, ir.IntType) else {"float": 4, "double": 8}[str(t)]
+    @staticmethod
+    def btype_bytes(elem) -> int:
+        """Bytes of one element in a stack buffer (compute form: f16/bf16 take 4)."""
+        if isinstance(elem, PointerType):
+            return 8
+        if elem.is_float:
+            return 8 if elem.name == "f64" else 4
+        return elem.nbytes
 
     def buffer_of(self, value: Value) -> TileBuffer:
         """``value`` as a buffer, materialising a lazy (cheap) value here if needed."""
@@ -192,6 +197,8 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
         return None
 
     def lower_op(self, op: Op) -> None:
+        if id(op) in self.lowered_with_other:
+            return
         tile_result = len(op.results) == 1 and isinstance(op.result.type, TileType)
         if tile_result and self.plan.is_lazy(op):
             self.tiles[op.result] = Lazy(op)

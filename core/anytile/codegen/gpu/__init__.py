@@ -9,6 +9,9 @@
 * ``target``     -- ``GpuTarget``, the hook table a backend fills in (thread ids, barriers,
   shuffles, address spaces, math functions, kernel marking).
 """
-from .layouts import BlockedLayout, SliceLayout, default_blocked  # noqa: F401
-from .assign import LaidOutKernel, assign_layouts  # noqa: F401
-from .target import GpuTarget  # noqa: F401
+from .layouts import BlockedLayout, SliceLayout, default_blocked
+from .assign import LaidOutKernel, assign_layouts
+from .target import GpuTarget
+
+__all__ = ["BlockedLayout", "SliceLayout", "default_blocked", "LaidOutKernel", "assign_layouts",
+           "GpuTarget"]

@@ -22,7 +22,7 @@ from typing import Optional
 
 from ...ir import ops
 from ...ir.core import Block, Function, Module, Value
-from ...ir.types import PointerType, TileType, elem_type, shape_of
+from ...ir.types import TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
 from .mma import mma_layout, mma_warps
@@ -81,6 +81,9 @@ class _Assigner:
         return v in self.out.remat
 
     def anchored_layout(self, values: list) -> Optional[Layout]:
+        # a dot's accumulator layout first: converting a dot result costs the most
+        # (``acc += dot(a, b)`` then keeps the accumulator in it across the loop)
+        values = sorted(values, key=lambda v: not isinstance(v.owner, ops.DotOp))
         for v in values:
             if isinstance(v.type, TileType) and not self.is_remat(v) and v.type.layout is not None:
                 return v.type.layout

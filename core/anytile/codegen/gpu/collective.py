@@ -15,12 +15,12 @@ Every use of shared memory starts with a barrier, so consecutive uses may share 
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from llvmlite import ir
 
 from ...ir import ops
-from ...ir.types import ScalarType, TileType, elem_type, shape_of
+from ...ir.types import ScalarType, elem_type, shape_of
 from ..llvm.types import I8, I32, I64
 from .layouts import BlockedLayout, Layout, SliceLayout, blocked_of, default_blocked, dim_registers, register_indices
 

@@ -25,9 +25,9 @@ from ...ir import ops
 from ...ir.core import Block, Value
 from ...ir.types import PointerType, ScalarType, TileType, elem_type, shape_of
 from ..llvm.elementwise import ElementwiseLowering
-from ..llvm.types import I1, I32, LLVMTypes
+from ..llvm.types import I32, LLVMTypes
 from .assign import LaidOutKernel
-from .layouts import BlockedLayout, Layout, SliceLayout, blocked_of, dim_registers, register_indices
+from .layouts import BlockedLayout, Layout, SliceLayout, blocked_of, register_indices
 from .target import GpuTarget
 
 __all__ = ["Regs", "lower_kernel", "KernelLowering"]

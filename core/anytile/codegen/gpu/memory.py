@@ -9,12 +9,12 @@ load take ``other``.  Replicated elements are stored and updated by one thread o
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from llvmlite import ir
 
 from ...ir import ops
-from ...ir.types import PointerType, TileType, elem_type, shape_of
+from ...ir.types import TileType, elem_type, shape_of
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, register_indices
 
@@ -196,26 +196,33 @@ class MemoryLowering:
         elem = elem_type(op.value.type)
         kinds = self._RMW[op.kind]
         name = kinds[2] if elem.is_float else kinds[1] if elem.is_unsigned else kinds[0]
-        if name is None or (elem.is_float and elem.name in ("f16", "bf16")) or elem.bits < 32:
+        if name is None or elem.name == "bf16" or elem.is_bool:
             self.fail(op, f"atomic '{op.kind}' on {elem} is not supported by the GPU backend")
         order = self._ORDER.get(op.sem, "seq_cst")
 
         def emit(ptr: ir.Value, value: ir.Value) -> ir.Value:
-            return self.b.atomic_rmw(name, ptr, value, order)
+            # 16-bit operands stay 16-bit in memory: LLVM widens them to a 32-bit CAS loop
+            # where the target has no such atomic
+            stored = self.ew.to_storage(elem, value)
+            old = self.b.atomic_rmw(name, ptr, stored, order)
+            return self.ew.from_storage(elem, old)
         self.atomic_each(op, emit)
 
     def lower_atomic_cas(self, op: ops.AtomicCASOp) -> None:
         elem = elem_type(op.value.type)
-        if elem.bits < 32:
+        if elem.is_bool:
             self.fail(op, f"atomic_cas on {elem} is not supported by the GPU backend")
         order = self._ORDER.get(op.sem, "seq_cst")
         failure = {"acq_rel": "acquire", "release": "monotonic"}.get(order, order)
         as_int = ir.IntType(elem.bits)
 
         def emit(ptr: ir.Value, cmp: ir.Value, value: ir.Value) -> ir.Value:
-            if elem.is_float:
-                cmp, value = self.b.bitcast(cmp, as_int), self.b.bitcast(value, as_int)
+            if elem.is_float:  # compare bit patterns, as the hardware does
+                cmp = self.b.bitcast(self.ew.to_storage(elem, cmp), as_int)
+                value = self.b.bitcast(self.ew.to_storage(elem, value), as_int)
             pair = self.b.cmpxchg(ptr, cmp, value, order, failure)
             old = self.b.extract_value(pair, 0)
-            return self.b.bitcast(old, self.types.compute(elem)) if elem.is_float else old
+            if not elem.is_float:
+                return old
+            return self.ew.from_storage(elem, self.b.bitcast(old, self.types.storage(elem)))
         self.atomic_each(op, emit)

@@ -8,9 +8,12 @@ are rows of repetitions ``2i`` and ``2i + 1``).  Nothing requires the 16 rows of
 be adjacent in the matrix: the A fragment is simply read from those same rows.  So stores,
 reductions and conversions of a dot's result need nothing special.
 
-Operands go through shared memory in their storage type (A as ``[M][K + 8]``, B transposed
-as ``[N][K + 8]``: the 16-byte row padding spreads a fragment load over all banks); each
-fragment register is one 32-bit shared load of two consecutive k.  Fragment positions
+Operands go through shared memory in their storage type, row-major (A as ``[M][K + 8]``, B as
+``[K][N + 8]``; the 16-byte padding lets the 8 row addresses of an ``ldmatrix`` hit all 32
+banks), written in runs of up to 8 elements per store.  Fragments come back with
+``ldmatrix.x4``: for A, lane ``8q + r`` gives row ``r`` of matrix ``q`` = (rows of
+repetition ``2i`` or ``2i + 1``) x (k or k + 8), which yields exactly a0..a3; for B,
+``ldmatrix.x4.trans`` over (k, k + 8) x (tile s, s + 1) yields b0, b1 of two n-tiles.  Fragment positions
 (PTX ISA, ``mma.m16n8k16`` with ``.row.col``), for lane = 4 * g + t:
 
 * A: reg0 = (row g, k 2t..2t+1), reg1 = (row g+8, k 2t..), reg2 = (row g, k 2t+8..),
@@ -26,13 +29,13 @@ from llvmlite import ir
 
 from ...ir import ops
 from ...ir.types import elem_type, shape_of
-from ..llvm.types import I16, I32
+from ..llvm.types import I32
 from .layouts import BlockedLayout
 
 __all__ = ["mma_warps", "mma_layout", "MmaLowering", "MMA_INPUTS"]
 
 MMA_INPUTS = ("f16", "bf16")
-_PAD = 8  # elements of padding per shared-memory row
+_PAD = 8  # elements of padding per shared-memory row: 16 bytes, so 8 rows hit 32 banks
 
 
 def mma_warps(op: ops.DotOp, num_warps: int, warp_size: int) -> Optional[tuple[int, int]]:
@@ -63,7 +66,30 @@ def mma_layout(warps: tuple[int, int]) -> BlockedLayout:
 
 
 class MmaLowering:
-    """Mixin of ``KernelLowering``: ``dot`` through the target's ``mma_m16n8k16`` hook."""
+    """Mixin of ``KernelLowering``: ``dot`` through the target's ``ldmatrix_x4`` and
+    ``mma_m16n8k16`` hooks."""
+
+    def store_operand(self, regs, elem, base: ir.Value, row: int) -> None:
+        """Write a 2-D operand tile to shared memory, row-major with ``row`` elements per row,
+        in runs of up to 8 consecutive elements per store where the layout has them."""
+        b = self.b
+        storage = self.types.storage(elem)
+        layout = regs.layout
+        run = 1
+        if isinstance(layout, BlockedLayout) and layout.order[0] == 1 and regs.shape[1] >= layout.size_per_thread[1]:
+            run = min(layout.size_per_thread[1], 8)
+        coords = self.coords(layout, regs.shape)
+        for first in range(0, len(regs.values), run):
+            r, c = coords[first]
+            ptr = b.gep(base, [b.add(b.mul(r, ir.Constant(I32, row)), c)], source_etype=storage)
+            values = [self.ew.to_storage(elem, v) for v in regs.values[first:first + run]]
+            if run == 1:
+                b.store(values[0], ptr)
+                continue
+            vec = ir.Constant(ir.VectorType(storage, run), ir.Undefined)
+            for j, v in enumerate(values):
+                vec = b.insert_element(vec, v, ir.Constant(I32, j))
+            b.store(vec, ptr).align = 2 * run
 
     def lower_dot_mma(self, op: ops.DotOp, warps: tuple[int, int]) -> None:
         b = self.b
@@ -74,44 +100,45 @@ class MmaLowering:
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
         a, bm = self.tile(op.a), self.tile(op.b)
         acc = self.tile(op.acc, layout)
-        row = K + _PAD
-        a_bytes = (M * row * 2 + 15) // 16 * 16
-        self.reserve_shared(a_bytes + N * row * 2)
-        storage = self.types.storage(elem)
-        self.target.barrier(b)
-        for v, (m, k) in zip(a.values, self.coords(a.layout, a.shape)):
-            idx = b.add(b.mul(m, ir.Constant(I32, row)), k)
-            b.store(self.ew.to_storage(elem, v), b.gep(self.smem_base, [idx], source_etype=storage))
+        row_a, row_b = K + _PAD, N + _PAD
+        a_bytes = (M * row_a * 2 + 15) // 16 * 16
+        self.reserve_shared(a_bytes + K * row_b * 2)
         b_base = b.gep(self.smem_base, [ir.Constant(I32, a_bytes)], source_etype=ir.IntType(8))
-        for v, (k, n) in zip(bm.values, self.coords(bm.layout, bm.shape)):
-            idx = b.add(b.mul(n, ir.Constant(I32, row)), k)
-            b.store(self.ew.to_storage(elem, v), b.gep(b_base, [idx], source_etype=storage))
+        self.target.barrier(b)
+        self.store_operand(a, elem, self.smem_base, row_a)
+        self.store_operand(bm, elem, b_base, row_b)
         self.target.barrier(b)
 
-        g = b.lshr(self.lane, ir.Constant(I32, 2))
-        t = b.and_(self.lane, ir.Constant(I32, 3))
-        warp_m = b.and_(b.udiv(self.warp, ir.Constant(I32, layout.warp_stride(0))), ir.Constant(I32, wm - 1))
-        warp_n = b.and_(b.udiv(self.warp, ir.Constant(I32, layout.warp_stride(1))), ir.Constant(I32, wn - 1))
-        my_row = b.add(b.mul(warp_m, ir.Constant(I32, 8)), g)
-        my_col = b.add(b.mul(warp_n, ir.Constant(I32, 8)), g)
-        two_t = b.mul(t, ir.Constant(I32, 2))
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        r = b.and_(self.lane, k32(7))      # the row of an 8x8 matrix whose address I give
+        q = b.lshr(self.lane, k32(3))      # ... of matrix q of the four
+        q_lo, q_hi = b.and_(q, k32(1)), b.lshr(q, k32(1))
+        warp_m = b.and_(b.udiv(self.warp, k32(layout.warp_stride(0))), k32(wm - 1))
+        warp_n = b.and_(b.udiv(self.warp, k32(layout.warp_stride(1))), k32(wn - 1))
+        # A: matrices (rows of repetition 2i / 2i+1) x (k, k+8): exactly a0..a3
+        a_row = b.add(b.add(b.mul(warp_m, k32(8)), r), b.mul(q_lo, k32(8 * wm)))
+        a_lane = b.add(b.mul(a_row, k32(row_a)), b.mul(q_hi, k32(8)))
+        # B (transposed on load): matrices (k, k+8) x (tile s, tile s+1): b0, b1 of two tiles
+        b_k = b.add(r, b.mul(q_lo, k32(8)))
+        b_col = b.mul(warp_n, k32(8))
+        b_lane_pair = b.add(b.mul(b_k, k32(row_b)), b.add(b_col, b.mul(q_hi, k32(8 * wn))))
+        b_lane_single = b.add(b.mul(b_k, k32(row_b)), b_col)
         tiles_m, tiles_n = M // (16 * wm), N // (8 * wn)
+        storage = ir.IntType(16)
 
-        def pair(base: ir.Value, r: ir.Value, k: int) -> ir.Value:
-            """Two consecutive k of row ``r`` as one i32 (low half: the smaller k)."""
-            idx = b.add(b.add(b.mul(r, ir.Constant(I32, row)), two_t), ir.Constant(I32, k))
-            return b.load(b.gep(base, [idx], source_etype=I16), typ=I32)
-
-        rows = [(b.add(my_row, ir.Constant(I32, (2 * i) * 8 * wm)),
-                 b.add(my_row, ir.Constant(I32, (2 * i + 1) * 8 * wm))) for i in range(tiles_m)]
-        cols = [b.add(my_col, ir.Constant(I32, s * 8 * wn)) for s in range(tiles_n)]
+        def at(base: ir.Value, lane_offset: ir.Value, offset: int) -> ir.Value:
+            return b.gep(base, [b.add(lane_offset, k32(offset))], source_etype=storage)
         n_regs_1 = 2 * tiles_n  # registers of the accumulator along N
         values = list(acc.values)
         for kk in range(0, K, 16):
-            a_frags = [[pair(self.smem_base, lo, kk), pair(self.smem_base, hi, kk),
-                        pair(self.smem_base, lo, kk + 8), pair(self.smem_base, hi, kk + 8)]
-                       for lo, hi in rows]
-            b_frags = [[pair(b_base, c, kk), pair(b_base, c, kk + 8)] for c in cols]
+            a_frags = [self.target.ldmatrix_x4(b, at(self.smem_base, a_lane, 16 * i * wm * row_a + kk), False)
+                       for i in range(tiles_m)]
+            b_frags = []
+            for s in range(0, tiles_n, 2):
+                single = s + 1 == tiles_n
+                regs = self.target.ldmatrix_x4(
+                    b, at(b_base, b_lane_single if single else b_lane_pair, kk * row_b + s * 8 * wn), True)
+                b_frags += [regs[0:2]] if single else [regs[0:2], regs[2:4]]
             for i in range(tiles_m):
                 for s in range(tiles_n):
                     slots = [(2 * i) * n_regs_1 + 2 * s, (2 * i) * n_regs_1 + 2 * s + 1,

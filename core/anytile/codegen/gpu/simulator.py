@@ -29,6 +29,7 @@ from ...ir.core import Module
 from ...ir.types import PointerType
 from .assign import assign_layouts
 from .lowering import lower_kernel
+from .pipeline import pipeline_loops
 from .target import GpuTarget
 
 __all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation"]
@@ -176,6 +177,36 @@ class SimulatedGpuTarget(GpuTarget):
         self.barrier(b)
         return out
 
+    def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
+        """Emulated from the PTX ISA's description: lanes publish their row addresses, then
+        each reads its pairs from the rows the table gives it."""
+        i64, i16 = ir.IntType(64), ir.IntType(16)
+        scratch = self.scratch(b)
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        tid = self.thread_id(b)
+        region = 5 * _MAX_THREADS  # in i64 units, past the shuffle and mma areas
+        self.barrier(b)
+        b.store(b.ptrtoint(address, i64), b.gep(scratch, [b.add(k32(region), tid)], source_etype=i64))
+        self.barrier(b)
+        lane = b.and_(tid, k32(31))
+        warp_base = b.sub(tid, lane)
+        g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
+
+        def row_address(matrix: int, row: ir.Value) -> ir.Value:
+            slot = b.add(k32(region), b.add(warp_base, b.add(k32(8 * matrix), row)))
+            return b.inttoptr(b.load(b.gep(scratch, [slot], source_etype=i64), typ=i64), ir.PointerType())
+        out = []
+        for m in range(4):
+            if not trans:
+                out.append(b.load(b.gep(row_address(m, g), [t], source_etype=I32), typ=I32))
+                continue
+            two_t = b.mul(t, k32(2))
+            lo = b.load(b.gep(row_address(m, two_t), [g], source_etype=i16), typ=i16)
+            hi = b.load(b.gep(row_address(m, b.add(two_t, k32(1))), [g], source_etype=i16), typ=i16)
+            out.append(b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), k32(16))))
+        self.barrier(b)
+        return out
+
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
         names = _LIBM.get(kind)
         if names is None:
@@ -253,9 +284,12 @@ class SimulatedKernel:
             raise failures[0]
 
 
-def lower_for_simulation(module: Module, num_warps: int) -> tuple[str, int]:
+def lower_for_simulation(module: Module, num_warps: int, num_stages: int = 3) -> tuple[str, int]:
     """(LLVM IR text for the host simulation, bytes of shared memory) of ``module``'s kernel."""
-    laid = assign_layouts(copy.deepcopy(module), num_warps, SimulatedGpuTarget.warp_size,
+    module = copy.deepcopy(module)
+    if num_stages > 1:
+        pipeline_loops(module.kernel)
+    laid = assign_layouts(module, num_warps, SimulatedGpuTarget.warp_size,
                           use_mma=SimulatedGpuTarget.has_mma)
     llmod, shared = lower_kernel(laid, SimulatedGpuTarget())
     if shared > _SHARED_BYTES:

@@ -64,6 +64,13 @@ class GpuTarget(abc.ABC):
         (fragment positions: see ``anytile.codegen.gpu.mma``)."""
         raise NotImplementedError("this target has no mma_m16n8k16")
 
+    def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
+        """Warp-wide load of four 8x8 matrices of 16-bit elements from shared memory: lane
+        ``8q + r`` gives the address of row ``r`` of matrix ``q``; lane ``4g + t`` receives, as
+        i32 ``q``, elements (g, 2t) and (g, 2t + 1) of matrix ``q`` ((2t, g) and (2t + 1, g)
+        when ``trans``), the smaller column (row) in the low half."""
+        raise NotImplementedError("this target has no ldmatrix")
+
     def trap(self, b: ir.IRBuilder) -> None:
         fn = b.module.globals.get("llvm.trap") or ir.Function(
             b.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap")

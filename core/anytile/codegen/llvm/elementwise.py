@@ -15,8 +15,8 @@ from typing import Optional
 
 from llvmlite import ir
 
-from ...ir.types import ScalarType
-from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, vector_width
+from ...ir.types import PointerType, ScalarType
+from .types import F16, F32, F64, I1, I8, I16, I32, const_like, intrinsic, vector_width
 
 __all__ = ["ElementwiseLowering", "like"]
 
@@ -188,6 +188,8 @@ class ElementwiseLowering:
         """``x <pred> y`` -> i1; float compares are ordered except ``ne``."""
         op = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}[pred]
         b = self.b
+        if isinstance(elem, PointerType):
+            return b.icmp_unsigned(op, x, y)
         if elem.is_float:
             return b.fcmp_unordered(op, x, y) if pred == "ne" else b.fcmp_ordered(op, x, y)
         if elem.is_signed:
@@ -210,10 +212,13 @@ class ElementwiseLowering:
 
     # -- conversions ---------------------------------------------------------------------------
     def cast(self, src: ScalarType, dst: ScalarType, x: ir.Value) -> ir.Value:
-        """Value conversion as ``anytile.ir.ops.CastOp`` defines it."""
+        """Value conversion as ``anytile.ir.ops.CastOp`` defines it (pointers <-> integers
+        convert the address)."""
         b = self.b
         if src == dst:
             return x
+        if isinstance(src, PointerType) or isinstance(dst, PointerType):
+            return self._pointer_cast(src, dst, x)
         dst_t = like(F64 if dst.name == "f64" else F32, x) if dst.is_float else \
             like(ir.IntType(dst.bits), x)
         if dst.is_bool:
@@ -243,6 +248,14 @@ class ElementwiseLowering:
             return b.fpext(x, dst_t)
         return self.round_to(dst, x)  # among f32/f16/bf16, all held as float
 
+    def _pointer_cast(self, src, dst, x: ir.Value) -> ir.Value:
+        b = self.b
+        if isinstance(src, PointerType) and isinstance(dst, PointerType):
+            return x    # opaque pointers: only the pointee type changes
+        if isinstance(src, PointerType):
+            return b.ptrtoint(x, like(ir.IntType(dst.bits), x))
+        return b.inttoptr(x, like(ir.PointerType(), x))
+
     def _saturating_float_to_int(self, dst: ScalarType, x: ir.Value, dst_t: ir.Type) -> ir.Value:
         """``llvm.fpto[su]i.sat`` written as clamp + convert + fix-ups: the same result, but
         it stays vectorised where the intrinsic is expanded lane by lane (64-bit targets)."""
@@ -265,6 +278,8 @@ class ElementwiseLowering:
     def bitcast(self, src: ScalarType, dst: ScalarType, x: ir.Value) -> ir.Value:
         """Reinterpret the bits of ``x`` (types of equal width)."""
         b = self.b
+        if isinstance(src, PointerType) or isinstance(dst, PointerType):
+            return self._pointer_cast(src, dst, x)
         raw = self.to_storage(src, x) if src.name in ("f16", "bf16") else x
         if dst.name in ("f16", "bf16"):
             raw = b.bitcast(raw, like(I16, x)) if src.bits == 16 else raw

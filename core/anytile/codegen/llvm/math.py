@@ -30,7 +30,7 @@ from typing import Callable
 
 from llvmlite import ir
 
-from .types import F32, F64, I1, I32, I64, const_like, intrinsic, vector_width
+from .types import F64, I1, I32, I64, const_like, intrinsic, vector_width
 from .elementwise import like
 
 __all__ = ["MathLowering", "Float64Library", "MATH_FUNCTIONS"]

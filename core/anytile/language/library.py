@@ -1,0 +1,255 @@
+"""Functions of Triton's standard library that are compositions of other builtins:
+``tl.softmax``, ``tl.swizzle2d``, ``tl.join``, ``tl.split``, ``tl.interleave``, ``tl.sort``,
+``tl.flip``, ``tl.histogram`` and ``tl.gather`` (plus the hint ``tl.assume``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..ir import ops
+from ..ir import types as irt
+from ..ir.builder import Builder
+from ..ir.core import Block
+from . import semantic
+from .core import builtin, dtype_of, int32, static_int, tensor, tensor_method, unwrap
+from .math import fdiv
+from .reduction import max as _max
+from .reduction import sum as _sum
+from .standard import expand_dims, permute, reshape
+
+__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "sort", "flip", "histogram",
+           "assume", "gather"]
+
+
+@tensor_method
+@builtin
+def softmax(x: Any, dim: Any = None, keep_dims: Any = False, ieee_rounding: Any = False,
+            _builder: Builder = None) -> tensor:
+    """``exp(x - max(x)) / sum(exp(x - max(x)))`` along ``dim`` (0 when ``None``)."""
+    b = _builder
+    axis = 0 if unwrap(dim) is None else dim
+    z = semantic.sub(x, _max(x, axis, keep_dims=keep_dims, _builder=b), b)
+    num = tensor(b.create(ops.UnaryOp, "exp", z.handle).result)
+    den = _sum(num, axis, keep_dims=keep_dims, _builder=b)
+    return fdiv(num, den, ieee_rounding, _builder=b)
+
+
+@builtin
+def swizzle2d(i: Any, j: Any, size_i: Any, size_j: Any, size_g: Any,
+              _builder: Builder = None) -> tuple:
+    """Map row-major ``(i, j)`` in a ``size_i x size_j`` grid to column-major order within
+    groups of ``size_g`` rows (the grouped ordering of Triton's matmul tutorial)."""
+    b = _builder
+    ij = semantic.add(semantic.mul(i, size_j, b), j, b)
+    size_gj = semantic.mul(size_g, size_j, b)
+    off_i = semantic.mul(semantic.floordiv(ij, size_gj, b), size_g, b)
+    # the last group may have fewer rows
+    rows = semantic.minimum(semantic.sub(size_i, off_i, b), size_g, b)
+    ij = semantic.mod(ij, size_gj, b)
+    return semantic.add(off_i, semantic.mod(ij, rows, b), b), semantic.floordiv(ij, rows, b)
+
+
+@builtin
+def join(a: Any, b: Any, _builder: Builder = None) -> tensor:
+    """``a`` and ``b`` (broadcast together) stacked along a new minor dimension of size 2."""
+    bld = _builder
+    x, y = semantic.broadcast_all(bld, *semantic.promote_pair_or_pointers(a, b, bld, "tl.join"))
+    rank = len(x.shape)
+    x, y = expand_dims(x, rank, _builder=bld), expand_dims(y, rank, _builder=bld)
+    shape = x.shape[:-1] + (2,)
+    which = tensor(bld.create(ops.ArangeOp, 0, 2).result)
+    if rank:
+        which = reshape(which, *([1] * rank + [2]), _builder=bld)
+    first = semantic.equal(which, 0, bld)
+    return semantic.where(semantic.broadcast_to(first, shape, bld),
+                          semantic.broadcast_to(x, shape, bld),
+                          semantic.broadcast_to(y, shape, bld), bld)
+
+
+def _pick(x: tensor, take_last: bool, b: Builder, axis: int = -1) -> tensor:
+    """Element 0 (or the last) along ``axis``, exactly, by a reduce whose combine keeps its
+    left (or right) operand (reduce combines in index order)."""
+    elem = irt.elem_type(x.type)
+    region = Block.with_args([elem, elem])
+    with b.at_end_of(region):
+        b.create(ops.YieldOp, [region.args[1 if take_last else 0]])
+    return tensor(b.create(ops.ReduceOp, [x.handle], axis % len(x.shape), region).results[0])
+
+
+def _halves(y: tensor, axis: int, b: Builder) -> tuple[tensor, tensor]:
+    """The two entries of the size-2 ``axis`` of ``y``, each broadcast back to ``y``'s shape."""
+    def back(v: tensor) -> tensor:
+        return semantic.broadcast_to(expand_dims(v, axis, _builder=b), y.shape, b)
+    return back(_pick(y, False, b, axis)), back(_pick(y, True, b, axis))
+
+
+def _axis_index(shape: tuple, axis: int, b: Builder) -> tensor:
+    """A tile of ``shape`` holding each element's index along ``axis``."""
+    idx = tensor(b.create(ops.ArangeOp, 0, shape[axis]).result)
+    idx = reshape(idx, *[shape[axis] if i == axis else 1 for i in range(len(shape))], _builder=b)
+    return semantic.broadcast_to(idx, shape, b)
+
+
+def _log2_dim(n: int, what: str) -> int:
+    if n <= 0 or n & (n - 1):
+        raise ValueError(f"{what} needs a power-of-2 dimension, got {n}")
+    return n.bit_length() - 1
+
+
+@tensor_method
+@builtin
+def split(a: Any, _builder: Builder = None) -> tuple:
+    """The two halves of ``a``'s minor dimension, which must have size 2 (inverse of join)."""
+    x = semantic.to_tensor(a, _builder)
+    if not x.shape or x.shape[-1] != 2:
+        raise ValueError(f"tl.split needs a tile whose last dimension is 2, got shape "
+                         f"{list(x.shape)}")
+    return _pick(x, False, _builder), _pick(x, True, _builder)
+
+
+_SIGNED_INTS = {8: irt.i8, 16: irt.i16, 32: irt.i32, 64: irt.i64}
+
+
+def _minor_dim(x: tensor, dim: Any, what: str) -> int:
+    d = unwrap(dim)
+    rank = len(x.shape)
+    d = rank - 1 if d is None else int(d) % rank
+    if d != rank - 1:
+        raise ValueError(f"{what} supports only the last dimension (dim={rank - 1}), got {d}")
+    return d
+
+
+def _compare_and_swap(x: tensor, flip: Any, i: int, n_dims: int, b: Builder) -> tensor:
+    """One bitonic step: elements 2**(n_dims-i-1) apart are ordered (reversed where ``flip``)."""
+    n_outer = x.numel >> n_dims
+    shape = (n_outer * 2 ** i, 2, 2 ** (n_dims - i - 1))
+    left, right = (reshape(h, *x.shape, _builder=b)
+                   for h in _halves(reshape(x, *shape, _builder=b), 1, b))
+    cond = semantic.not_equal(semantic.greater_than(left, right, b), flip, b)
+    # swap by xor of the bit patterns, so every value (NaN, -0.0) moves unchanged
+    width = irt.elem_type(x.type).bits
+    if width == 1:
+        return semantic.where(cond, semantic.xor_(semantic.xor_(x, left, b), right, b), x, b)
+    bits = dtype_of(_SIGNED_INTS[width])
+    ix, il, ir = (semantic.bitcast(v, bits, b) for v in (x, left, right))
+    swapped = semantic.xor_(ix, semantic.where(cond, semantic.xor_(il, ir, b), 0, b), b)
+    return semantic.bitcast(swapped, x.dtype, b)
+
+
+@tensor_method
+@builtin
+def sort(x: Any, dim: Any = None, descending: Any = False, _builder: Builder = None) -> tensor:
+    """``x`` sorted along its last dimension (a bitonic network, as in Triton)."""
+    b = _builder
+    t = semantic.to_tensor(x, b)
+    d = _minor_dim(t, dim, "tl.sort")
+    n_dims = _log2_dim(t.shape[d], "tl.sort")
+    desc = 1 if unwrap(descending) else 0
+    for stage in range(1, n_dims + 1):
+        if stage < n_dims:  # alternate directions so the halves form bitonic sequences
+            shape = (t.numel >> n_dims) * 2 ** (n_dims - 1 - stage), 2, 2 ** stage
+            flip: Any = reshape(_axis_index(shape, 1, b), *t.shape, _builder=b)
+        else:
+            flip = desc
+        for i in range(stage):
+            t = _compare_and_swap(t, flip, i + (n_dims - stage), n_dims, b)
+    return t
+
+
+@tensor_method
+@builtin
+def flip(x: Any, dim: Any = None, _builder: Builder = None) -> tensor:
+    """``x`` reversed along ``dim`` (the last dimension by default)."""
+    b = _builder
+    t = semantic.to_tensor(x, b)
+    d = unwrap(dim)
+    rank = len(t.shape)
+    d = rank - 1 if d is None else int(d) % rank
+    k = _log2_dim(t.shape[d], "tl.flip")
+    # split dim d into k axes of size 2; reversing it reverses each of them
+    split_shape = t.shape[:d] + (2,) * k + t.shape[d + 1:]
+    y = reshape(t, *split_shape, _builder=b) if split_shape != t.shape else t
+    for axis in range(d, d + k):
+        first, last = _halves(y, axis, b)
+        at_first = semantic.equal(_axis_index(y.shape, axis, b), 0, b)
+        y = semantic.where(at_first, last, first, b)
+    return reshape(y, *t.shape, _builder=b)
+
+
+@builtin
+def interleave(a: Any, b: Any, _builder: Builder = None) -> tensor:
+    """``a`` and ``b`` interleaved along their last dimension: ``[a0, b0, a1, b1, ...]``."""
+    c = join(a, b, _builder=_builder)
+    if len(c.shape) == 1:
+        return c
+    return reshape(c, *(c.shape[:-2] + (2 * c.shape[-2],)), _builder=_builder)
+
+
+@tensor_method
+@builtin
+def histogram(input: Any, num_bins: Any, mask: Any = None, _builder: Builder = None) -> tensor:
+    """int32 counts of the values ``0 .. num_bins - 1`` in the 1-D integer tile ``input``
+    (where ``mask`` is true); other values are not counted."""
+    b = _builder
+    x = semantic.to_tensor(input, b)
+    elem = irt.elem_type(x.type)
+    if len(x.shape) != 1 or not isinstance(elem, irt.ScalarType) or not elem.is_int:
+        raise TypeError(f"tl.histogram needs a 1-D integer tile, got {x.dtype!r} of shape "
+                        f"{list(x.shape)}")
+    bins = static_int(num_bins, "num_bins", "the histogram's size is its tile shape")
+    _log2_dim(bins, "tl.histogram")
+    n = x.shape[0]
+    hit = semantic.equal(semantic.broadcast_to(expand_dims(x, 1, _builder=b), (n, bins), b),
+                         _axis_index((n, bins), 1, b), b)
+    if unwrap(mask) is not None:
+        m = semantic.broadcast_to(semantic.to_tensor(unwrap(mask), b), (n,), b)
+        hit = semantic.logical_and(hit, semantic.broadcast_to(expand_dims(m, 1, _builder=b),
+                                                              (n, bins), b), b)
+    return _sum(semantic.cast(hit, int32, b), 0, _builder=b)
+
+
+@builtin
+def assume(cond: Any, _builder: Builder = None) -> None:
+    """A promise that ``cond`` holds, which a compiler may optimise with; anytile checks that it
+    is a boolean and otherwise ignores it (a false promise is undefined behaviour in Triton)."""
+    c = unwrap(cond)
+    if isinstance(c, tensor):
+        semantic.to_bool(c, _builder)
+
+
+def _first_flagged(values: tensor, flags: tensor, b: Builder) -> tensor:
+    """Along the last axis, the value whose flag is set (exactly, any dtype)."""
+    elem, flag = irt.elem_type(values.type), irt.elem_type(flags.type)
+    region = Block.with_args([elem, flag, elem, flag])
+    with b.at_end_of(region):
+        v1, f1, v2, f2 = (tensor(a) for a in region.args)
+        b.create(ops.YieldOp, [semantic.where(f1, v1, v2, b).handle,
+                               semantic.or_(f1, f2, b).handle])
+    op = b.create(ops.ReduceOp, [values.handle, flags.handle], len(values.shape) - 1, region)
+    return tensor(op.results[0])
+
+
+@builtin
+def gather(src: Any, index: Any, axis: Any, _builder: Builder = None) -> tensor:
+    """``out[..., i, ...] = src[..., index[..., i, ...], ...]`` along ``axis``; ``index`` has
+    ``src``'s shape except along ``axis``.  Indices outside ``src`` give unspecified values."""
+    b = _builder
+    x, idx = semantic.to_tensor(src, b), semantic.to_tensor(index, b)
+    rank = len(x.shape)
+    ielem = irt.elem_type(idx.type)
+    if len(idx.shape) != rank or not rank or not isinstance(ielem, irt.ScalarType) \
+            or not ielem.is_int:
+        raise TypeError(f"tl.gather needs an integer index of src's rank {rank}, got "
+                        f"{idx.dtype!r} of shape {list(idx.shape)}")
+    a = static_int(axis, "axis", "tl.gather needs a static axis") % rank
+    if any(idx.shape[d] != x.shape[d] for d in range(rank) if d != a):
+        raise ValueError(f"tl.gather: index shape {list(idx.shape)} must match src shape "
+                         f"{list(x.shape)} except along axis {a}")
+    n = x.shape[a]
+    full = idx.shape + (n,)
+    # src with `axis` moved last and a new axis for the index's positions: [..., 1, ..., n]
+    order = [d for d in range(rank) if d != a] + [a]
+    moved = permute(x, *order, _builder=b)
+    values = semantic.broadcast_to(expand_dims(moved, a, _builder=b), full, b)
+    wanted = semantic.broadcast_to(expand_dims(idx, rank, _builder=b), full, b)
+    flags = semantic.equal(wanted, semantic.cast(_axis_index(full, rank, b), dtype_of(ielem), b), b)
+    return _first_flagged(values, flags, b)
