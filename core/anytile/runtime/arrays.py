@@ -62,6 +62,7 @@ class Array:
         self.device = device
         self._strides = strides if strides is not None else _contiguous_strides(shape)
         self._offset = offset
+        self._pointer_key = "*" + dtype.name   # what a launch's cache key records for it
         if owns:
             weakref.finalize(self, _free, device.backend, buffer)
 

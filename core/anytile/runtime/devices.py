@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Union
+from typing import Any, Optional, Union
 
 from ..backend import Backend, DeviceInfo
 from ..errors import BackendError
-from .discovery import discover, get_backend
+from .discovery import discover, generation, get_backend
 
 __all__ = ["Device", "device", "devices", "default_device", "REFERENCE_BACKEND"]
 
@@ -114,10 +114,23 @@ def device(spec: Union[str, Device, None] = None) -> Device:
     raise BackendError(f"device '{spec}' is not available: " + "; ".join(reasons))
 
 
+_default_cache: tuple = (None, -1, None)   # (ANYTILE_DEVICE, discovery generation, device)
+
+
 def default_device() -> Device:
     """``ANYTILE_DEVICE`` when set; else the first usable host-memory backend other than the
     reference interpreter (by name); else the interpreter."""
+    global _default_cache
     env = os.environ.get("ANYTILE_DEVICE")
+    cached_env, cached_gen, cached = _default_cache
+    if cached is not None and cached_env == env and cached_gen == generation():
+        return cached
+    dev = _find_default_device(env)
+    _default_cache = (env, generation(), dev)
+    return dev
+
+
+def _find_default_device(env: Optional[str]) -> Device:
     if env:
         return device(env)
     hosts = [r for r in discover().values()
@@ -128,19 +141,3 @@ def default_device() -> Device:
         if infos:
             return _device(record.backend, infos[0])
     return device(REFERENCE_BACKEND)
-
-
-def default_host_device() -> Device:
-    """Where NumPy arrays passed to a kernel run: the default device if its memory is the
-    host's, else the best host-memory device."""
-    dev = default_device()
-    if dev.backend.host_memory:
-        return dev
-    saved = os.environ.pop("ANYTILE_DEVICE", None)
-    try:
-        return default_device()
-    finally:
-        if saved is not None:
-            os.environ["ANYTILE_DEVICE"] = saved
-
-

@@ -50,6 +50,12 @@ class PluginRecord:
 _lock = threading.Lock()
 _records: Optional[dict[str, PluginRecord]] = None
 _registered: dict[str, PluginRecord] = {}
+_generation = 0   # bumped whenever the set of plugins may have changed
+
+
+def generation() -> int:
+    """A number that changes whenever discovery's answer may have changed (for caches)."""
+    return _generation
 
 
 def _describe(exc: BaseException) -> str:
@@ -101,10 +107,11 @@ def _record_for(name: str, where: str, plugin: Any) -> PluginRecord:
 
 def discover(refresh: bool = False) -> dict[str, PluginRecord]:
     """All plugins by name: installed entry points plus those given to ``register_backend``."""
-    global _records
+    global _records, _generation
     with _lock:
         if _records is None or refresh:
             _records = _load_records(refresh)
+            _generation += 1
         return {**_records, **_registered}
 
 
@@ -114,12 +121,16 @@ def register_backend(backend_class: type, name: Optional[str] = None) -> PluginR
     name = name or getattr(backend_class, "name", "") or backend_class.__name__
     record = _record_for(name, f"{backend_class.__module__}:{backend_class.__qualname__}",
                          backend_class)
+    global _generation
     _registered[name] = record
+    _generation += 1
     return record
 
 
 def unregister_backend(name: str) -> None:
+    global _generation
     _registered.pop(name, None)
+    _generation += 1
 
 
 def list_backends() -> list[PluginRecord]:

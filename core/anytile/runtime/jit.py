@@ -59,6 +59,10 @@ class JITFunction:
         self.noinline = noinline
         self.globals = fn.__globals__
         self._launcher_cache: dict = {}
+        self._constexpr_positions = frozenset(
+            i for i, n in enumerate(self.arg_names) if n in self.constexpr_names)
+        from .launch import make_binder
+        self._binder = make_binder(self)
         self._deps: Optional[tuple] = None
         functools.update_wrapper(self, fn, updated=())
 

@@ -13,14 +13,13 @@ import numpy as np
 
 from ..backend import CompiledKernel, KernelArg, PointerArg
 from ..errors import AnytileError, BackendError
-from ..ir.types import PointerType, Type, f32, i1, i32, i64, u64
+from ..ir.types import PointerType, Type, i32, i64, scalar_type, u64
 from .arrays import Array, asarray, import_foreign
 from .compiler import compile_kernel
 from .devices import Device, default_device
 
 __all__ = ["launch"]
 
-_RESERVED_OPTIONS = ("num_warps", "num_stages", "num_ctas", "debug", "stream", "device")
 _INT32 = (-2**31, 2**31 - 1)
 _INT64 = (-2**63, 2**63 - 1)
 
@@ -35,43 +34,38 @@ def _int_type(value: int) -> Type:
     raise AnytileError(f"integer argument {value} does not fit in 64 bits")
 
 
-def _bind(fn: Any, args: tuple, kwargs: dict) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(parameter values by name, launch options)."""
+def make_binder(fn: Any) -> Any:
+    """A function with the kernel's own parameters (and defaults) that returns
+    ``(values in parameter order, launch options)``: Python binds the arguments, fast, and
+    its errors name the kernel (``add_kernel() missing 1 required positional argument``)."""
     names = fn.arg_names
-    if len(args) > len(names):
-        raise TypeError(f"{fn.__name__}() takes {len(names)} arguments but {len(args)} were given")
-    bound = dict(zip(names, args))
-    options: dict[str, Any] = {}
-    for key, value in kwargs.items():
-        if key in names:
-            if key in bound:
-                raise TypeError(f"{fn.__name__}() got multiple values for argument '{key}'")
-            bound[key] = value
-        else:
-            options[key] = value
-    for name in names:
-        if name not in bound:
-            if name in fn.defaults:
-                bound[name] = fn.defaults[name]
-            else:
-                raise TypeError(f"{fn.__name__}() missing a value for parameter '{name}'")
-    return bound, options
+    params = ", ".join(f"{n}=_d[{n!r}]" if n in fn.defaults else n for n in names)
+    src = (f"def {fn.__name__}({params}{', ' if names else ''}**options):\n"
+           f"    return ({''.join(n + ', ' for n in names)}), options\n")
+    namespace: dict[str, Any] = {"_d": dict(fn.defaults)}
+    exec(compile(src, f"<binder of {fn.__name__}>", "exec"), namespace)
+    return namespace[fn.__name__]
 
 
-def _pick_device(fn: Any, bound: dict[str, Any], requested: Any) -> Device:
-    devices = {v.device for v in bound.values() if isinstance(v, Array)}
+def _pick_device(fn: Any, values: tuple, requested: Any) -> Device:
+    dev: Optional[Device] = None
+    for v in values:
+        if type(v) is Array and v.device is not dev:
+            if dev is not None and v.device != dev:
+                detail = ", ".join(f"'{k}' on {a.device}" for k, a in zip(fn.arg_names, values)
+                                   if type(a) is Array)
+                raise BackendError(f"{fn.__name__}: array arguments live on different devices "
+                                   f"({detail}); move them to one device with "
+                                   f"at.asarray(x, device=...)")
+            dev = v.device
     if requested is not None:
         from .devices import device as get_device
-        dev = get_device(requested)
-        if devices - {dev}:
-            raise BackendError(f"{fn.__name__}: device={dev} was asked for, but array arguments "
-                               f"live on {', '.join(sorted(map(str, devices)))}")
-        return dev
-    if len(devices) > 1:
-        detail = ", ".join(f"'{k}' on {v.device}" for k, v in bound.items() if isinstance(v, Array))
-        raise BackendError(f"{fn.__name__}: array arguments live on different devices ({detail}); "
-                           f"move them to one device with at.asarray(x, device=...)")
-    return devices.pop() if devices else default_device()
+        wanted = get_device(requested)
+        if dev is not None and dev != wanted:
+            raise BackendError(f"{fn.__name__}: device={wanted} was asked for, but array "
+                               f"arguments live on {dev}")
+        return wanted
+    return dev if dev is not None else default_device()
 
 
 def _is_array_like(value: Any) -> bool:
@@ -80,34 +74,36 @@ def _is_array_like(value: Any) -> bool:
 
 
 def _fingerprint(fn: Any, name: str, value: Any, no_spec: bool) -> Any:
-    """What the compiled code depends on for one argument (cheap: runs on every launch)."""
+    """What the compiled code depends on for one argument, as strings and bools (cheap to
+    hash: this runs on every launch).  Arrays: ``("*f32", aligned)``; ints: ``("i32",
+    divisible by 16)``; floats ``"f32"``; bools ``"i1"``."""
     cls = type(value)
     if cls is Array:
         if no_spec:
-            return (value._dtype, False)
-        address = value.data_ptr()
-        return (value._dtype, (address if address is not None else value.offset) % 16 == 0)
+            return (value._pointer_key, False)
+        address = value._buffer.address
+        return (value._pointer_key,
+                ((address if address is not None else 0) + value._offset) % 16 == 0)
     if cls is bool or cls is np.bool_:
-        return i1
+        return "i1"
     if cls is int or isinstance(value, (int, np.integer)):
         value = int(value)
-        return (_int_type(value), not no_spec and value % 16 == 0)
+        return (_int_type(value).name, not no_spec and value % 16 == 0)
     if cls is float or isinstance(value, (float, np.floating)):
-        return f32
+        return "f32"
     raise TypeError(f"{fn.__name__}: argument '{name}' is a {cls.__name__}; kernel "
                     f"arguments are arrays, ints, floats, bools or constexprs")
 
 
-def _to_arrays(fn: Any, bound: dict[str, Any], dev: Device) -> list[tuple[np.ndarray, Array]]:
+def _to_arrays(fn: Any, values: list, dev: Device) -> list[tuple[np.ndarray, Array]]:
     """Replace foreign array arguments (NumPy, torch, ...) by ``Array`` views or copies on
     ``dev``; returns the (host, device copy) pairs whose results must be copied back."""
     writebacks: list[tuple[np.ndarray, Array]] = []
-    for name in fn.arg_names:
-        value = bound[name]
-        if type(value) is Array or name in fn.constexpr_names or value is None:
+    for index, value in enumerate(values):
+        if type(value) in _PLAIN or index in fn._constexpr_positions or value is None or \
+                isinstance(value, (int, float, np.number)):
             continue
-        if isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating)):
-            continue
+        name = fn.arg_names[index]
         if not _is_array_like(value):
             raise TypeError(f"{fn.__name__}: argument '{name}' is a {type(value).__name__}; "
                             f"kernel arguments are arrays, ints, floats, bools or constexprs")
@@ -116,8 +112,11 @@ def _to_arrays(fn: Any, bound: dict[str, Any], dev: Device) -> list[tuple[np.nda
             seen = asarray(np.asarray(value), device=dev)
             if isinstance(value, np.ndarray) and value.flags.writeable:
                 writebacks.append((value, seen))  # a copy went to the device: bring results back
-        bound[name] = seen
+        values[index] = seen
     return writebacks
+
+
+_PLAIN = frozenset({Array, int, float, bool})
 
 
 def _constexpr_value(fn: Any, name: str, value: Any) -> Any:
@@ -131,42 +130,39 @@ def _constexpr_value(fn: Any, name: str, value: Any) -> Any:
 
 
 class _Plan:
-    """A compiled, loaded kernel and how to turn bound arguments into its ``KernelArg``s."""
+    """A compiled, loaded kernel and how to turn argument values into its ``KernelArg``s."""
 
     __slots__ = ("compiled", "loaded", "params")
 
     def __init__(self, compiled: CompiledKernel, loaded: Any, params: list) -> None:
         self.compiled = compiled
         self.loaded = loaded
-        self.params = params     # (name, IR type, is_pointer) of each runtime parameter
+        self.params = params     # (position, IR type, is_pointer) of each runtime parameter
 
-    def kernel_args(self, bound: dict[str, Any]) -> list[KernelArg]:
-        out = []
-        for name, t, is_pointer in self.params:
-            v = bound[name]
-            out.append(KernelArg(t, PointerArg(v._buffer, v._offset) if is_pointer else v))
-        return out
+    def kernel_args(self, values: list) -> list[KernelArg]:
+        return [KernelArg(t, PointerArg(values[i]._buffer, values[i]._offset) if is_pointer
+                          else values[i]) for i, t, is_pointer in self.params]
 
 
-def _compile_plan(fn: Any, bound: dict[str, Any], fingerprints: dict[str, Any], dev: Device,
+def _compile_plan(fn: Any, values: list, fingerprints: list, dev: Device,
                   options: dict[str, Any], warmup: bool) -> _Plan:
     arg_types: dict[str, Type] = {}
     arg_attrs: dict[str, dict] = {}
     constexprs: dict[str, Any] = {}
     params = []
-    for name in fn.arg_names:
-        fp = fingerprints[name]
+    for index, (name, fp) in enumerate(zip(fn.arg_names, fingerprints)):
         if not isinstance(fp, tuple):           # a float or a bool
-            t: Type = fp
+            t: Type = scalar_type(fp)
         elif fp[0] == "constexpr":
             constexprs[name] = fp[1]
             continue
         else:                                   # (type, divisible by 16) of an array or an int
-            t = PointerType(fp[0]) if isinstance(bound[name], Array) else fp[0]
+            t = PointerType(values[index].element_type) if type(values[index]) is Array \
+                else scalar_type(fp[0])
             if fp[1]:
                 arg_attrs[name] = {"divisibility": 16}
         arg_types[name] = t
-        params.append((name, t, isinstance(t, PointerType)))
+        params.append((index, t, isinstance(t, PointerType)))
     backend = dev.backend
     compile_opts = backend.parse_options(**options)
     compiled = compile_kernel(fn, backend, backend.target_of(dev.info), compile_opts, arg_types,
@@ -175,12 +171,15 @@ def _compile_plan(fn: Any, bound: dict[str, Any], fingerprints: dict[str, Any], 
     return _Plan(compiled, loaded, params)
 
 
-def _normalise_grid(fn: Any, grid: Any, bound: dict[str, Any],
+def _normalise_grid(fn: Any, grid: Any, values: list,
                     options: dict[str, Any]) -> tuple[int, int, int]:
-    if type(grid) is tuple and len(grid) == 3 and all(type(g) is int and 0 <= g < 2**31 for g in grid):
-        return grid
+    if type(grid) is tuple and all(type(g) is int and 0 <= g < 2**31 for g in grid):
+        if len(grid) == 1:
+            return (grid[0], 1, 1)
+        if len(grid) == 3:
+            return grid
     if callable(grid):
-        grid = grid({**bound, **options})
+        grid = grid({**dict(zip(fn.arg_names, values)), **options})
     if isinstance(grid, (int, np.integer)):
         grid = (grid,)
     try:
@@ -197,32 +196,33 @@ def _normalise_grid(fn: Any, grid: Any, bound: dict[str, Any],
 
 
 def launch(fn: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Optional[CompiledKernel]:
-    bound, options = _bind(fn, args, kwargs)
-    stream = options.pop("stream", None)
-    dev = _pick_device(fn, bound, options.pop("device", None))
-    writebacks = _to_arrays(fn, bound, dev)
+    bound, options = fn._binder(*args, **kwargs)
+    values = list(bound)
+    stream = options.pop("stream", None) if options else None
+    dev = _pick_device(fn, bound, options.pop("device", None) if options else None)
+    writebacks = _to_arrays(fn, values, dev)
     no_spec = fn.do_not_specialize
-    fingerprints: dict[str, Any] = {}
-    for index, name in enumerate(fn.arg_names):
-        value = bound[name]
-        if name in fn.constexpr_names or value is None:
-            fingerprints[name] = ("constexpr", _constexpr_value(fn, name, value))
+    constexpr_positions = fn._constexpr_positions
+    fingerprints = []
+    for index, value in enumerate(values):
+        if index in constexpr_positions or value is None:
+            fingerprints.append(("constexpr", _constexpr_value(fn, fn.arg_names[index], value)))
         else:
-            fingerprints[name] = _fingerprint(fn, name, value,
-                                              bool(no_spec) and (name in no_spec or index in no_spec))
-    key = (dev.name, tuple(fingerprints.values()),
+            fingerprints.append(_fingerprint(fn, fn.arg_names[index], value, bool(no_spec) and (
+                fn.arg_names[index] in no_spec or index in no_spec)))
+    key = (dev.name, tuple(fingerprints),
            tuple(sorted(options.items())) if options else (), fn.dependencies_key())
     plan = fn._launcher_cache.get(key)
     if plan is None:
-        plan = fn._launcher_cache[key] = _compile_plan(fn, bound, fingerprints, dev, options,
+        plan = fn._launcher_cache[key] = _compile_plan(fn, values, fingerprints, dev, options,
                                                        warmup)
     if warmup:
         return plan.compiled
     if plan.loaded is None:
         plan.loaded = dev.backend.load(plan.compiled, dev.info)
-    grid3 = _normalise_grid(fn, grid, bound, options)
+    grid3 = _normalise_grid(fn, grid, values, options)
     if grid3[0] and grid3[1] and grid3[2]:
-        dev.backend.launch(plan.loaded, grid3, plan.kernel_args(bound), dev.info, stream)
+        dev.backend.launch(plan.loaded, grid3, plan.kernel_args(values), dev.info, stream)
     for host, array in writebacks:
         host[...] = array.numpy()
     return plan.compiled
