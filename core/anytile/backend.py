@@ -86,6 +86,7 @@ class CompileOptions:
 
     num_warps: int = 4
     num_stages: int = 3
+    num_ctas: int = 1
     debug: bool = False
     extra: tuple = ()
 
@@ -247,6 +248,9 @@ class Backend(abc.ABC):
         nw = base.get("num_warps", 4)
         if not isinstance(nw, int) or nw < 1 or nw & (nw - 1):
             raise ValueError(f"num_warps must be a power of 2, got {nw!r}")
+        if base.get("num_ctas", 1) != 1:
+            raise ValueError(f"num_ctas={base['num_ctas']!r}: thread-block clusters are not "
+                             f"supported; use num_ctas=1")
         return CompileOptions(**base, extra=tuple(sorted(extra.items())))
 
     def extra_option_names(self) -> Sequence[str]:

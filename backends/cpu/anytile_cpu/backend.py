@@ -106,6 +106,8 @@ class CpuBackend(Backend):
             ref = getattr(text, "module_ref", None)
             if ref is None:
                 ref = llvm_host.parse(str(text))
+            else:
+                text.module_ref = None   # keep the stage outputs plain, picklable data
             assembly, obj = llvm_host.emit_asm_and_object(ref, cpu)
             out = HostAssembly(assembly)
             out.object_code = obj

@@ -40,9 +40,6 @@ class CpuTarget:
         return " ".join(f for f in wanted if f in on)
 
 
-HostInfo = CpuTarget   # the host is one target among others
-
-
 @functools.lru_cache(maxsize=None)
 def _initialise() -> None:
     llvm.initialize_native_target()

@@ -148,3 +148,14 @@ def test_compiles_and_launches_from_several_threads(rng):
     for t in threads:
         t.join()
     assert not errors, errors
+
+
+def test_compiled_kernel_pickles_and_loads_again(rng):
+    """Stage outputs are plain data: a compiled kernel survives pickling (a disk cache)."""
+    import pickle
+    compiled = pickle.loads(pickle.dumps(compile_module(_add_module())))
+    from cpu_kit import launch
+    x = rng.standard_normal(64).astype(np.float32)
+    out = np.full(64, np.nan, np.float32)
+    launch(CPU, CPU.load(compiled, CPU_DEVICE), 1, compiled.module.kernel.args, [x, x, out, 64])
+    np.testing.assert_array_equal(out, 2 * x)

@@ -10,7 +10,7 @@ from .core import (bfloat16, block_type, constexpr, dtype, float8e4b8, float8e4b
                    int16, int32, int64, pointer_type, range, static_range, tensor, uint8,
                    uint16, uint32, uint64)
 from .library import (assume, flip, gather, histogram, interleave, join, softmax,  # noqa: F401
-                      sort, split, swizzle2d)
+                      sort, split, swizzle2d, topk)
 from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,  # noqa: F401
                    rsqrt, sigmoid, sin, sqrt, sqrt_rn, tanh, umulhi)
 from .memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,  # noqa: F401
@@ -41,14 +41,14 @@ __all__ = [
     "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
     "associative_scan",
     "make_block_ptr", "advance", "softmax", "swizzle2d", "join", "split", "interleave", "sort",
-    "flip", "histogram", "assume", "gather",
+    "topk", "flip", "histogram", "assume", "gather",
     "randint", "randint4x", "rand", "rand4x", "randn", "randn4x", "philox",
     "uint_to_uniform_float", "pair_uniform_to_normal",
 ]
 
 # Triton builtins anytile does not provide yet: named so a ported kernel gets a plain answer
 _NOT_YET_SUPPORTED = frozenset({
-    "topk", "device_print", "inline_asm_elementwise",
+    "device_print", "inline_asm_elementwise",
     "make_tensor_descriptor", "load_tensor_descriptor",
     "store_tensor_descriptor", "dot_scaled", "map_elementwise",
 })

@@ -16,8 +16,8 @@ from .reduction import max as _max
 from .reduction import sum as _sum
 from .standard import expand_dims, permute, reshape
 
-__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "sort", "flip", "histogram",
-           "assume", "gather"]
+__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "sort", "topk", "flip",
+           "histogram", "assume", "gather"]
 
 
 @tensor_method
@@ -153,6 +153,26 @@ def sort(x: Any, dim: Any = None, descending: Any = False, _builder: Builder = N
         for i in range(stage):
             t = _compare_and_swap(t, flip, i + (n_dims - stage), n_dims, b)
     return t
+
+
+@tensor_method
+@builtin
+def topk(x: Any, k: Any, dim: Any = None, _builder: Builder = None) -> tensor:
+    """The ``k`` largest elements along the last dimension, largest first."""
+    b = _builder
+    t = semantic.to_tensor(x, b)
+    d = _minor_dim(t, dim, "tl.topk")
+    n = t.shape[d]
+    kk = static_int(k, "k", "tl.topk's k is a tile size")
+    _log2_dim(kk, "tl.topk's k")
+    if kk > n:
+        raise ValueError(f"tl.topk: k={kk} is larger than the dimension ({n})")
+    ordered = sort(t, d, True, _builder=b)
+    if kk == n:
+        return ordered
+    # the first k of each row: the first chunk of k along a split of the last dimension
+    chunks = reshape(ordered, *(t.shape[:-1] + (n // kk, kk)), _builder=b)
+    return _pick(chunks, False, b, len(t.shape) - 1)
 
 
 @tensor_method
