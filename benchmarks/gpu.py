@@ -189,7 +189,7 @@ def tr_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
 
 
 def bench_matmul() -> None:
-    M = N = K = 256 if SMALL else 4096
+    M = N = K = 128 if SMALL else 4096
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
     b = torch.randn(K, N, device="cuda", dtype=torch.float16)
     c = torch.empty((M, N), device="cuda")
@@ -247,7 +247,7 @@ def tr_layernorm(x_ptr, y_ptr, w_ptr, b_ptr, stride, N, eps, BLOCK: ttl.constexp
 
 
 def bench_layernorm() -> None:
-    R = N = 256 if SMALL else 4096
+    R, N = (8, 256) if SMALL else (4096, 4096)
     x = torch.randn(R, N, device="cuda")
     w, b = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
     y = torch.empty_like(x)

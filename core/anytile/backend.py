@@ -34,14 +34,15 @@ import importlib.metadata
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from .ir.core import Module
-from .ir.types import ScalarType, Type
+from .ir.types import ScalarType, Type, from_numpy
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",
            "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "CompiledKernel",
-           "Availability", "Backend", "CAPABILITIES"]
+           "Availability", "Backend", "CAPABILITIES", "HostArrayView", "host_array_view"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
@@ -311,3 +312,89 @@ def numpy_view_of(host: np.ndarray) -> np.ndarray:
     """``host`` as a flat C-contiguous ``uint8`` view (helper for ``copy_*`` methods)."""
     return np.ascontiguousarray(host).reshape(-1).view(np.uint8)
 
+
+
+# -- helpers for host-memory backends -----------------------------------------------------------
+@dataclass(frozen=True)
+class HostArrayView:
+    """A host array (NumPy, buffer protocol, CPU torch tensor) seen in place.
+
+    ``span`` is a ``uint8`` view of every byte the array's elements occupy (negative strides
+    included) and is writeable only when the array is; ``offset`` is the byte position of
+    element 0 in ``span``; ``strides`` are in elements."""
+
+    array: np.ndarray
+    span: np.ndarray
+    offset: int
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    dtype: ScalarType
+
+    @property
+    def address(self) -> int:
+        """The host address of ``span[0]``."""
+        return int(self.span.__array_interface__["data"][0])
+
+
+def host_array_view(obj: Any) -> Optional[HostArrayView]:
+    """``obj`` seen zero-copy as host memory, or ``None`` when that would need a copy (a
+    device tensor, a dtype anytile lacks, strides that are not whole elements).  Host-memory
+    backends build their ``import_array`` on this."""
+    arr = _host_numpy(obj)
+    if arr is None:
+        return None
+    try:
+        dtype = from_numpy(arr.dtype)
+    except TypeError:
+        return None
+    item = arr.itemsize
+    if any(s % item for s in arr.strides):
+        return None
+    if arr.size == 0:
+        span, offset = np.zeros(0, np.uint8), 0
+    else:
+        low = sum(min(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides))
+        high = sum(max(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides)) + item
+        start = arr.__array_interface__["data"][0]
+        span = np.asarray(_RawBytes(arr, start + low, high - low, not arr.flags.writeable))
+        offset = -low
+    return HostArrayView(arr, span, offset, tuple(arr.shape),
+                         tuple(s // item for s in arr.strides), dtype)
+
+
+class _RawBytes:
+    """Exposes ``nbytes`` bytes at ``address`` to NumPy, keeping ``owner`` alive."""
+
+    def __init__(self, owner: Any, address: int, nbytes: int, readonly: bool) -> None:
+        self.owner = owner
+        self.__array_interface__ = {"data": (address, readonly), "shape": (nbytes,),
+                                    "typestr": "|u1", "version": 3}
+
+
+def _host_numpy(obj: Any) -> Optional[np.ndarray]:
+    """``obj`` as a NumPy array over the same memory, or ``None`` if that needs a copy."""
+    if isinstance(obj, np.ndarray):
+        return obj
+    if isinstance(obj, np.generic):
+        return None
+    if type(obj).__module__.startswith("torch"):
+        return _torch_host_numpy(obj)
+    if hasattr(obj, "__array_interface__"):
+        return np.asarray(obj)
+    try:
+        return np.asarray(memoryview(obj))
+    except TypeError:
+        return None
+
+
+def _torch_host_numpy(tensor: Any) -> Optional[np.ndarray]:
+    try:
+        if tensor.device.type != "cpu":
+            return None
+        tensor = tensor.detach()
+        if str(tensor.dtype) == "torch.bfloat16":   # NumPy has no bf16: reinterpret the bits
+            import torch
+            return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        return tensor.numpy()
+    except (AttributeError, TypeError, RuntimeError):
+        return None

@@ -169,6 +169,9 @@ def test_bitcast_fma_umulhi_select():
     assert _fold("bitcast", "i32", [(1.0, "f32")]) == one_bits
     assert _fold("bitcast", "f32", [(one_bits, "i32")]) == 1.0
     assert _fold("bitcast", "u16", [(-1, "i16")]) == 65535
+    # a NaN's payload would be lost in a float constant: such bitcasts stay
+    assert _fold("bitcast", "f32", [(0x7FC00001, "i32")]) is None
+    assert _fold("bitcast", "f16", [(-1, "i16")]) is None
     # fma rounds once: (1 + 2^-12) * (1 - 2^-12) + -1 = -2^-24 exactly, lost with two roundings
     a, b = 1 + 2.0**-12, 1 - 2.0**-12
     assert _fold("fma", "f32", [(a, "f32"), (b, "f32"), (-1.0, "f32")]) == -2.0**-24

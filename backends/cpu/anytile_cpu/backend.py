@@ -6,20 +6,21 @@ Memory is host memory: buffers are NumPy byte arrays, NumPy arrays are used in p
 """
 from __future__ import annotations
 
-import ctypes
 import functools
 from typing import Any, Optional, Sequence
 
 import numpy as np
 
-from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
-                             DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
+from anytile.backend import (Availability, Backend, Buffer, CompileOptions, CompiledKernel,
+                             DeviceInfo, ImportedArray, KernelArg, Stage, Target, host_array_view,
+                             numpy_view_of)
 from anytile.errors import BackendError
-from anytile.ir import Module, from_numpy
+from anytile.ir import Module
 
 from . import llvm_host
 from .launch import EntryPoint, LoadedKernel, cpu_count
 from .layout import annotate_layouts
+from .pointers import written_pointer_params
 
 __all__ = ["CpuBackend", "HostAssembly", "OptimizedLLVM"]
 
@@ -95,9 +96,9 @@ class CpuBackend(Backend):
             tm = llvm_host.target_machine(cpu)
             lowered = lower_kernel(module, lanes, cpu.triple, str(tm.target_data))
             ref = llvm_host.optimize(lowered.llvm_ir, cpu)
-            out = OptimizedLLVM(str(ref))
+            out = OptimizedLLVM(llvm_host.to_text(ref))
             out.module_ref = ref
-            out.asserts = [(a.message, a.loc) for a in lowered.asserts]
+            out.asserts = [(c.message, c.loc, c.is_assert) for c in lowered.asserts]
             metadata["asserts"] = out.asserts
             metadata["stack_bytes"] = lowered.stack_bytes
             return out
@@ -125,10 +126,11 @@ class CpuBackend(Backend):
             obj = llvm_host.emit_asm_and_object(llvm_host.parse(str(kernel.asm["llir"])), cpu)[1]
         library = llvm_host.JitLibrary(obj)
         entry = EntryPoint(library.address_of("run"))
-        arg_types = [t for _, t in kernel.signature]
+        arg_names, arg_types = [n for n, _ in kernel.signature], [t for _, t in kernel.signature]
         asserts = kernel.metadata.get("asserts", getattr(binary, "asserts", []))
         return LoadedKernel(kernel.name, library, entry, arg_types, asserts,
-                            kernel.metadata.get("stack_bytes", 0))
+                            kernel.metadata.get("stack_bytes", 0), arg_names,
+                            written_pointer_params(kernel.module.kernel))
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:
@@ -168,45 +170,12 @@ class CpuBackend(Backend):
 
     def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
         """NumPy arrays, buffer-protocol objects and CPU torch tensors, in place (any
-        strides that are whole elements)."""
-        arr = _as_numpy(obj)
-        if arr is None:
+        strides that are whole elements).  The span of a read-only array stays read-only:
+        the launcher refuses stores into it."""
+        view = host_array_view(obj)
+        if view is None:
             return None
-        try:
-            dtype = from_numpy(arr.dtype)
-        except TypeError:
-            return None
-        item = arr.itemsize
-        if any(s % item for s in arr.strides):
-            return None
-        lo = sum(min(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides)) if arr.size else 0
-        hi = sum(max(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides)) + item \
-            if arr.size else 0
-        base = arr.ctypes.data + lo
-        nbytes = hi - lo
-        handle = np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(base)) \
-            if base else np.zeros(0, np.uint8)
-        buffer = Buffer(device, nbytes, handle[:nbytes], address=base, owner=obj)
-        return ImportedArray(buffer, -lo, tuple(arr.shape), tuple(s // item for s in arr.strides),
-                             dtype)
+        buffer = Buffer(device, view.span.size, view.span, address=view.address, owner=obj)
+        return ImportedArray(buffer, view.offset, view.shape, view.strides, view.dtype)
 
 
-def _as_numpy(obj: Any) -> Optional[np.ndarray]:
-    """``obj`` as a NumPy array over the same memory, or ``None`` when that needs a copy."""
-    if isinstance(obj, np.ndarray):
-        return obj
-    if isinstance(obj, np.generic):
-        return None
-    if type(obj).__module__.startswith("torch"):
-        try:
-            if obj.device.type != "cpu":
-                return None
-            return np.from_dlpack(obj.detach())
-        except Exception:  # noqa: BLE001 -- dtypes NumPy lacks (bf16): not importable in place
-            return None
-    if hasattr(obj, "__array_interface__"):
-        return np.asarray(obj)
-    try:
-        return np.asarray(memoryview(obj))
-    except TypeError:
-        return None

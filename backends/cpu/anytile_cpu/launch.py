@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import linecache
+import math
 import os
 import struct
 import threading
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Collection, Optional, Sequence
 
+import ml_dtypes
 import numpy as np
 
 from anytile.backend import KernelArg, PointerArg
@@ -37,13 +39,16 @@ def cpu_count() -> int:
         return os.cpu_count() or 1
 
 
-def _slot_converter(t: Any) -> Callable[[Any], int]:
-    """Python value -> the 64-bit slot holding its storage bits."""
+def _slot_converter(t: Any, name: str = "", written: bool = False) -> Callable[[Any], int]:
+    """Python value -> the 64-bit slot holding its storage bits.  A pointer parameter
+    ``name`` must not be a freed buffer, nor a read-only one when the kernel may write
+    through it (``written``): host memory would not stop the access."""
     if isinstance(t, PointerType):
         def pointer(v: Any) -> int:
             if v is None:
                 return 0
             if isinstance(v, PointerArg):
+                _check_usable(v.buffer, name, written)
                 return v.address or 0
             return int(v)
         return pointer
@@ -52,16 +57,46 @@ def _slot_converter(t: Any) -> Callable[[Any], int]:
         return lambda v: 1 if v else 0
     if t.is_int:
         return lambda v: int(v) & _U64
-    if t.name == "f32":
-        return lambda v: struct.unpack("<I", struct.pack("<f", float(v)))[0]
     if t.name == "f64":
         return lambda v: struct.unpack("<Q", struct.pack("<d", float(v)))[0]
-    dtype = t.np
-    return lambda v: int(np.array(v, dtype=dtype).view(np.uint16))
+    if t.name == "bf16":
+        return _bf16_bits
+    dtype, bits = t.np, np.dtype(f"u{t.np.itemsize}")
+
+    def narrow_float(v: Any) -> int:
+        with np.errstate(over="ignore"):      # out-of-range values become inf, as in the IR
+            return int(np.asarray(float(v), np.float64).astype(dtype).view(bits))
+    return narrow_float
 
 
-def make_arg_packer(arg_types: Sequence[Any]) -> Callable[[Sequence[KernelArg]], Any]:
-    converters = [_slot_converter(t) for t in arg_types]
+def _bf16_bits(v: Any) -> int:
+    """The bf16 bits of ``v`` rounded once to nearest even: rounding to odd in f32 first
+    keeps the second rounding exact (NumPy and ml_dtypes round f64 -> bf16 twice)."""
+    x = float(v)
+    with np.errstate(over="ignore"):
+        r = np.float32(x)
+    if math.isfinite(r) and float(r) != x and not int(r.view(np.uint32)) & 1:
+        r = np.nextafter(r, np.float32(math.inf if x > float(r) else -math.inf))
+    return int(np.asarray(r).astype(ml_dtypes.bfloat16).view(np.uint16))
+
+
+_WRITEABLE = np.zeros(1).flags     # what a handle without NumPy flags counts as
+
+
+def _check_usable(buffer: Any, name: str, written: bool) -> None:
+    if buffer.freed:
+        raise LaunchError(f"argument '{name}' is a buffer that has been freed")
+    if written and not getattr(buffer.handle, "flags", _WRITEABLE).writeable:
+        raise LaunchError(f"argument '{name}' is a read-only array, but the kernel may store "
+                          f"through it; pass a writeable array (e.g. a copy)")
+
+
+def make_arg_packer(arg_types: Sequence[Any], names: Sequence[str] = (),
+                    written: Collection[int] = ()) -> Callable[[Sequence[KernelArg]], Any]:
+    """The packer of launch arguments into 64-bit slots; ``names`` are the parameters'
+    names, ``written`` the indices of the pointer parameters the kernel may write through."""
+    names = list(names) or [f"#{i}" for i in range(len(arg_types))]
+    converters = [_slot_converter(t, names[i], i in written) for i, t in enumerate(arg_types)]
     n = len(converters)
     array_type = ctypes.c_uint64 * max(n, 1)
 
@@ -156,11 +191,12 @@ class LoadedKernel:
     """A kernel ready to run: the JIT library (kept alive), its entry and packer."""
 
     def __init__(self, name: str, library: Any, entry: Any, arg_types: Sequence[Any],
-                 asserts: Sequence[tuple], stack_bytes: int = 0) -> None:
+                 asserts: Sequence[tuple], stack_bytes: int = 0, arg_names: Sequence[str] = (),
+                 written: Collection[int] = ()) -> None:
         self.name = name
         self.library = library
         self.entry = entry
-        self.pack = make_arg_packer(arg_types)
+        self.pack = make_arg_packer(arg_types, arg_names, frozenset(written))
         self.asserts = list(asserts)
         self.on_caller_stack = stack_bytes < CALLER_STACK_LIMIT
         if stack_bytes > WORKER_STACK_BYTES // 2:
@@ -171,6 +207,8 @@ class LoadedKernel:
         gx, gy, gz = (int(g) for g in grid)
         total = gx * gy * gz
         if total <= 0:
+            if min(gx, gy, gz) < 0:
+                raise LaunchError(f"grid {grid} has a negative size")
             return
         if max(gx, gy, gz) >= 2 ** 31:
             raise LaunchError(f"grid {grid} is too large: each axis must be below 2**31")
@@ -188,7 +226,14 @@ class LoadedKernel:
                     for lo, hi in zip(bounds, bounds[1:])]
             pool.run(jobs, inline_first=self.on_caller_stack)
         if error.value:
-            message, loc = self.asserts[error.value - 1]
-            line = linecache.getline(loc.file, loc.line) if loc is not None else None
-            raise DeviceAssertError(f"device assertion failed: {message}" if message
-                                    else "device assertion failed", loc, line or None)
+            raise self._check_failure(error.value - 1)
+
+    def _check_failure(self, index: int) -> LaunchError:
+        """The error for failed runtime check ``index`` (see ``lowering.program.RuntimeCheck``;
+        entries cached before it had ``is_assert`` are asserts)."""
+        message, loc, *kind = self.asserts[index]
+        line = (linecache.getline(loc.file, loc.line) if loc is not None else None) or None
+        if kind and not kind[0]:
+            return LaunchError(message, loc, line)
+        return DeviceAssertError(f"device assertion failed: {message}" if message
+                                 else "device assertion failed", loc, line)

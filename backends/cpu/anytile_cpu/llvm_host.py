@@ -16,9 +16,11 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 
 __all__ = ["CpuTarget", "host_info", "cpu_target", "generic_arches", "target_machine",
-           "host_target_machine", "optimize", "parse", "emit_asm_and_object", "JitLibrary"]
+           "host_target_machine", "optimize", "parse", "to_text", "emit_asm_and_object",
+           "JitLibrary"]
 
-# the cached pass builders and target machines are not safe to use from two threads at once
+# the global LLVM context, the cached pass builders and the target machines are not safe
+# to use from two threads at once
 _LLVM_LOCK = threading.RLock()
 GENERIC_X86_VECTOR_BITS = {"x86-64": 128, "x86-64-v2": 128, "x86-64-v3": 256, "x86-64-v4": 512}
 
@@ -112,11 +114,18 @@ def _o3_pass_builder(target: CpuTarget) -> tuple:
 
 
 def parse(llvm_ir: str) -> "llvm.ModuleRef":
-    """Parse and verify LLVM IR text."""
+    """Parse and verify LLVM IR text (into the global LLVM context, hence the lock)."""
     _initialise()
-    mod = llvm.parse_assembly(llvm_ir)
-    mod.verify()
-    return mod
+    with _LLVM_LOCK:
+        mod = llvm.parse_assembly(llvm_ir)
+        mod.verify()
+        return mod
+
+
+def to_text(mod: "llvm.ModuleRef") -> str:
+    """``mod`` as LLVM IR text (under the lock: printing reads the shared LLVM context)."""
+    with _LLVM_LOCK:
+        return str(mod)
 
 
 def emit_asm_and_object(mod: "llvm.ModuleRef",

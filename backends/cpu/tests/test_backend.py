@@ -159,3 +159,77 @@ def test_compiled_kernel_pickles_and_loads_again(rng):
     out = np.full(64, np.nan, np.float32)
     launch(CPU, CPU.load(compiled, CPU_DEVICE), 1, compiled.module.kernel.args, [x, x, out, 64])
     np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_narrow_float_arguments_round_once_and_overflow_to_inf():
+    """Scalar float arguments are rounded as the interpreter rounds them: once, to nearest
+    even (bf16 too, which a plain f64 -> bf16 conversion rounds twice), out of range -> inf."""
+    from anytile.ir.types import bf16, f16
+    from cpu_kit import run_both
+    tie_breaker = 1 + 2**-8 + 2**-30        # just above a bf16 tie: rounds up, not to even
+    for t, value, want in [(bf16, tie_breaker, 1 + 2**-7), (f32, 1e300, np.inf),
+                           (f32, -1e300, -np.inf), (f16, 1e10, np.inf), (f16, 0.1, 0.1)]:
+        kb = KernelBuilder([("out", ptr(t)), ("v", t)])
+        kb.store(kb.ptrs(kb.arg("out"), kb.arange(1)), kb.splat(kb.arg("v"), (1,)))
+        mine, ref = run_both(kb.module, 1, np.full(1, np.nan, t.np), value)
+        assert mine[0].view(np.uint8).tobytes() == ref[0].view(np.uint8).tobytes()
+        assert mine[0][0] == t.np.type(want)
+
+
+def test_read_only_arrays_are_read_but_never_stored_into():
+    """A NumPy view of ``bytes`` has no protection in host memory: the launch refuses it
+    where the kernel stores, and reads it in place where the kernel only loads."""
+    import pytest
+    from anytile.errors import LaunchError
+    x = np.frombuffer(np.arange(300, dtype=np.float32).tobytes(), np.float32)
+    y = np.ones(300, np.float32)
+    out = np.full(300, np.nan, np.float32)
+    run_cpu(_add_module(), 2, x, y, out, 300)
+    np.testing.assert_array_equal(out, np.arange(300) + 1)
+    frozen = bytes(1200)
+    with pytest.raises(LaunchError) as info:
+        run_cpu(_add_module(), 2, x, y, np.frombuffer(frozen, np.float32), 300)
+    assert "'out'" in str(info.value) and "read-only" in str(info.value)
+    assert frozen == bytes(1200)
+
+
+def test_written_pointer_params_follow_pointers_back_to_parameters():
+    from anytile.ir.types import i1
+    from anytile_cpu.pointers import written_pointer_params
+    assert written_pointer_params(_add_module().kernel) == [2]
+    kb = KernelBuilder([("a", ptr(f32)), ("b", ptr(f32)), ("c", ptr(f32)), ("flag", i1)])
+    from anytile.ir import SelectOp
+    either = kb.v(SelectOp, kb.arg("flag"), kb.arg("a"), kb.arg("b"))
+    kb.store(kb.ptrs(either, kb.arange(4)), kb.splat(kb.const(1.0, f32), (4,)))
+    assert written_pointer_params(kb.fn) == [0, 1]
+    # a pointer carried through a loop is not traced: every pointer parameter may be written
+    kb = KernelBuilder([("a", ptr(f32)), ("n", i32), ("b", ptr(f32))])
+    p, = kb.for_(kb.const(0, i32), kb.arg("n"), kb.const(1, i32), [kb.arg("a")],
+                 lambda k, q: [q])
+    kb.store(p, kb.const(1.0, f32))
+    assert written_pointer_params(kb.fn) == [0, 2]
+
+
+def test_a_freed_buffer_is_refused_at_launch():
+    import pytest
+    from anytile.backend import PointerArg
+    from anytile.errors import LaunchError
+    buf = CPU.alloc(CPU_DEVICE, 1024)
+    CPU.free(buf)
+    x = np.ones(256, np.float32)
+    with pytest.raises(LaunchError) as info:
+        run_cpu(_add_module(), 1, x, x, PointerArg(buf, 0), 256)
+    assert "'out'" in str(info.value) and "freed" in str(info.value)
+
+
+def test_empty_grids_run_nothing_and_negative_ones_are_refused():
+    import pytest
+    from anytile.errors import LaunchError
+    x = np.ones(256, np.float32)
+    out = np.full(256, np.nan, np.float32)
+    for grid in [(0,), (4, 0), (1, 1, 0)]:
+        run_cpu(_add_module(), grid, x, x, out, 256)
+    assert np.isnan(out).all()
+    with pytest.raises(LaunchError) as info:
+        run_cpu(_add_module(), (2, -1), x, x, out, 256)
+    assert "negative" in str(info.value)

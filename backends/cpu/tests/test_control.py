@@ -3,8 +3,8 @@ for calls that were not inlined."""
 import numpy as np
 import pytest
 
-from anytile.errors import CompilationError, DeviceAssertError
-from anytile.ir import AssertOp, BarrierOp, Block, CallOp, ConditionOp, IfOp, WhileOp
+from anytile.errors import CompilationError, DeviceAssertError, LaunchError
+from anytile.ir import AssertOp, BarrierOp, Block, CallOp, ConditionOp, ForOp, IfOp, WhileOp
 from anytile.ir.types import TileType, f32, i32
 
 from cpu_kit import KernelBuilder, poisoned, ptr, run_both, run_cpu
@@ -107,3 +107,45 @@ def test_call_left_in_the_module_is_a_clear_compile_error():
     with pytest.raises(CompilationError) as info:
         run_cpu(kb.module, 1, np.zeros(1, np.float32))
     assert "helper" in str(info.value) and "inline" in str(info.value)
+
+
+def _counting_loop() -> KernelBuilder:
+    """``count = 0; for k in range(lo, hi, step): count += 1`` -> out[0]."""
+    kb = KernelBuilder([("out", ptr(i32)), ("lo", i32), ("hi", i32), ("step", i32)])
+    count, = kb.for_(kb.arg("lo"), kb.arg("hi"), kb.arg("step"), [kb.const(0, i32)],
+                     lambda k, c: [kb.binary("add", c, kb.const(1, i32))])
+    kb.store(kb.ptrs(kb.arg("out"), kb.arange(1)), kb.splat(count, (1,)))
+    return kb
+
+
+def test_for_loop_near_the_top_of_i32_ends_as_range_does():
+    """``iv + step`` would wrap past INT32_MAX: the loop must stop, not run forever."""
+    top = 2**31 - 1
+    for lo, hi, step in [(top - 10, top, 4), (top - 5, top, 2**30), (top - 1, top, 1)]:
+        out = poisoned(1, np.int32)
+        mine, ref = run_both(_counting_loop().module, 1, out, lo, hi, step)
+        assert mine[0][0] == ref[0][0] == len(range(lo, hi, step))
+
+
+def test_for_loop_with_a_runtime_step_that_is_not_positive_is_a_launch_error():
+    kb = _counting_loop()
+    loop = next(op for op in kb.fn.body.ops if isinstance(op, ForOp))
+    for step in (0, -3):
+        with pytest.raises(LaunchError) as info:
+            run_cpu(kb.module, 2, poisoned(1, np.int32), 0, 10, step)
+        assert not isinstance(info.value, DeviceAssertError)
+        assert "step must be positive" in str(info.value)
+        assert info.value.loc == loop.loc and f"cpu_kit.py:{loop.loc.line}" in str(info.value)
+
+
+def test_an_op_kind_the_tables_lack_is_a_compile_error_at_its_line():
+    """``fdiv`` on integers is ill-typed (the verifier's business); lowering it anyway names
+    the op's location instead of failing inside the code generator."""
+    kb = KernelBuilder([("x", ptr(i32))])
+    offs = kb.arange(B)
+    x = kb.load(kb.ptrs(kb.arg("x"), offs))
+    kb.store(kb.ptrs(kb.arg("x"), offs), kb.binary("fdiv", x, x))
+    bad = next(op for op in kb.fn.body.ops if getattr(op, "kind", None) == "fdiv")
+    with pytest.raises(CompilationError) as info:
+        run_cpu(kb.module, 1, np.ones(B, np.int32))
+    assert "fdiv" in str(info.value) and info.value.loc == bad.loc

@@ -51,7 +51,6 @@ def test_int8_dot_accumulates_in_int32(rng, m, n, k):
 
 def test_acc_plus_dot_of_zeros_is_folded_and_exact(rng):
     """``c + dot(a, b, 0)`` (what ``acc += tl.dot(a, b)`` becomes) accumulates onto c."""
-    from anytile.ir.types import TileType
     m = n = k = 16
     kb = KernelBuilder([("a", ptr(f32)), ("b", ptr(f32)), ("c", ptr(f32)), ("out", ptr(f32))])
     a = kb.load(kb.ptrs(kb.arg("a"), kb.offsets_2d(m, k, kb.const(k, i32))))
@@ -75,7 +74,6 @@ def test_acc_plus_dot_of_zeros_is_folded_and_exact(rng):
 def test_loop_carried_accumulator(rng, acc_also_read):
     """for k-blocks: acc = acc + dot(a_k, b_k, 0); with ``acc_also_read`` the loop also reads
     the old acc (so the dot must not overwrite it in place)."""
-    from anytile.ir.types import TileType
     m = n = 32
     bk, kt = 8, 4
     kb = KernelBuilder([("a", ptr(f32)), ("b", ptr(f32)), ("out", ptr(f32)), ("old", ptr(f32))])

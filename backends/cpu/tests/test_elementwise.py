@@ -7,7 +7,8 @@ import pytest
 from anytile.ir import BitcastOp, FmaOp, SelectOp, UMulHiOp
 from anytile.ir.types import TileType, from_numpy, scalar_type
 
-from cpu_kit import elementwise_module, multi_output_module, poisoned, run_both, run_cpu
+from cpu_kit import (KernelBuilder, elementwise_module, multi_output_module, poisoned, ptr,
+                     run_both, run_cpu)
 
 N = 50           # not a multiple of the vector width: masked tail
 TILE = 64
@@ -70,6 +71,28 @@ def test_shifts(rng, name):
     b = rng.integers(0, t.bits, N).astype(a.dtype)
     outputs = [(t, lambda kb, x, y, k=k: kb.binary(k, x, y)) for k in ("shl", "shr")]
     _assert_same(*_run_outputs([a, b], outputs), ["shl", "shr"])
+
+
+@pytest.mark.parametrize("name", ["i32", "u32", "i64", "i8", "u8"])
+def test_shifts_out_of_range_give_the_interpreters_results(rng, name):
+    """Amounts < 0 or >= bits are undefined in the IR; the interpreter gives 0 (or the sign
+    fill), and so does the cpu backend instead of LLVM poison."""
+    t = scalar_type(name)
+    a = _random(rng, name)
+    lo = -3 * t.bits if t.is_signed else 0
+    b = rng.integers(lo, 3 * t.bits if t.bits < 64 else 2**62, N).astype(a.dtype)
+    b[:4] = np.array([t.bits, t.bits + 1, 0, t.bits - 1]).astype(a.dtype)
+    outputs = [(t, lambda kb, x, y, k=k: kb.binary(k, x, y)) for k in ("shl", "shr")]
+    _assert_same(*_run_outputs([a, b], outputs), ["shl", "shr"])
+    # scalars take the scalar instructions, which on x86 shift by the amount mod the width
+    kb = KernelBuilder([("out", ptr(t)), ("x", t), ("s", t)])
+    for k, kind in enumerate(("shl", "shr")):
+        value = kb.binary(kind, kb.arg("x"), kb.arg("s"))
+        kb.store(kb.ptrs(kb.arg("out"), kb.arange(1, k)), kb.splat(value, (1,)))
+    for amount in (t.bits, t.bits + 1, 2 * t.bits + 3) + ((-1,) if t.is_signed else ()):
+        x = int(a[0]) | 1 << (t.bits - 1) if not t.is_signed else -abs(int(a[0])) - 1
+        mine, ref = run_both(kb.module, 1, poisoned(2, t.np), x, amount)
+        np.testing.assert_array_equal(mine[0], ref[0], err_msg=f"{x} by {amount}")
 
 
 def test_division_by_zero_does_not_trap(rng):
@@ -142,6 +165,39 @@ def test_int_to_bf16_rounds_once():
     np.testing.assert_array_equal(out.astype(np.float64), exact)
 
 
+@pytest.mark.parametrize("src", ["i64", "u64"])
+def test_64_bit_int_to_bf16_rounds_once(rng, src):
+    """Integers above 2^53 are inexact in f64: going through f64 by nearest can make a bf16
+    tie that the exact integer is not (2^62 + 2^54 + 1 must round up to 2^62 + 2^55)."""
+    signed = src == "i64"
+    top = 62 if signed else 63
+    crafted = [(1 << top) + (1 << (top - 8)) + 1, (1 << top) + (1 << (top - 8)) - 1,
+               (1 << top) + (3 << (top - 8)) - 1]
+    shifts = rng.integers(40, top, N)
+    values = [int(rng.integers(1, 1 << 20)) << int(k) | int(rng.integers(1, 1 << 12))
+              for k in shifts[len(crafted):]]
+    values = crafted + [v % (1 << top) for v in values]
+    if signed:
+        values = [-v if i % 2 else v for i, v in enumerate(values)]
+    a = np.array(values, scalar_type(src).np)
+    module = elementwise_module(TILE, [scalar_type(src)], scalar_type("bf16"),
+                                lambda kb, x: kb.cast(x, scalar_type("bf16")), masked_n=True)
+    mine, ref = run_both(module, 1, a, poisoned(N, ml_dtypes.bfloat16), N)
+    exact = [_round_int_to_bits(v, 8) for v in values]
+    np.testing.assert_array_equal(mine[1].astype(np.float64), exact)
+    np.testing.assert_array_equal(mine[1].view(np.uint16), ref[1].view(np.uint16))
+
+
+def _round_int_to_bits(v: int, bits: int) -> float:
+    """``v`` rounded to ``bits`` significant bits, ties to even, in exact integer arithmetic."""
+    drop = max(0, abs(v).bit_length() - bits)
+    q, r = divmod(abs(v), 1 << drop)
+    half = 1 << drop >> 1
+    if drop and (r > half or (r == half and q & 1)):
+        q += 1
+    return float(q << drop) * (1 if v >= 0 else -1)
+
+
 def test_bitcasts(rng):
     pairs = [("f32", "i32"), ("f16", "i16"), ("bf16", "u16"), ("f64", "u64")]
     for src, dst in pairs:
@@ -170,6 +226,21 @@ def test_fma_and_select(rng, name):
         return kb.v(SelectOp, kb.compare("gt", x, y), kb.v(FmaOp, x, y, z), z)
     mine, ref = _run_outputs([a, b, c], [(t, body)])
     np.testing.assert_allclose(mine[0].astype(np.float64), ref[0].astype(np.float64), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name, a, b, want", [
+    ("f16", 1.75, 439 * 2.0**-9, 1.5 + 2.0**-10),     # a * b = 1.5 + 2^-11, an f16 tie
+    ("bf16", 1.25, 77 * 2.0**-6, 1.5 + 2.0**-7)])     # a * b = 1.5 + 2^-8, a bf16 tie
+def test_narrow_fma_rounds_once(rng, name, a, b, want):
+    """``a * b + 2^-24`` is just above a tie: one rounding goes up, while rounding to float
+    first (the tiny addend is half a float ulp there) lands on the tie and then goes to even."""
+    t = scalar_type(name)
+    a_np, b_np = np.full(N, a, t.np), np.full(N, b, t.np)
+    c_np = np.full(N, 2.0**-24, t.np)
+    c_np[1::2] = _random(rng, name)[1::2]               # other lanes: the interpreter decides
+    mine, ref = _run_outputs([a_np, b_np, c_np], [(t, lambda kb, x, y, z: kb.v(FmaOp, x, y, z))])
+    assert (mine[0][::2].astype(np.float64) == want).all()
+    np.testing.assert_array_equal(mine[0].view(np.uint16), ref[0].view(np.uint16))
 
 
 def test_umulhi(rng):

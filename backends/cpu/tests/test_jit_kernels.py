@@ -3,12 +3,8 @@ NumPy; NumPy arrays are passed in place."""
 import numpy as np
 import pytest
 
-at = pytest.importorskip("anytile")
-tl = pytest.importorskip("anytile.language")
-try:
-    from anytile.frontend import compile_to_ir  # noqa: F401
-except ImportError:  # the frontend is not there yet
-    pytest.skip("anytile.frontend is not available", allow_module_level=True)
+import anytile as at
+import anytile.language as tl
 
 
 @pytest.fixture

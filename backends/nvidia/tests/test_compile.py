@@ -151,3 +151,24 @@ def test_scan_and_float_atomics_assemble():
                           constexprs={"BLOCK": 128})
     ptx = compiled.asm["ptx"]
     assert "atom.global" in ptx or "atom." in ptx
+
+
+@at.jit
+def tensor_core_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("sig", ["*fp16", "*bf16"])
+def test_16_bit_dots_use_tensor_cores(arch, sig):
+    compiled = at.compile(tensor_core_dot_kernel, target=f"nvidia:{arch}",
+                          signature={"a_ptr": sig, "b_ptr": sig, "c_ptr": "*fp32"},
+                          constexprs={"M": 64, "N": 32, "K": 32}, num_warps=4)
+    ptx = compiled.asm["ptx"]
+    assert ptx.count("mma.sync.aligned.m16n8k16") == 8  # 64x32x32 / 16x8x16 = 32, 8 per warp
+    assert "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx

@@ -83,9 +83,11 @@ class Difference:
 
 
 def compare_outcomes(program: Program, reference: Outcome, candidate: Outcome) -> Optional[Difference]:
-    """``None`` when both runs agree bit for bit.  A generated kernel is well-defined by
-    construction, so the interpreter raising is a failure too (of the generator, the frontend
-    or the interpreter), reported as such."""
+    """``None`` when both runs agree bit for bit, except that +0.0 and -0.0 are equal (the
+    IR leaves the sign of ``min``/``max`` of two opposite zeros unspecified, as LLVM's
+    ``minnum`` and C's ``fmin`` do).  A generated kernel is well-defined by construction, so
+    the interpreter raising is a failure too (of the generator, the frontend or the
+    interpreter), reported as such."""
     if isinstance(reference, Crash):
         also = f"; backend raised {candidate}" if isinstance(candidate, Crash) else "; the backend ran"
         return Difference([], f"the reference interpreter rejected a generated kernel: {reference}{also}")
@@ -94,9 +96,12 @@ def compare_outcomes(program: Program, reference: Outcome, candidate: Outcome) -
     bad, lines = [], []
     for v in program.stored():
         ref, got = reference[v.name], candidate[v.name]
-        same = ref.view(np.uint8) == got.view(np.uint8)
+        same = (ref.view(np.uint8) == got.view(np.uint8)).reshape(ref.size, -1).all(axis=1)
+        if ref.dtype.kind == "f" or ref.dtype.name == "bfloat16":
+            both_zero = (ref.astype(np.float64) == 0) & (got.astype(np.float64) == 0)
+            same |= both_zero.ravel()
         if not same.all():
-            wrong = np.flatnonzero(~same.reshape(ref.size, -1).all(axis=1))
+            wrong = np.flatnonzero(~same)
             bad.append(v.name)
             first = int(wrong[0])
             lines.append(f"{v.name} ({v.dtype} {v.kind}): {wrong.size} elements differ, first [{first}]: "

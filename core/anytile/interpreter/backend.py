@@ -19,13 +19,12 @@ from typing import Any, Optional, Sequence, Union
 import ml_dtypes
 import numpy as np
 
-from ..backend import (CAPABILITIES, Availability, Backend, Buffer, CompileOptions,
-                       CompiledKernel, DeviceInfo, ImportedArray, KernelArg, Stage, Target,
-                       numpy_view_of)
+from ..backend import (CAPABILITIES, Availability, Backend, Buffer, CompiledKernel,
+                       CompileOptions, DeviceInfo, ImportedArray, KernelArg, Stage, Target,
+                       host_array_view, numpy_view_of)
 from ..ir.core import Module
-from ..ir.types import from_numpy
 from .executor import ModuleExecutor
-from .memory import VirtualMemory, span_of
+from .memory import VirtualMemory
 
 _DEVICE = DeviceInfo("interpreter:0", 0, "NumPy reference interpreter")
 _POISON = 0xFF   # fresh memory reads as NaN for floats and -1 for integers
@@ -104,48 +103,10 @@ class InterpreterBackend(Backend):
 
     def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
         """See ``obj`` in place (see the module docstring); ``None`` when it cannot."""
-        arr = _as_numpy(obj)
-        if arr is None:
+        view = host_array_view(obj)
+        if view is None:
             return None
-        try:
-            dtype = from_numpy(arr.dtype)
-        except TypeError:
-            return None
-        if any(s % arr.itemsize for s in arr.strides):
-            return None
-        span = span_of(arr)
-        alloc = self.memory.register(span.data, imported=True)
-        buffer = Buffer(device, alloc.nbytes, span.data, address=alloc.base, owner=obj)
+        alloc = self.memory.register(view.span, imported=True)
+        buffer = Buffer(device, alloc.nbytes, view.span, address=alloc.base, owner=obj)
         weakref.finalize(buffer, self.memory.release_later, alloc)
-        strides = tuple(s // arr.itemsize for s in arr.strides)
-        return ImportedArray(buffer, span.offset, tuple(arr.shape), strides, dtype)
-
-
-def _as_numpy(obj: Any) -> Optional[np.ndarray]:
-    """``obj`` as a NumPy array over the same memory, or ``None`` if that needs a copy."""
-    if isinstance(obj, np.ndarray):
-        return obj
-    if isinstance(obj, np.generic):
-        return None
-    if type(obj).__module__.startswith("torch"):
-        return _torch_as_numpy(obj)
-    if hasattr(obj, "__array_interface__"):
-        return np.asarray(obj)
-    try:
-        view = memoryview(obj)
-    except TypeError:
-        return None
-    return np.asarray(view)
-
-
-def _torch_as_numpy(tensor: Any) -> Optional[np.ndarray]:
-    try:
-        if tensor.device.type != "cpu":
-            return None
-        tensor = tensor.detach()
-        if str(tensor.dtype) == "torch.bfloat16":   # NumPy has no bf16: reinterpret the bits
-            import torch
-            return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-        return tensor.numpy()
-    except (AttributeError, TypeError, RuntimeError):
-        return None
+        return ImportedArray(buffer, view.offset, view.shape, view.strides, view.dtype)

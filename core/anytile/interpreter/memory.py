@@ -289,35 +289,3 @@ def _relative(addr: int, base: int, nbytes: int, elem_size: int, adjective: str)
     where = (f"element {offset // elem_size}" if offset % elem_size == 0
              else f"byte offset {offset}")
     return f"{where} of a {adjective}{count}-element ({nbytes}-byte) allocation"
-
-
-# ---------------------------------------------------------------------------------------------
-# Zero-copy views of foreign arrays
-# ---------------------------------------------------------------------------------------------
-class _RawBytes:
-    """Exposes ``nbytes`` bytes at ``address`` to NumPy, keeping ``owner`` alive."""
-
-    def __init__(self, owner: Any, address: int, nbytes: int, readonly: bool) -> None:
-        self.owner = owner
-        self.__array_interface__ = {"data": (address, readonly), "shape": (nbytes,),
-                                    "typestr": "|u1", "version": 3}
-
-
-@dataclass(frozen=True)
-class ArraySpan:
-    """The bytes an array's elements occupy: ``data`` (uint8, the whole span including
-    negative-stride parts) and ``offset``, the byte position of element 0 in it."""
-
-    data: np.ndarray
-    offset: int
-
-
-def span_of(arr: np.ndarray) -> ArraySpan:
-    """A ``uint8`` view of the memory span ``arr`` uses (zero-copy, any strides)."""
-    start = arr.__array_interface__["data"][0]
-    if arr.size == 0:
-        return ArraySpan(np.zeros(0, _U8), 0)
-    low = sum(min(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides))
-    high = sum(max(0, (n - 1) * s) for n, s in zip(arr.shape, arr.strides)) + arr.itemsize
-    raw = _RawBytes(arr, start + low, high - low, readonly=not arr.flags.writeable)
-    return ArraySpan(np.asarray(raw), -low)

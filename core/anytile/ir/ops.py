@@ -174,7 +174,8 @@ class BinaryOp(Op):
     (C ``%``), float remainder ``fmod``.  and or xor: bitwise (logical on ``i1``).
     shl shr: shift by ``rhs`` (undefined when ``rhs`` is negative or >= the bit width); shr is
     arithmetic for signed, logical for unsigned types.  min max: for floats, if exactly one
-    operand is NaN the other is returned (IEEE minNum/maxNum); for integers by signedness.
+    operand is NaN the other is returned (IEEE minNum/maxNum), and for two zeros of opposite
+    sign either may be returned (as LLVM ``minnum``, C ``fmin``); for integers by signedness.
     """
 
     NAME = "binary"

@@ -6,7 +6,8 @@ so a folded constant is bit-for-bit what running the op would give: integers wra
 truncates toward zero, floats are computed in the op's precision (f16/bf16 through f32 with
 one rounding, math functions through f64 with one rounding).  Where ``ops.py`` leaves the
 result undefined nothing is folded: integer division or remainder by zero, shifts by a
-negative amount or by at least the bit width.
+negative amount or by at least the bit width.  A ``bitcast`` that makes a NaN is not folded
+either: a constant's Python float would lose the NaN's bits.
 
 Shape ops of a constant (``splat``, ``broadcast``, ``reshape``, ``expand_dims``,
 ``permute``) become a constant of the result type.
@@ -98,7 +99,9 @@ def _compute(op: Op, t: ScalarType, out_type: ScalarType, args: list[Any]) -> Op
     if name == "cast":
         return arith.cast_fn(t, out_type)(args[0])
     if name == "bitcast":
-        return arith.bitcast_fn(t, out_type)(args[0])
+        bits = arith.bitcast_fn(t, out_type)(args[0])
+        # a NaN's payload and sign do not survive a Python float constant: keep the bitcast
+        return None if out_type.is_float and np.isnan(bits) else bits
     return None
 
 

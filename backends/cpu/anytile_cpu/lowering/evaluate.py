@@ -11,6 +11,7 @@ from typing import Optional, Union
 from llvmlite import ir
 
 from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic, splat
+from anytile.errors import CompilationError
 from anytile.ir import (AddPtrOp, ArangeOp, BinaryOp, BitcastOp, BroadcastOp, CastOp,
                         CompareOp, ConstantOp, ExpandDimsOp, FmaOp, HintOp, LoadOp, Op,
                         PermuteOp, PointerType, ScalarType, SelectOp, SplatOp, TileType,
@@ -142,6 +143,13 @@ class ChunkEvaluator:
 
     def scalar_op(self, op: Op, vals: list[ir.Value]) -> ir.Value:
         """An elementwise op on scalars or on equal-width vectors."""
+        try:
+            return self._scalar_op(op, vals)
+        except NotImplementedError as exc:   # lazy ops are emitted inside their consumer
+            raise CompilationError(f"the cpu backend cannot lower op '{op.NAME}': {exc}",
+                                   op.loc) from None
+
+    def _scalar_op(self, op: Op, vals: list[ir.Value]) -> ir.Value:
         ew, b = self.ew, self.b
         if isinstance(op, BinaryOp):
             return ew.binary(op.kind, elem_type(op.lhs.type), *vals)

@@ -25,7 +25,8 @@ ENTRY_NAME = "run"
 
 @dataclass
 class LoweredKernel:
-    """LLVM IR text of a kernel and the asserts it checks (index = error word - 1)."""
+    """LLVM IR text of a kernel and the runtime checks it makes (``RuntimeCheck``s; index =
+    error word - 1)."""
 
     llvm_ir: str
     asserts: list

@@ -27,6 +27,8 @@ from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, 
                         YieldOp)
 from anytile.ir.core import TRAIT_CONTROL, TRAIT_MEMORY, TRAIT_SIDE_EFFECT
 
+from ..pointers import param_indices, pointer_origins
+
 __all__ = ["FusionPlan"]
 
 SHAPE_OPS = (ConstantOp, SplatOp, ArangeOp, BroadcastOp, ExpandDimsOp, PermuteOp, HintOp)
@@ -39,7 +41,7 @@ class FusionPlan:
     """``is_lazy(op)``: whether ``op``'s tile result is evaluated at its uses."""
 
     def __init__(self, fn: Function) -> None:
-        self.kernel_args = list(fn.body.args)
+        self._param_index = param_indices(fn)
         self.uses: dict[Value, list[Op]] = defaultdict(list)
         self.block_of: dict[int, Block] = {}
         self._index_in_block: dict[int, int] = {}
@@ -130,18 +132,12 @@ class FusionPlan:
                 return True
             user = users[0]
             if isinstance(user, (StoreOp, AtomicRMWOp, AtomicCASOp)):
-                mine, theirs = self._pointer_root(load.ptr), self._pointer_root(user.ptr)
-                return mine is not None and theirs is not None and mine is not theirs
+                mine = pointer_origins(load.ptr, self._param_index)
+                theirs = pointer_origins(user.ptr, self._param_index)
+                return mine is not None and theirs is not None and not mine & theirs
             if not isinstance(user, ELEMENTWISE_OPS):
                 return True
             op = user
-
-    def _pointer_root(self, v: Value):
-        """The kernel argument a pointer (tile) is derived from, or ``None`` when unknown."""
-        while isinstance(v.owner, (AddPtrOp, SplatOp, BroadcastOp, ExpandDimsOp, PermuteOp,
-                                   ReshapeOp, HintOp)):
-            v = v.owner.ptr if isinstance(v.owner, AddPtrOp) else v.owner.src
-        return v if any(v is a for a in self.kernel_args) else None
 
     def _match_accumulating_dot(self, dot: DotOp, block: Block) -> None:
         """``add(x, dot(a, b, zeros))`` (how ``acc += tl.dot(a, b)`` arrives) is computed as

@@ -4,8 +4,7 @@ The generated function takes the kernel's runtime arguments (compute form), the 
 and grid size per axis, and a pointer to the launch's error word.  Scalars become SSA
 values; tiles follow ``values``/``plan``: lazy tiles are evaluated inside their consumer's
 loop, the others live in 64-byte-aligned stack buffers allocated in the entry block.
-Structured control flow keeps loop-carried and if-yielded values in stack slots (LLVM's
-mem2reg turns scalar slots back into registers).
+Structured control flow and run-time checks are in ``control``.
 """
 from __future__ import annotations
 
@@ -24,16 +23,15 @@ from anytile.ir import (AssertOp, AtomicCASOp, AtomicRMWOp, BarrierOp, Block, Ca
 
 from .algorithms import TileAlgorithms
 from .atomics import AtomicLowering
+from .control import ControlFlowLowering, RuntimeCheck
 from .evaluate import ChunkEvaluator
 from .plan import ELEMENTWISE_OPS, SHAPE_OPS, FusionPlan
 from .values import Index, Lazy, Point, TileBuffer
 
-__all__ = ["ProgramLowering"]
-
-Slot = Union[TileBuffer, ir.Value]
+__all__ = ["ProgramLowering", "RuntimeCheck"]
 
 
-class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
+class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlowLowering):
     """Lowers ``fn`` into ``module`` as function ``name``; ``lanes`` is the SIMD width
     (in 32-bit lanes) that loops over tiles are chunked by."""
 
@@ -47,7 +45,7 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
         self.scalars: dict[Value, ir.Value] = {}
         self.tiles: dict[Value, Union[TileBuffer, Lazy]] = {}
         self.memo: dict = {}
-        self.asserts: list[AssertOp] = []
+        self.asserts: list[RuntimeCheck] = []
         self.stack_bytes = 0     # tile buffers in the program's frame
         self.lowered_with_other: set[int] = set()   # ops folded into an earlier op
 
@@ -197,6 +195,13 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
         return None
 
     def lower_op(self, op: Op) -> None:
+        try:
+            self._lower_op(op)
+        except NotImplementedError as exc:   # an op kind or type the tables do not cover
+            raise CompilationError(f"the cpu backend cannot lower op '{op.NAME}': {exc}",
+                                   op.loc) from None
+
+    def _lower_op(self, op: Op) -> None:
         if id(op) in self.lowered_with_other:
             return
         tile_result = len(op.results) == 1 and isinstance(op.result.type, TileType)
@@ -259,119 +264,6 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering):
         raise CompilationError(f"call to '{op.callee}' was not inlined before code generation "
                                "(the cpu backend needs the inliner pass to have run)", op.loc)
 
-    def lower_assert(self, op: AssertOp) -> None:
-        index = len(self.asserts)
-        self.asserts.append(op)
-        b = self.b
-
-        def check(p: Point) -> None:
-            c = self.value_at(op.cond, p)
-            if p.width:
-                c = b.call(intrinsic(self.module, "llvm.vector.reduce.and", I1, [c.type],
-                                     [c.type]), [c])
-            with b.if_then(b.not_(c), likely=False):
-                b.store(ir.Constant(I32, index + 1), self.error_word, align=4)
-        self.for_each_point(shape_of(op.cond.type), check)
-
-    # -- control flow --------------------------------------------------------------------------
-    def make_slots(self, values_types: list) -> list[Slot]:
-        return [self.new_buffer(t.shape, t.elem) if isinstance(t, TileType)
-                else self.new_scalar_slot(t) for t in values_types]
-
-    def bind_slots(self, args: list[Value], slots: list[Slot]) -> None:
-        for a, s in zip(args, slots):
-            if isinstance(s, TileBuffer):
-                self.tiles[a] = s
-            else:
-                self.scalars[a] = self.load_slot(s)
-
-    def assign(self, values: list[Value], slots: list[Slot]) -> None:
-        """Write ``values`` into ``slots`` as one parallel assignment (values may read the
-        slots themselves, e.g. a loop that swaps two carried tiles)."""
-        slot_ptrs = {id(s.ptr) for s in slots if isinstance(s, TileBuffer)}
-        sources: list = []
-        for v, s in zip(values, slots):
-            if not isinstance(s, TileBuffer):
-                sources.append(self.scalars[v])
-                continue
-            ref = self.tiles[v]
-            if isinstance(ref, TileBuffer) and (ref.ptr is s.ptr or id(ref.ptr) not in slot_ptrs):
-                sources.append(v)
-            else:
-                tmp = self.new_buffer(s.shape, s.elem)
-                self.copy_into(v, tmp)
-                sources.append(tmp)
-        for src, s in zip(sources, slots):
-            if not isinstance(s, TileBuffer):
-                self.b.store(src, s)
-            elif isinstance(src, TileBuffer):
-                self._copy_buffer(src, s)
-            else:
-                self.copy_into(src, s)
-
-    def _copy_buffer(self, src: TileBuffer, dst: TileBuffer) -> None:
-        fake = Value(TileType(dst.shape, dst.elem))
-        self.tiles[fake] = src
-        self.copy_into(fake, dst)
-        del self.tiles[fake]
-
-    def lower_for(self, op: ForOp) -> None:
-        b = self.b
-        slots = self.make_slots([v.type for v in op.inits])
-        self.assign(op.inits, slots)
-        lower, upper, step = (self.scalars[v] for v in (op.lower, op.upper, op.step))
-        pre = b.block
-        header = b.append_basic_block("for")
-        body = b.append_basic_block("for.body")
-        done = b.append_basic_block("for.end")
-        b.branch(header)
-        b.position_at_end(header)
-        iv = b.phi(lower.type)
-        iv.add_incoming(lower, pre)
-        b.cbranch(b.icmp_signed("<", iv, upper), body, done)
-        b.position_at_end(body)
-        self.scalars[op.body.args[0]] = iv
-        self.bind_slots(op.body.args[1:], slots)
-        term = self.lower_block(op.body)
-        self.assign(term.values if term is not None else [], slots)
-        iv.add_incoming(b.add(iv, step), b.block)
-        b.branch(header)
-        b.position_at_end(done)
-        self.bind_slots(op.results, slots)
-
-    def lower_if(self, op: IfOp) -> None:
-        slots = self.make_slots([r.type for r in op.results])
-        with self.b.if_else(self.scalars[op.cond]) as (then, otherwise):
-            for region, branch in ((op.then_body, then), (op.else_body, otherwise)):
-                with branch:
-                    term = self.lower_block(region)
-                    if op.results:
-                        self.assign(term.values, slots)
-        self.bind_slots(op.results, slots)
-
-    def lower_while(self, op: WhileOp) -> None:
-        b = self.b
-        before_slots = self.make_slots([v.type for v in op.inits])
-        after_slots = self.make_slots([r.type for r in op.results])
-        self.assign(op.inits, before_slots)
-        header = b.append_basic_block("while")
-        body = b.append_basic_block("while.body")
-        done = b.append_basic_block("while.end")
-        b.branch(header)
-        b.position_at_end(header)
-        self.bind_slots(op.before.args, before_slots)
-        cond_op = self.lower_block(op.before)
-        if not isinstance(cond_op, ConditionOp):
-            raise CompilationError("while loop 'before' region must end with condition", op.loc)
-        self.assign(cond_op.values, after_slots)
-        b.cbranch(self.scalars[cond_op.cond], body, done)
-        b.position_at_end(body)
-        self.bind_slots(op.after.args, after_slots)
-        term = self.lower_block(op.after)
-        self.assign(term.values if term is not None else [], before_slots)
-        b.branch(header)
-        b.position_at_end(done)
-        self.bind_slots(op.results, after_slots)
 
 
 def _numel(shape: tuple[int, ...]) -> int:

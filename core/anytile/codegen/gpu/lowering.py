@@ -27,7 +27,7 @@ from ...ir.types import PointerType, ScalarType, TileType, elem_type, shape_of
 from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes
 from .assign import LaidOutKernel
-from .layouts import BlockedLayout, Layout, SliceLayout, blocked_of, register_indices
+from .layouts import BlockedLayout, Layout, SliceLayout, blocked_of, default_blocked, register_indices
 from .target import GpuTarget
 
 __all__ = ["Regs", "lower_kernel", "KernelLowering"]
@@ -408,14 +408,10 @@ class KernelLowering:
 
     def _shape_op(self, op: ops.Op) -> None:
         regs = self.rematerialise(op, op.result, op.result.type.layout)
-        if regs is None:
-            regs = self.convert(self.rematerialise(op, op.result, self.permute_source_layout(op)),
-                                op.result.type.layout)
+        if regs is None:  # e.g. a permute wanted in a slice layout: build it blocked, convert
+            blocked = default_blocked(shape_of(op.result.type), self.laid.num_warps, self.laid.warp_size)
+            regs = self.convert(self.rematerialise(op, op.result, blocked), op.result.type.layout)
         self.set_result(op, regs)
-
-    def permute_source_layout(self, op: ops.Op) -> Layout:
-        from .layouts import default_blocked
-        return default_blocked(shape_of(op.result.type), self.laid.num_warps, self.laid.warp_size)
 
     lower_expand_dims = lower_broadcast = lower_permute = _shape_op
 

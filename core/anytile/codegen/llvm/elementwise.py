@@ -6,7 +6,8 @@ every op on them is followed by one rounding to the narrow type (``round_to``), 
 exact IEEE behaviour for + - * / sqrt because float has more than 2p+2 bits.
 
 Semantics follow ``anytile.ir.ops``: integer division truncates (C), the divisor is made
-safe (0 -> 1, ``INT_MIN / -1`` wraps) so a masked-off lane can never trap; float->int casts
+safe (0 -> 1, ``INT_MIN / -1`` wraps) so a masked-off lane can never trap; shifts by amounts
+outside ``[0, bits)`` give what the interpreter gives, never LLVM poison; float->int casts
 saturate (``llvm.fpto[su]i.sat``, NaN -> 0); float min/max are IEEE minNum/maxNum.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Optional
 from llvmlite import ir
 
 from ...ir.types import PointerType, ScalarType
-from .types import F16, F32, F64, I1, I8, I16, I32, const_like, intrinsic, vector_width
+from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, vector_width
 
 __all__ = ["ElementwiseLowering", "like"]
 
@@ -80,6 +81,27 @@ class ElementwiseLowering:
         odd = b.bitcast(bits, t.type)
         return b.select(b.fcmp_unordered("uno", v, v), t, odd)
 
+    def _int64_to_f64_round_to_odd(self, src: ScalarType, x: ir.Value) -> ir.Value:
+        """A 64-bit integer -> f64 rounded to odd: the high and low 32-bit parts convert
+        exactly, their sum's rounding error (TwoSum) says whether to move to the odd
+        neighbour, so that a later rounding to bf16 rounds the exact integer once."""
+        b = self.b
+        conv = b.sitofp if src.is_signed else b.uitofp
+        low = b.and_(x, const_like(x, 0xFFFFFFFF))
+        hi_f, lo_f = conv(b.sub(x, low), like(F64, x)), b.uitofp(low, like(F64, x))
+        s = b.fadd(hi_f, lo_f)
+        bp = b.fsub(s, hi_f)
+        err = b.fadd(b.fsub(hi_f, b.fsub(s, bp)), b.fsub(lo_f, bp))
+        bits = b.bitcast(s, like(I64, x))
+        even = b.icmp_unsigned("==", b.and_(bits, const_like(bits, 1)), const_like(bits, 0))
+        inexact = b.fcmp_ordered("!=", err, const_like(err, 0.0))
+        # one ulp toward the exact value: up in magnitude when err has s's sign
+        away = b.icmp_unsigned("==", b.fcmp_ordered(">", err, const_like(err, 0.0)),
+                               b.fcmp_ordered(">", s, const_like(s, 0.0)))
+        step = b.select(away, const_like(bits, 1), const_like(bits, -1))
+        bits = b.select(b.and_(inexact, even), b.add(bits, step), bits)
+        return b.bitcast(bits, s.type)
+
     def _fabs(self, t: ir.Type) -> ir.Function:
         return intrinsic(self.module, "llvm.fabs", t, [t], [t])
 
@@ -126,12 +148,12 @@ class ElementwiseLowering:
                 raise NotImplementedError(f"binary '{kind}' on {elem}")
             return self.round_to(elem, r)
         signed = elem.is_signed
-        if kind in ("add", "sub", "mul", "and", "or", "xor", "shl"):
+        if kind in ("add", "sub", "mul", "and", "or", "xor"):
             fn = {"add": b.add, "sub": b.sub, "mul": b.mul, "and": b.and_, "or": b.or_,
-                  "xor": b.xor, "shl": b.shl}[kind]
+                  "xor": b.xor}[kind]
             return fn(x, y)
-        if kind == "shr":
-            return b.ashr(x, y) if signed else b.lshr(x, y)
+        if kind in ("shl", "shr"):
+            return self._shift(kind, elem, x, y)
         if kind in ("div", "rem"):
             y = self._safe_divisor(elem, x, y)
             if kind == "div":
@@ -141,6 +163,17 @@ class ElementwiseLowering:
             name = ("llvm.s" if signed else "llvm.u") + kind
             return self.call(name, [x, y])
         raise NotImplementedError(f"binary '{kind}' on {elem}")
+
+    def _shift(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
+        """Shifts with the interpreter's results for amounts outside ``[0, bits)`` (which
+        LLVM would make poison): 0, or the sign fill for an arithmetic right shift."""
+        b = self.b
+        bits = const_like(y, elem.bits)
+        in_range = b.icmp_unsigned("<", y, bits)      # unsigned: negative amounts are huge
+        if kind == "shr" and elem.is_signed:
+            return b.ashr(x, b.select(in_range, y, const_like(y, elem.bits - 1)))
+        shifted = b.shl(x, y) if kind == "shl" else b.lshr(x, y)
+        return b.select(in_range, shifted, const_like(x, 0))
 
     def _safe_divisor(self, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
         """``y`` with 0 (undefined anyway) and, for signed types, -1 under INT_MIN replaced
@@ -197,7 +230,14 @@ class ElementwiseLowering:
         return b.icmp_unsigned(op, x, y)
 
     def fma(self, elem: ScalarType, x: ir.Value, y: ir.Value, z: ir.Value) -> ir.Value:
-        return self.round_to(elem, self.call("llvm.fma", [x, y, z]))
+        """``x * y + z`` rounded once.  f16/bf16 go through f64, not float: a float fma
+        rounds, then ``round_to`` rounds again (1.75 * 0.857421875 + 2^-24 in f16).  In f64
+        the product is exact and, with 16-bit inputs, the sum's f64 rounding cannot make a
+        false tie, so the final rounding is the only one that matters."""
+        if elem.name not in ("f16", "bf16"):
+            return self.call("llvm.fma", [x, y, z])
+        wide = [self.b.fpext(v, like(F64, v)) for v in (x, y, z)]
+        return self._narrow_from_f64(elem, self.call("llvm.fma", wide))
 
     def umulhi(self, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
         """High half of the double-width product (signedness from ``elem``)."""
@@ -237,6 +277,8 @@ class ElementwiseLowering:
             conv = b.sitofp if src.is_signed else b.uitofp
             if dst.name in ("f32", "f64"):
                 return conv(x, dst_t)
+            if src.bits > 32:   # f64 cannot hold every 64-bit integer: round to odd first
+                return self._narrow_from_f64(dst, self._int64_to_f64_round_to_odd(src, x))
             return self._narrow_from_f64(dst, conv(x, like(F64, x)))
         if dst.is_int:  # float -> int, truncating and saturating; NaN -> 0
             return self._saturating_float_to_int(dst, x, dst_t)
