@@ -294,9 +294,16 @@ class Backend(abc.ABC):
         """Fill the C-contiguous ``host`` array from ``buffer`` at byte ``offset``."""
 
     def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
-        """See a foreign array in place, or return ``None`` when this backend cannot.
-        Host-memory backends get NumPy arrays handled by core; override for others
-        (``__cuda_array_interface__``, DLPack, ...)."""
+        """See a foreign array in place, or return ``None`` when this backend cannot
+        (``host_array_view`` does the work for host-memory backends; GPU backends read
+        ``__cuda_array_interface__``, DLPack, ...).  Runs on every launch that passes a
+        foreign array: keep it cheap."""
+        return None
+
+    def device_of_foreign(self, obj: Any) -> Optional[DeviceInfo]:
+        """The device of this backend on which the foreign array ``obj`` (a torch or cupy
+        GPU tensor, say) lives, or ``None``.  A launch whose arrays are all foreign runs
+        there; host-memory backends need not override it."""
         return None
 
 

@@ -212,3 +212,19 @@ def test_compilation_error_shows_the_users_line_not_internals(tmp_path):
     assert "tl.arange(0, n)" in res.stderr and "^" in res.stderr
     assert "must be a tl.constexpr" in res.stderr
     assert "frontend" not in res.stderr and "generator.py" not in res.stderr
+
+
+def test_integer_one_is_specialised_as_a_constant_like_triton():
+    x = at.asarray(np.arange(16, dtype=np.float32), device="interpreter")
+    out = at.zeros((16,), np.float32, device="interpreter")
+    compiled = scale_kernel[(1,)](x, out, 1, 2.0, BLOCK=16)
+    assert [name for name, _ in compiled.signature] == ["x_ptr", "out_ptr", "factor"]
+    assert compiled.constexprs["n"] == 1
+    result = out.numpy()
+    assert result[0] == 0.0 and np.all(result[1:] == 0.0)   # n=1: only element 0 is written
+    x2 = at.asarray(np.full(16, 3.0, np.float32), device="interpreter")
+    scale_kernel[(1,)](x2, out, 1, 2.0, BLOCK=16)
+    assert out.numpy()[0] == 6.0 and np.all(out.numpy()[1:] == 0.0)
+    kernel = at.jit(scale_kernel.fn, do_not_specialize=("n",))
+    compiled = kernel[(1,)](x, out, 1, 2.0, BLOCK=16)
+    assert [name for name, _ in compiled.signature] == ["x_ptr", "out_ptr", "n", "factor"]

@@ -64,3 +64,47 @@ def test_a_plugin_written_against_the_public_contract_runs_kernels(plugin_path):
     assert "def kernel(" in compiled.asm["python-src"]
     assert list(compiled.asm) == ["ir", "python-src"]
     np.testing.assert_array_equal(out.numpy(), xh + yh)
+
+
+class _FakeGpuArray:
+    """A foreign array of a pretend non-host framework: a NumPy array with a DLPack-style
+    device tag."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __dlpack_device__(self):
+        return (99, 0)
+
+    def __dlpack__(self, stream=None):
+        raise NotImplementedError
+
+
+def test_a_launch_with_only_foreign_arrays_runs_where_a_backend_claims_them(plugin_path):
+    from numpy_source_backend import NumpySourceBackend
+
+    class FakeGpuBackend(NumpySourceBackend):
+        name = "fakegpu"
+        device_prefix = "fakegpu"
+        host_memory = False
+
+        def devices(self):
+            return [at.backend.DeviceInfo("fakegpu:0", 0, "pretend GPU")]
+
+        def device_of_foreign(self, obj):
+            return self.devices()[0] if isinstance(obj, _FakeGpuArray) else None
+
+        def import_array(self, obj, device):
+            return super().import_array(obj.data, device) if isinstance(obj, _FakeGpuArray) else None
+
+    at.register_backend(FakeGpuBackend)
+    try:
+        xh = np.arange(100, dtype=np.float32)
+        out = np.full(100, np.nan, np.float32)
+        compiled = _add_kernel[(1,)](_FakeGpuArray(xh), _FakeGpuArray(xh), _FakeGpuArray(out),
+                                     100, BLOCK=128)
+        assert compiled.target.backend == "fakegpu"
+        np.testing.assert_array_equal(out, 2 * xh)
+    finally:
+        from anytile.runtime.discovery import unregister_backend
+        unregister_backend("fakegpu")

@@ -2,8 +2,9 @@
 
 Specialisation follows Triton: arrays become ``ptr<dtype>``; Python ints ``i32`` when they fit
 (else ``i64``, or ``u64`` above 2^63-1); floats ``f32``; bools ``i1``; ``None`` is a constexpr.
-Integers and addresses divisible by 16 are marked so (``divisibility``) unless listed in
-``do_not_specialize``.  One compiled kernel per (types, divisibility, constexpr values,
+Integers and addresses divisible by 16 are marked so (``divisibility``), and integers equal
+to 1 become compile-time constants (so unit strides give contiguous accesses), unless listed
+in ``do_not_specialize``.  One compiled kernel per (types, divisibility, constexpr values,
 options, target, source of the kernel and of every jit function it can reach)."""
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from ..errors import AnytileError, BackendError
 from ..ir.types import PointerType, Type, i32, i64, scalar_type, u64
 from .arrays import Array, asarray, import_foreign
 from .compiler import compile_kernel
-from .devices import Device, default_device
+from .devices import Device, _device as _device_for, default_device
 
 __all__ = ["launch"]
 
@@ -65,7 +66,40 @@ def _pick_device(fn: Any, values: tuple, requested: Any) -> Device:
             raise BackendError(f"{fn.__name__}: device={wanted} was asked for, but array "
                                f"arguments live on {dev}")
         return wanted
+    if dev is None:
+        dev = _device_of_foreign(values)
     return dev if dev is not None else default_device()
+
+
+def _device_of_foreign(values: tuple) -> Optional[Device]:
+    """The device a non-host backend claims for the first foreign array argument (a torch
+    CUDA tensor goes to ``cuda:N``), or ``None``."""
+    for v in values:
+        if type(v) in _PLAIN or v is None or isinstance(v, (np.ndarray, np.number, int, float)):
+            continue
+        if not _is_array_like(v):
+            continue
+        for backend in _foreign_claimants():
+            info = backend.device_of_foreign(v)
+            if info is not None:
+                return _device_for(backend, info)
+        return None
+    return None
+
+
+_claimants: tuple = (-1, ())
+
+
+def _foreign_claimants() -> tuple:
+    """Usable backends whose memory is not the host's (cached per discovery generation)."""
+    global _claimants
+    from .discovery import discover, generation
+    if _claimants[0] != generation():
+        found = tuple(r.backend for _, r in sorted(discover().items())
+                      if r.backend is not None and not r.backend.host_memory
+                      and r.availability.usable)
+        _claimants = (generation(), found)
+    return _claimants[1]
 
 
 def _is_array_like(value: Any) -> bool:
@@ -88,6 +122,8 @@ def _fingerprint(fn: Any, name: str, value: Any, no_spec: bool) -> Any:
         return "i1"
     if cls is int or isinstance(value, (int, np.integer)):
         value = int(value)
+        if value == 1 and not no_spec:   # as Triton: a unit stride becomes a constant
+            return ("constexpr", 1)
         return (_int_type(value).name, not no_spec and value % 16 == 0)
     if cls is float or isinstance(value, (float, np.floating)):
         return "f32"
