@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import importlib.metadata
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
@@ -307,7 +308,9 @@ class Backend(abc.ABC):
         return None
 
 
+@functools.lru_cache(maxsize=1)
 def _packages_distributions() -> dict[str, list[str]]:
+    # scanning every installed distribution takes seconds on a big environment: once only
     inverted: dict[str, list[str]] = {}
     for pkg, dists in importlib.metadata.packages_distributions().items():
         for d in dists:

@@ -6,6 +6,7 @@ others.  ``anytile backends`` prints these records; asking for such a backend ra
 ``BackendError`` with the same reason."""
 from __future__ import annotations
 
+import importlib.metadata
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -75,12 +76,30 @@ def _load_records(refresh: bool) -> dict[str, PluginRecord]:
 
     manager = ExtensionManager(GROUP, invoke_on_load=False, on_load_failure_callback=on_failure)
     records: dict[str, PluginRecord] = dict(failures)
+    versions = _entry_point_versions()
     for ext in manager.extensions:
         record = records[ext.name] = _record_for(ext.name, ext.entry_point.value, ext.plugin)
-        dist = getattr(ext.entry_point, "dist", None)
-        if dist is not None and record.loaded:
-            record.version = dist.version
+        if record.loaded:
+            record.version = versions.get(ext.name) or _safe_version(record.backend)
     return records
+
+
+def _entry_point_versions() -> dict[str, str]:
+    """Entry-point name -> version of the distribution declaring it (one cheap pass over the
+    installed entry points, instead of mapping every installed file to its distribution)."""
+    out: dict[str, str] = {}
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        dist = getattr(ep, "dist", None)
+        if dist is not None:
+            out.setdefault(ep.name, dist.version)
+    return out
+
+
+def _safe_version(backend: Backend) -> str:
+    try:
+        return backend.version()
+    except Exception:  # a plugin's bug must not break discovery
+        return "unknown"
 
 
 def _record_for(name: str, where: str, plugin: Any) -> PluginRecord:
@@ -98,10 +117,6 @@ def _record_for(name: str, where: str, plugin: Any) -> PluginRecord:
     except Exception as exc:
         record.error = f"constructing {plugin.__name__} raised {_describe(exc)}"
         return record
-    try:
-        record.version = record.backend.version()
-    except Exception:
-        record.version = "unknown"
     return record
 
 
@@ -121,6 +136,8 @@ def register_backend(backend_class: type, name: Optional[str] = None) -> PluginR
     name = name or getattr(backend_class, "name", "") or backend_class.__name__
     record = _record_for(name, f"{backend_class.__module__}:{backend_class.__qualname__}",
                          backend_class)
+    if record.loaded:
+        record.version = _safe_version(record.backend)
     global _generation
     _registered[name] = record
     _generation += 1

@@ -103,8 +103,12 @@ def _foreign_claimants() -> tuple:
 
 
 def _is_array_like(value: Any) -> bool:
-    return isinstance(value, np.ndarray) or hasattr(value, "__array_interface__") or \
-        hasattr(value, "__cuda_array_interface__") or hasattr(value, "__dlpack__")
+    # look on the type: on a torch tensor, reading __cuda_array_interface__ builds the whole
+    # interface (tens of microseconds)
+    cls = type(value)
+    return cls is np.ndarray or hasattr(cls, "__array_interface__") or \
+        hasattr(cls, "__cuda_array_interface__") or hasattr(cls, "__dlpack__") or \
+        hasattr(cls, "__array__")
 
 
 def _fingerprint(fn: Any, name: str, value: Any, no_spec: bool) -> Any:
