@@ -146,9 +146,9 @@ class KernelArg(NamedTuple):
     value: Any
 
 
-@dataclass(frozen=True)
-class ImportedArray:
-    """A foreign array (NumPy, torch, cupy, ...) seen zero-copy as device memory."""
+class ImportedArray(NamedTuple):
+    """A foreign array (NumPy, torch, cupy, ...) seen zero-copy as device memory.  (A named
+    tuple: launches with foreign arrays build one per argument.)"""
 
     buffer: Buffer
     offset: int                    # bytes from the buffer's start to element 0
