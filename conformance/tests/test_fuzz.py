@@ -85,3 +85,24 @@ def test_campaign_exit_status(broken_device, interpreter, tmp_path, capsys):
     assert run_campaign(broken_device, 30, 11, str(tmp_path)) == 1
     out = capsys.readouterr().out
     assert "MISMATCH kernel" in out and "repro_seed" in out
+
+
+def test_comparison_accepts_either_zero_sign_but_nothing_else():
+    """2000-kernel run, seed 1, cpu (2026-11-22): 7 'mismatches' were all min/max of two
+    opposite zeros, whose sign the IR leaves unspecified (as LLVM's minnum and C's fmin do);
+    the comparison treats +0.0 and -0.0 as equal and still catches any other difference."""
+    import numpy as np
+
+    from anytile_conformance.fuzz.execute import compare_outcomes
+
+    program = generate(program_seed(1, 1075), ALL_CAPS)
+    name = program.stored()[0].name
+    shape = (4,)
+    for dtype in (np.float32, np.float64, np.float16):
+        ref = {v.name: np.ones(shape, dtype) for v in program.stored()}
+        got = {k: v.copy() for k, v in ref.items()}
+        ref[name][1], got[name][1] = 0.0, -0.0
+        assert compare_outcomes(program, ref, got) is None
+        got[name][2] = 2.0
+        difference = compare_outcomes(program, ref, got)
+        assert difference is not None and name in str(difference)
