@@ -22,7 +22,7 @@ from typing import Optional
 
 from ...ir import ops
 from ...ir.core import Block, Function, Module, Value
-from ...ir.types import TileType, elem_type, shape_of
+from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
 from .mma import mma_layout, mma_warps
@@ -90,6 +90,14 @@ class _Assigner:
         return None
 
     def access_vector(self, op: ops.Op, ptr: Value, mask: Optional[Value]) -> int:
+        width = self.pointer_vector(ptr, mask)
+        if shape_of(ptr.type):
+            self.out.vector[op] = width
+        return width
+
+    def pointer_vector(self, ptr: Value, mask: Optional[Value] = None) -> int:
+        """The widest access (in elements) through the pointer tile ``ptr`` that the axis
+        facts prove, capped by what one thread holds."""
         shape = shape_of(ptr.type)
         if not shape:
             return 1
@@ -98,9 +106,7 @@ class _Assigner:
         mask_info = self.out.axis.get(mask, AxisInfo.unknown(shape)) if mask is not None else None
         width = vector_width_of_access(info, mask_info, pointee.nbytes)
         per_thread = max(1, shape[-1] * _prod(shape[:-1]) // (self.num_warps * self.warp_size))
-        width = min(width, shape[-1], max(1, 1 << (per_thread.bit_length() - 1)))
-        self.out.vector[op] = width
-        return width
+        return min(width, shape[-1], max(1, 1 << (per_thread.bit_length() - 1)))
 
     # -- the walk ------------------------------------------------------------------------------
     def block(self, block: Block) -> None:
@@ -188,7 +194,13 @@ class _Assigner:
 
     def loop(self, op: ops.Op, inits: list, carried: list, body: Block) -> None:
         for arg, init in zip(carried, inits):
-            self.set(arg, init.type.layout if isinstance(init.type, TileType) else None)
+            layout = init.type.layout if isinstance(init.type, TileType) else None
+            if isinstance(arg.type, TileType) and isinstance(arg.type.elem, PointerType) \
+                    and self.is_remat(init):
+                # a carried pointer tile (``ptrs += BK``) is anchored: lay it out for the
+                # widest access the axis facts prove, as its loads and stores will want
+                layout = self.default(arg.type.shape, self.pointer_vector(arg))
+            self.set(arg, layout)
         for _ in range(3):  # settle loop-carried layouts on what the body yields
             self.block(body)
             changed = False

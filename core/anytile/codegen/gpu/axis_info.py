@@ -62,6 +62,17 @@ def _elem_bytes(t) -> int:
     return e.pointee.nbytes if isinstance(e, PointerType) else 1
 
 
+_MAX_FIXPOINT_ROUNDS = 4
+
+
+def _join(a: AxisInfo, b: AxisInfo) -> AxisInfo:
+    """What holds for both: the gcd of each fact (all are powers of two or run lengths)."""
+    return AxisInfo(tuple(gcd(x, y) for x, y in zip(a.contiguity, b.contiguity)),
+                    tuple(gcd(x, y) for x, y in zip(a.divisibility, b.divisibility)),
+                    tuple(gcd(x, y) for x, y in zip(a.constancy, b.constancy)),
+                    gcd(a.scalar_divisibility, b.scalar_divisibility))
+
+
 class _Analysis:
     def __init__(self) -> None:
         self.info: dict[Value, AxisInfo] = {}
@@ -80,12 +91,12 @@ class _Analysis:
             self.visit(op)
 
     def visit(self, op: ops.Op) -> None:
+        if isinstance(op, ops.ForOp):
+            self.visit_for(op)
+            return
         for region in op.regions:
             for a in region.args:
                 self.info.setdefault(a, AxisInfo.unknown(shape_of(a.type)))
-        if isinstance(op, ops.ForOp):
-            iv = op.body.args[0]
-            self.info[iv] = self.scalar(gcd(self.get(op.lower).div(), self.get(op.step).div()))
         for region in op.regions:
             self.run_block(region)
         if not op.results:
@@ -95,6 +106,30 @@ class _Analysis:
         out = self.rule(op, shape)
         if out is not None:
             self.info[res] = out
+
+    def visit_for(self, op: ops.ForOp) -> None:
+        """Loop-carried values get what holds for the initial value *and* every yielded one
+        (a fixpoint of ``join``), so ``ptrs += BK`` keeps the contiguity of ``ptrs``."""
+        iv, carried = op.body.args[0], op.body.args[1:]
+        self.info[iv] = self.scalar(gcd(self.get(op.lower).div(), self.get(op.step).div()))
+        for arg, init in zip(carried, op.inits):
+            self.info[arg] = self.get(init)
+        for _ in range(_MAX_FIXPOINT_ROUNDS):
+            self.run_block(op.body)
+            yielded = op.body.terminator.values if op.body.terminator is not None else []
+            changed = False
+            for arg, value in zip(carried, yielded):
+                joined = _join(self.info[arg], self.get(value))
+                if joined != self.info[arg]:
+                    self.info[arg], changed = joined, True
+            if not changed:
+                break
+        else:  # no fixpoint in time: assume nothing, and analyse the body once more with that
+            for arg in carried:
+                self.info[arg] = AxisInfo.unknown(shape_of(arg.type))
+            self.run_block(op.body)
+        for result, arg in zip(op.results, carried):
+            self.info[result] = self.info[arg]
 
     def rule(self, op: ops.Op, shape: tuple[int, ...]) -> Optional[AxisInfo]:
         g = self.get
