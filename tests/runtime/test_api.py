@@ -228,3 +228,10 @@ def test_integer_one_is_specialised_as_a_constant_like_triton():
     kernel = at.jit(scale_kernel.fn, do_not_specialize=("n",))
     compiled = kernel[(1,)](x, out, 1, 2.0, BLOCK=16)
     assert [name for name, _ in compiled.signature] == ["x_ptr", "out_ptr", "n", "factor"]
+
+
+def test_a_kernel_without_source_is_a_clear_error():
+    namespace = {}
+    exec("def k(x):\n    pass\n", namespace)
+    with pytest.raises(TypeError, match="needs the source of 'k'"):
+        at.jit(namespace["k"])

@@ -37,7 +37,12 @@ class JITFunction:
         self.__module__ = fn.__module__
         self.__wrapped__ = fn
         self.file = inspect.getsourcefile(fn) or "<unknown>"
-        lines, first = inspect.getsourcelines(fn)
+        try:
+            lines, first = inspect.getsourcelines(fn)
+        except (OSError, TypeError):
+            raise TypeError(f"@anytile.jit needs the source of '{fn.__name__}', and Python has "
+                            f"none for it: define kernels in a .py file (not with exec() or "
+                            f"at an interactive prompt)") from None
         raw = "".join(lines)
         self.col_offset = len(lines[0]) - len(lines[0].lstrip())
         src = textwrap.dedent(raw)
