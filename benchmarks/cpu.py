@@ -22,61 +22,13 @@ os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
 import numpy as np  # noqa: E402
 
 import anytile as at  # noqa: E402
-import anytile.language as tl  # noqa: E402
+from kernels import add_kernel, layernorm_kernel, matmul_kernel, softmax_kernel  # noqa: E402
 
 try:
     import numba
     from numba import njit, prange
 except ImportError:  # numba is optional: its columns then say so
     numba = None
-
-
-# -- kernels (plain Triton style) -------------------------------------------------------------
-@at.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-             mask=mask)
-
-
-@at.jit
-def softmax_kernel(out_ptr, in_ptr, stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * stride + cols, mask=mask, other=-float("inf"))
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    tl.store(out_ptr + row * stride + cols, num / tl.sum(num, axis=0), mask=mask)
-
-
-@at.jit
-def layernorm_kernel(x_ptr, y_ptr, w_ptr, b_ptr, stride, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
-    mean = tl.sum(x, axis=0) / N
-    diff = tl.where(mask, x - mean, 0.0)
-    rstd = 1 / tl.sqrt(tl.sum(diff * diff, axis=0) / N + eps)
-    w = tl.load(w_ptr + cols, mask=mask)
-    b = tl.load(b_ptr + cols, mask=mask)
-    tl.store(y_ptr + row * stride + cols, diff * rstd * w + b, mask=mask)
-
-
-@at.jit
-def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
-                  BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k0 in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k0 + rk)[None, :])
-        b = tl.load(b_ptr + (k0 + rk)[:, None] * sbk + rn[None, :])
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
 
 
 # -- numba peers ------------------------------------------------------------------------------
@@ -154,7 +106,7 @@ def main() -> int:
     xs = rng.standard_normal((R, C), dtype=np.float32)
     outs = np.full((R, C), np.nan, np.float32)
     xsa, osa = at.asarray(xs, device=dev), at.asarray(outs, device=dev)
-    softmax_kernel[(R,)](osa, xsa, C, C, BLOCK=at.next_power_of_2(C))
+    softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=at.next_power_of_2(C))
     x64 = xs.astype(np.float64)
     ref = np.exp(x64 - x64.max(1, keepdims=True))
     check("softmax", osa.numpy(), ref / ref.sum(1, keepdims=True), 1e-6)
@@ -162,7 +114,7 @@ def main() -> int:
     def np_softmax():
         e = np.exp(xs - xs.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
-    t_at = median_time(lambda: softmax_kernel[(R,)](osa, xsa, C, C, BLOCK=at.next_power_of_2(C)), rep)
+    t_at = median_time(lambda: softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=at.next_power_of_2(C)), rep)
     t_np = median_time(np_softmax, rep)
     t_nb = median_time(lambda: numba_softmax(xs, outs), rep) if numba else None
     row("fused softmax fp32", f"{R}x{C}", t_at, {"numpy": t_np, "numba": t_nb})

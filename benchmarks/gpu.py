@@ -23,6 +23,9 @@ import triton.language as ttl
 from triton.testing import do_bench
 
 import anytile as at
+from kernels import add_kernel as at_add  # noqa: E402  (this folder is sys.path[0])
+from kernels import layernorm_kernel as at_layernorm, matmul_kernel as at_matmul  # noqa: E402
+from kernels import softmax_kernel as at_softmax  # noqa: E402
 import anytile.language as tl
 
 ROWS: list = []  # Row objects of this process
@@ -78,13 +81,6 @@ def checker(name: str, got: torch.Tensor, want, rtol: float, atol: float):
 
 
 # -- vector add -----------------------------------------------------------------------------------
-@at.jit
-def at_add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
-
-
 @triton.jit
 def tr_add(x_ptr, y_ptr, out_ptr, n, BLOCK: ttl.constexpr):
     offs = ttl.program_id(0) * BLOCK + ttl.arange(0, BLOCK)
@@ -105,17 +101,6 @@ def bench_add() -> None:
 
 
 # -- softmax --------------------------------------------------------------------------------------
-@at.jit
-def at_softmax(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * in_stride + cols, mask=mask, other=-float("inf"))
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    tl.store(out_ptr + row * out_stride + cols, num / tl.sum(num, axis=0), mask=mask)
-
-
 @triton.jit
 def tr_softmax(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: ttl.constexpr):
     row = ttl.program_id(0)
@@ -149,22 +134,7 @@ def bench_softmax(rows: int, cols: int) -> None:
 
 
 # -- matmul ---------------------------------------------------------------------------------------
-# Both matmuls assume unit inner strides (Triton specialises an argument equal to 1; anytile
-# does not, so a stride of 1 passed at run time would hide the contiguity from both).
-@at.jit
-def at_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
-              BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
-
-
+# Both matmuls assume unit inner strides.
 @triton.jit
 def tr_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
               BM: ttl.constexpr, BN: ttl.constexpr, BK: ttl.constexpr, GROUP: ttl.constexpr):
@@ -218,20 +188,6 @@ def bench_matmul() -> None:
 
 
 # -- layer norm -----------------------------------------------------------------------------------
-@at.jit
-def at_layernorm(x_ptr, y_ptr, w_ptr, b_ptr, stride, N, eps, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < N
-    x = tl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
-    mean = tl.sum(x, axis=0) / N
-    diff = tl.where(mask, x - mean, 0.0)
-    rstd = 1 / tl.sqrt(tl.sum(diff * diff, axis=0) / N + eps)
-    w = tl.load(w_ptr + cols, mask=mask)
-    b = tl.load(b_ptr + cols, mask=mask)
-    tl.store(y_ptr + row * stride + cols, diff * rstd * w + b, mask=mask)
-
-
 @triton.jit
 def tr_layernorm(x_ptr, y_ptr, w_ptr, b_ptr, stride, N, eps, BLOCK: ttl.constexpr):
     row = ttl.program_id(0)

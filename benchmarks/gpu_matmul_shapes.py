@@ -7,20 +7,7 @@ from triton.testing import do_bench
 
 import anytile as at
 import anytile.language as tl
-
-
-@at.jit
-def mm_recompute(a_ptr, b_ptr, c_ptr, K, sam, sbk, scm,
-                 BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
-        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
+from kernels import matmul_kernel  # this folder is sys.path[0]
 
 
 def carried(lang):
@@ -48,13 +35,15 @@ b = torch.randn(S, S, device="cuda", dtype=torch.float16)
 c = torch.empty(S, S, device="cuda")
 ref = a.float() @ b.float()
 tflops = lambda ms: 2 * S ** 3 / ms / 1e9  # noqa: E731
-for name, fn, cfg in (("anytile, recomputed addresses", mm_recompute, (128, 128, 32, 4, 3)),
-                      ("anytile, carried pointers", at_carried, (128, 128, 32, 4, 3)),
-                      ("triton, carried pointers", tr_carried, (128, 128, 32, 4, 3)),
-                      ("triton, carried pointers, 128x128x64 w8", tr_carried, (128, 128, 64, 8, 3))):
+sizes = (S, S, S, S)                  # K, sam, sbk, scm
+for name, fn, extra, cfg in (
+        ("anytile, recomputed addresses", matmul_kernel, (S, S), (128, 128, 32, 4, 3)),
+        ("anytile, carried pointers", at_carried, (), (128, 128, 32, 4, 3)),
+        ("triton, carried pointers", tr_carried, (), (128, 128, 32, 4, 3)),
+        ("triton, carried pointers, 128x128x64 w8", tr_carried, (), (128, 128, 64, 8, 3))):
     bm, bn, bk, w, st = cfg
-    run = lambda: fn[(S // bm, S // bn)](a, b, c, S, S, S, S, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                         num_warps=w, num_stages=st)
+    run = lambda: fn[(S // bm, S // bn)](a, b, c, *extra, *sizes, BM=bm, BN=bn,  # noqa: E731
+                                         BK=bk, num_warps=w, num_stages=st)
     try:
         run()
         torch.cuda.synchronize()
