@@ -1,5 +1,7 @@
 """fp16 matmul 4096^3 on the GPU in two loop shapes (addresses recomputed from k, and
 Triton's carried pointer tiles), beside Triton.  Run: python3 benchmarks/gpu_matmul_shapes.py"""
+import os
+
 import torch
 import triton
 import triton.language as ttl
@@ -36,11 +38,14 @@ c = torch.empty(S, S, device="cuda")
 ref = a.float() @ b.float()
 tflops = lambda ms: 2 * S ** 3 / ms / 1e9  # noqa: E731
 sizes = (S, S, S, S)                  # K, sam, sbk, scm
-for name, fn, extra, cfg in (
-        ("anytile, recomputed addresses", matmul_kernel, (S, S), (128, 128, 32, 4, 3)),
-        ("anytile, carried pointers", at_carried, (), (128, 128, 32, 4, 3)),
-        ("triton, carried pointers", tr_carried, (), (128, 128, 32, 4, 3)),
-        ("triton, carried pointers, 128x128x64 w8", tr_carried, (), (128, 128, 64, 8, 3))):
+# anytile configurations (BMxBNxBK/warps/stages); AT_SHAPES overrides
+at_cfgs = [tuple(int(v) for v in c.replace("/", "x").split("x")) for c in os.environ.get(
+    "AT_SHAPES", "128x128x32/4/3,128x128x32/4/4,128x128x64/8/3,128x128x64/4/3,128x256x32/8/3").split(",")]
+cases = [(f"anytile, recomputed addresses {cf}", matmul_kernel, (S, S), cf) for cf in at_cfgs]
+cases += [(f"anytile, carried pointers {cf}", at_carried, (), cf) for cf in at_cfgs[:2]]
+cases += [("triton, carried pointers (128, 128, 32, 4, 3)", tr_carried, (), (128, 128, 32, 4, 3)),
+          ("triton, carried pointers (128, 128, 64, 8, 3)", tr_carried, (), (128, 128, 64, 8, 3))]
+for name, fn, extra, cfg in cases:
     bm, bn, bk, w, st = cfg
     run = lambda: fn[(S // bm, S // bn)](a, b, c, *extra, *sizes, BM=bm, BN=bn,  # noqa: E731
                                          BK=bk, num_warps=w, num_stages=st)
@@ -48,6 +53,6 @@ for name, fn, extra, cfg in (
         run()
         torch.cuda.synchronize()
         err = ((c - ref).norm() / ref.norm()).item()
-        print(f"{name:45s} {tflops(do_bench(run, return_mode='median')):6.0f} TFLOP/s  rel err {err:.1e}")
+        print(f"{name:60s} {tflops(do_bench(run, return_mode='median')):6.0f} TFLOP/s  rel err {err:.1e}")
     except Exception as exc:
-        print(f"{name:45s} FAILED {type(exc).__name__}: {str(exc)[:200]}")
+        print(f"{name:60s} FAILED {type(exc).__name__}: {str(exc)[:200]}")

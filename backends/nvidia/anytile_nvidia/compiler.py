@@ -21,7 +21,8 @@ from typing import Any, Optional
 from anytile.backend import CompileOptions, Stage, Target
 from anytile.codegen.gpu import assign_layouts
 from anytile.codegen.gpu.lowering import lower_kernel
-from anytile.codegen.gpu.pipeline import pipeline_loops
+from anytile.codegen.gpu.mma import mma_warps
+from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
 from anytile.errors import BackendError
 
 from .target import NvidiaTarget
@@ -87,9 +88,28 @@ def _target_machine(arch: str) -> Any:
     return target.create_target_machine(cpu=arch, features=ptx_version_for(arch), opt=3)
 
 
-def laid_out_stage(options: CompileOptions):
+#: dynamic shared memory one program may use, per architecture (CUDA programming guide)
+_SHARED_LIMITS = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+
+
+def shared_memory_limit(arch: str) -> int:
+    """The most shared memory (bytes) a program of ``sm_XY`` may use; 48 KiB if unknown."""
+    number = int(re.sub(r"\D", "", arch) or 0)
+    return _SHARED_LIMITS.get(number, 227 * 1024 if number > 90 else 48 * 1024)
+
+
+def _mma_dot(num_warps: int):
+    def ok(dot: Any) -> bool:
+        return NvidiaTarget.has_mma and mma_warps(dot, num_warps, NvidiaTarget.warp_size) is not None
+    return ok
+
+
+def laid_out_stage(options: CompileOptions, arch: str):
     def run(module: Any, metadata: dict) -> Any:
         if options.num_stages > 1:
+            metadata["pipelined_dot_operands"] = pipeline_dot_operands(
+                module.kernel, options.num_stages, _mma_dot(options.num_warps),
+                shared_memory_limit(arch))
             metadata["prefetched_loads"] = pipeline_loops(module.kernel)
         laid = assign_layouts(module, options.num_warps, NvidiaTarget.warp_size,
                               use_mma=NvidiaTarget.has_mma)
@@ -180,7 +200,7 @@ def parse_ptxas_report(text: str, metadata: dict) -> None:
 
 def nvidia_stages(target: Target, options: CompileOptions, use_ptxas: bool = True) -> list[Stage]:
     arch = target.arch
-    stages = [Stage("laid-out ir", laid_out_stage(options)), Stage("llir", llir_stage(options)),
+    stages = [Stage("laid-out ir", laid_out_stage(options, arch)), Stage("llir", llir_stage(options)),
               Stage("ptx", ptx_stage(arch))]
     ptxas = find_ptxas() if use_ptxas else None
     if ptxas is not None:

@@ -76,6 +76,29 @@ class NvidiaTarget(GpuTarget):
         call = b.asm(fty, asm, "=r,=r,=r,=r,l", [b.ptrtoint(address, i64)], side_effect=True)
         return [b.extract_value(call, i) for i in range(4)]
 
+    has_async_copy = True  # cp.async (sm_80+)
+
+    def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,
+                   mask: Optional[ir.Value]) -> None:
+        # 16-byte copies skip L1 (.cg), as operands of a tile loop are read once per program
+        kind = "cg" if nbytes == 16 else "ca"
+        name = f"llvm.nvvm.cp.async.{kind}.shared.global.{nbytes}"
+        shared = ir.PointerType(addrspace=self.shared_address_space)
+        glob = ir.PointerType(addrspace=self.global_address_space)
+        if mask is None:
+            b.call(self.declare(b.module, name, ir.VoidType(), [shared, glob]), [dst, src])
+            return
+        # src-size 0 where masked off: zeros land in shared memory, nothing is read
+        size = b.select(mask, ir.Constant(I32, nbytes), ir.Constant(I32, 0))
+        b.call(self.declare(b.module, name + ".s", ir.VoidType(), [shared, glob, I32]), [dst, src, size])
+
+    def async_commit(self, b: ir.IRBuilder) -> None:
+        b.call(self.declare(b.module, "llvm.nvvm.cp.async.commit.group", ir.VoidType(), []), [])
+
+    def async_wait(self, b: ir.IRBuilder, pending: int) -> None:
+        b.call(self.declare(b.module, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32]),
+               [ir.Constant(I32, pending)])
+
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")

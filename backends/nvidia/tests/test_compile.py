@@ -117,13 +117,18 @@ def _matmul_pointer_increments(a_ptr, b_ptr, c_ptr, K, sam, sbk, scm,
 @pytest.mark.parametrize("num_stages", [1, 3])
 def test_loop_carried_pointer_tiles_keep_16_byte_accesses(num_stages):
     """The axis facts of ``ptrs`` survive ``ptrs += BK`` (a fixpoint over the loop) and the
-    carried pointer tile is laid out for vector accesses (it ran at half speed before)."""
+    carried pointer tile is laid out for vector accesses (it ran at half speed before):
+    16-byte loads without pipelining, 16-byte ``cp.async`` copies with it."""
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16",
            "sam": "i32:16", "sbk": "i32:16", "scm": "i32:16"}
     ptx = at.compile(_matmul_pointer_increments, target="nvidia:sm_90", signature=sig,
                      constexprs={"BM": 128, "BN": 128, "BK": 32}, num_warps=4,
                      num_stages=num_stages).asm["ptx"]
-    assert "ld.global.v4.b32" in ptx and "ld.global.b16" not in ptx
+    assert "ld.global.b16" not in ptx
+    if num_stages == 1:
+        assert "ld.global.v4.b32" in ptx and "cp.async" not in ptx
+    else:
+        assert "cp.async.cg.shared.global" in ptx and "cp.async.ca" not in ptx
 
 
 def test_unaligned_vector_add_falls_back_to_scalar_accesses():

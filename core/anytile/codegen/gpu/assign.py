@@ -26,6 +26,7 @@ from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
 from .mma import mma_layout, mma_warps
+from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp
 
 __all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
 
@@ -48,7 +49,7 @@ class LaidOutKernel:
     axis: dict[Value, AxisInfo] = field(default_factory=dict)
     vector: dict[ops.Op, int] = field(default_factory=dict)
     remat: set = field(default_factory=set)
-    store_layout: dict[ops.Op, Layout] = field(default_factory=dict)
+    store_layout: dict[ops.Op, Layout] = field(default_factory=dict)   # stores, async copies
     use_mma: bool = False
 
     @property
@@ -143,6 +144,10 @@ class _Assigner:
                                                                  if op.mask is not None else
                                                                  [op.value, op.ptr]) \
                     or self.default(op.ptr.type.shape, vector)
+            elif isinstance(op, AsyncCopyOp):
+                vector = self.access_vector(op, op.ptr, op.mask)
+                self.out.store_layout[op] = self.anchored_layout([v for v in (op.ptr, op.mask) if v]) \
+                    or self.default(op.ptr.type.shape, vector)
             return
         res = op.results[0]
         if not isinstance(res.type, TileType):
@@ -177,6 +182,8 @@ class _Assigner:
             layout = mma_layout(warps) if warps else self.dot_layout(shape)
         elif isinstance(op, ops.ReshapeOp):
             layout = self.default(shape)
+        elif isinstance(op, SharedLoadOp):
+            layout = SharedLayout(op.buffer.type.row)
         else:
             layout = self.anchored_layout(tile_operands) or self.default(shape)
         for r in op.results:

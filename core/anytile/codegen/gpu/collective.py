@@ -38,7 +38,8 @@ class CollectiveLowering:
 
     # -- shared memory -------------------------------------------------------------------------
     def reserve_shared(self, nbytes: int) -> None:
-        self.shared_bytes = max(self.shared_bytes, (nbytes + 15) // 16 * 16)
+        """Scratch space of ``nbytes`` at ``smem_base`` (after the pipelined buffers)."""
+        self.shared_bytes = max(self.shared_bytes, self.persistent_shared + (nbytes + 15) // 16 * 16)
 
     def shared_ptr(self, t: ir.Type, index: ir.Value, region: int = 0) -> ir.Value:
         base = self.smem_base if region == 0 else self.b.gep(self.smem_base, [ir.Constant(I32, region)],

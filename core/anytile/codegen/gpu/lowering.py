@@ -106,7 +106,13 @@ class KernelLowering:
         self.smem.linkage = "external"
         self.smem.align = 16
         self.smem.type = ir.PointerType(addrspace=self.target.shared_address_space)  # opaque
-        self.smem_base = self.smem
+        # pipelined buffers first (fixed offsets), then the scratch space every other op shares
+        from .shared import plan_persistent_shared
+        self.persistent_offsets, self.persistent_shared = plan_persistent_shared(self.fn_ir)
+        self.shared_bytes = self.persistent_shared
+        self.shared_views: dict = {}
+        self.smem_base = self.smem if not self.persistent_shared else self.entry_b.gep(
+            self.smem, [ir.Constant(I32, self.persistent_shared)], source_etype=ir.IntType(8))
         for arg, param, t in zip(self.fn_ir.args, fn.args, params):
             self.bind(arg, self.param_value(arg.type, param))
         self.lower_block(self.fn_ir.body)
@@ -460,8 +466,10 @@ def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False) ->
     from .control import ControlFlowLowering
     from .memory import MemoryLowering
     from .mma import MmaLowering
+    from .shared import SharedLowering
 
-    class _Lowering(MemoryLowering, MmaLowering, CollectiveLowering, ControlFlowLowering, KernelLowering):
+    class _Lowering(MemoryLowering, MmaLowering, SharedLowering, CollectiveLowering, ControlFlowLowering,
+                    KernelLowering):
         pass
 
     lowering = _Lowering(laid, target, debug)

@@ -31,11 +31,11 @@ from ...ir import ops
 from ...ir.types import elem_type, shape_of
 from ..llvm.types import I32
 from .layouts import BlockedLayout
+from .shared_ops import PAD_ELEMENTS as _PAD  # 16 bytes a row: 8 ldmatrix rows hit 32 banks
 
 __all__ = ["mma_warps", "mma_layout", "MmaLowering", "MMA_INPUTS"]
 
 MMA_INPUTS = ("f16", "bf16")
-_PAD = 8  # elements of padding per shared-memory row: 16 bytes, so 8 rows hit 32 banks
 
 
 def mma_warps(op: ops.DotOp, num_warps: int, warp_size: int) -> Optional[tuple[int, int]]:
@@ -98,16 +98,24 @@ class MmaLowering:
         wm, wn = warps
         elem = elem_type(op.a.type)
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
-        a, bm = self.tile(op.a), self.tile(op.b)
         acc = self.tile(op.acc, layout)
-        row_a, row_b = K + _PAD, N + _PAD
-        a_bytes = (M * row_a * 2 + 15) // 16 * 16
-        self.reserve_shared(a_bytes + K * row_b * 2)
-        b_base = b.gep(self.smem_base, [ir.Constant(I32, a_bytes)], source_etype=ir.IntType(8))
-        self.target.barrier(b)
-        self.store_operand(a, elem, self.smem_base, row_a)
-        self.store_operand(bm, elem, b_base, row_b)
-        self.target.barrier(b)
+        # operands a pipelined loop left in shared memory are read in place; the others are
+        # written to the scratch space first
+        a_view, b_view = self.shared_views.get(op.a), self.shared_views.get(op.b)
+        row_a = a_view.row if a_view else K + _PAD
+        row_b = b_view.row if b_view else N + _PAD
+        a_bytes = 0 if a_view else (M * row_a * 2 + 15) // 16 * 16
+        a_base = a_view.base if a_view else self.smem_base
+        b_base = b_view.base if b_view else b.gep(self.smem_base, [ir.Constant(I32, a_bytes)],
+                                                  source_etype=ir.IntType(8))
+        if not (a_view and b_view):
+            self.reserve_shared(a_bytes + (0 if b_view else K * row_b * 2))
+            self.target.barrier(b)
+            if not a_view:
+                self.store_operand(self.tile(op.a), elem, a_base, row_a)
+            if not b_view:
+                self.store_operand(self.tile(op.b), elem, b_base, row_b)
+            self.target.barrier(b)
 
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         r = b.and_(self.lane, k32(7))      # the row of an 8x8 matrix whose address I give
@@ -131,7 +139,7 @@ class MmaLowering:
         n_regs_1 = 2 * tiles_n  # registers of the accumulator along N
         values = list(acc.values)
         for kk in range(0, K, 16):
-            a_frags = [self.target.ldmatrix_x4(b, at(self.smem_base, a_lane, 16 * i * wm * row_a + kk), False)
+            a_frags = [self.target.ldmatrix_x4(b, at(a_base, a_lane, 16 * i * wm * row_a + kk), False)
                        for i in range(tiles_m)]
             b_frags = []
             for s in range(0, tiles_n, 2):

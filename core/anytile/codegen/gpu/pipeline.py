@@ -18,13 +18,15 @@ accesses is touched.  This runs on device-independent IR, before layouts are ass
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from ...ir import ops
 from ...ir.core import TRAIT_PURE, Block, Function, Op, Value, walk
-from ...ir.types import TileType, elem_type, i1
+from ...ir.types import TileType, elem_type, i1, i32
+from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
+                         SharedBufferType, SharedLoadOp)
 
-__all__ = ["pipeline_loops"]
+__all__ = ["pipeline_loops", "pipeline_dot_operands"]
 
 _SIDE_EFFECTS = (ops.StoreOp, ops.AtomicRMWOp, ops.AtomicCASOp, ops.AssertOp, ops.BarrierOp,
                  ops.CallOp)
@@ -135,3 +137,225 @@ def _slice(load: ops.LoadOp, inside: set) -> set:
             needed.add(op)
             stack.extend(x for x in op.operands if x in inside)
     return needed
+
+
+# ---------------------------------------------------------------------------------------------
+# Multi-stage shared-memory pipelines for the operands of tensor-core dots
+# ---------------------------------------------------------------------------------------------
+def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.DotOp], bool],
+                          shared_limit: int) -> int:
+    """Rewrite each ``for`` loop whose loads feed only tensor-core dots into the
+    ``async_copy`` pipeline of ``shared_ops`` (``stages`` = the loop's ``num_stages`` or
+    ``num_stages``, reduced until its buffers fit ``shared_limit`` bytes); returns how many
+    loads moved.  ``dot_ok(dot)``: the dot will read its operands from shared memory.
+
+    A load qualifies when it is at the top of the loop body, reads a 2-D tile of 16-bit
+    elements, is used only as an operand of such dots, has no ``other`` or a zero one, and
+    its pointer and mask can be computed ``stages - 1`` iterations ahead: from the
+    induction variable, values defined outside the loop, and loop-carried pointer tiles
+    advanced by a loop-invariant offset (``a_ptrs += BK``)."""
+    count = 0
+    for op in list(walk(fn.body)):
+        if isinstance(op, ops.ForOp):
+            stages = op.num_stages if op.num_stages is not None else num_stages
+            if stages >= 2:
+                count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, shared_limit)
+    return count
+
+
+def _parent_block(root: Block, target: Op) -> Block:
+    if target in root.ops:
+        return root
+    for op in walk(root):
+        for region in op.regions:
+            if target in region.ops:
+                return region
+    raise AssertionError("op not found")
+
+
+class _Ahead:
+    """Clones of body values as they will be ``distance`` iterations later (or at iteration
+    ``distance`` from the start, when ``before_loop``)."""
+
+    def __init__(self, loop: ops.ForOp, advancing: dict, inside: set, out: list,
+                 distance: int, before_loop: bool) -> None:
+        self.loop, self.advancing, self.inside, self.out = loop, advancing, inside, out
+        body = loop.body
+        iv = body.args[0]
+        loc = loop.loc
+        self.mapping: dict = {}
+        k = self.const(distance, iv.type, loc)
+        scaled = self.emit(ops.BinaryOp("mul", k, loop.step, loc=loc))
+        base = loop.lower if before_loop else iv
+        self.iv = self.emit(ops.BinaryOp("add", base, scaled, loc=loc))
+        self.in_range = self.emit(ops.CompareOp("lt", self.iv, loop.upper, loc=loc))
+        self.mapping[iv] = self.iv
+        for arg, offset in advancing.items():
+            start = loop.inits[body.args.index(arg) - 1] if before_loop else arg
+            if distance == 0:
+                self.mapping[arg] = start
+                continue
+            offset = self.value(offset)
+            kt = self.const(distance, offset.type, loc)
+            step = self.emit(ops.BinaryOp("mul", kt, offset, loc=loc))
+            self.mapping[arg] = self.emit(ops.AddPtrOp(start, step, loc=loc))
+
+    def const(self, value: int, t, loc) -> Value:
+        return self.emit(ops.ConstantOp(value, result_types=[t], loc=loc))
+
+    def emit(self, op: Op) -> Value:
+        self.out.append(op)
+        return op.result
+
+    def value(self, v: Value) -> Value:
+        """``v`` as seen at the shifted iteration (cloning the body ops it needs)."""
+        if v in self.mapping or v not in self.inside:
+            return self.mapping.get(v, v)
+        needed = _slice_of(v, self.inside)
+        for op in self.loop.body.ops:
+            if op in needed and op.results[0] not in self.mapping:
+                self.out.append(op.clone_with(self.mapping))
+        return self.mapping[v]
+
+
+def _slice_of(v: Value, inside: set) -> set:
+    needed: set = set()
+    stack = [v]
+    while stack:
+        x = stack.pop()
+        op = x.owner
+        if isinstance(op, Op) and x in inside and op not in needed:
+            needed.add(op)
+            stack.extend(op.operands)
+    return needed
+
+
+def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int) -> int:
+    body = loop.body
+    if body.terminator is None:
+        return 0
+    inside = _defined_in(body)
+    iv = body.args[0]
+    yielded = body.terminator.values
+    invariant: set = set()          # body values computed from outside values only
+    for op in body.ops:
+        if op.has_trait(TRAIT_PURE) and not op.regions and \
+                all(v in invariant or v not in inside for v in op.operands):
+            invariant.update(op.results)
+    advancing = {}                  # carried pointer tile -> its loop-invariant step
+    for arg, y in zip(body.args[1:], yielded):
+        step = y.owner
+        if isinstance(arg.type, TileType) and isinstance(step, ops.AddPtrOp) and step.ptr is arg \
+                and (step.offset in invariant or step.offset not in inside):
+            advancing[arg] = step.offset
+    computable = {iv, *advancing}   # values computable at any iteration
+    for op in body.ops:
+        if op.has_trait(TRAIT_PURE) and not op.regions and \
+                all(v in computable or v in invariant or v not in inside for v in op.operands):
+            computable.update(op.results)
+    uses = _uses(body)
+    loads = []
+    for op in body.ops:
+        if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
+            continue
+        t = op.result.type
+        users = uses.get(op.result, [])
+        if len(t.shape) != 2 or t.elem.nbytes != 2 or not users or op.result in yielded or \
+                not all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
+                        and u in body.ops and dot_ok(u) for u in users):
+            continue
+        if op.other is not None and not _is_zero(op.other):
+            continue
+        if not all(v in computable or v in invariant or v not in inside
+                   for v in (op.ptr, op.mask) if v is not None):
+            continue
+        loads.append(op)
+    if not loads:
+        return 0
+    buffers = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, stages,
+                                ld.result.type.shape[-1] + PAD_ELEMENTS) for ld in loads]
+    while stages > 2 and sum(b.slot_bytes for b in buffers) * stages > shared_limit:
+        stages -= 1
+    if sum(b.slot_bytes for b in buffers) * stages > shared_limit:
+        return 0
+    buffers = [SharedBufferType(b.shape, b.elem, stages, b.row) for b in buffers]
+    loc = loop.loc
+
+    # before the loop: the buffers, then iterations 0 .. stages-2 in flight
+    prologue: list[Op] = []
+    allocs = [SharedAllocOp(result_types=[t], loc=loc) for t in buffers]
+    prologue += allocs
+    for s in range(stages - 1):
+        ahead = _Ahead(loop, advancing, inside, prologue, s, before_loop=True)
+        slot = ahead.const(s, i32, loc)
+        for load, alloc in zip(loads, allocs):
+            prologue += _copy(load, alloc.result, slot, ahead)
+        prologue.append(AsyncCommitOp(loc=loc))
+
+    # in the body: wait for this iteration's slot, start iteration k + stages - 1's copies
+    counter = Value(i32, body, len(body.args), "stage")
+    body.args.append(counter)
+    top: list[Op] = [AsyncWaitOp(stages - 2, True, loc=loc)]
+
+    def emit(op: Op) -> Value:
+        top.append(op)
+        return op.result
+    n = emit(ops.ConstantOp(stages, result_types=[i32], loc=loc))
+    read_slot = emit(ops.BinaryOp("rem", counter, n, loc=loc))
+    later = emit(ops.ConstantOp(stages - 1, result_types=[i32], loc=loc))
+    write_slot = emit(ops.BinaryOp("rem", emit(ops.BinaryOp("add", counter, later, loc=loc)), n, loc=loc))
+    ahead = _Ahead(loop, advancing, inside, top, stages - 1, before_loop=False)
+    for load, alloc in zip(loads, allocs):
+        top += _copy(load, alloc.result, write_slot, ahead)
+    top.append(AsyncCommitOp(loc=loc))
+    for load, alloc in zip(loads, allocs):
+        view = SharedLoadOp(alloc.result, read_slot, loc=load.loc)
+        view.results[0].name = load.result.name
+        top.append(view)
+        for op in walk(body):
+            op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
+        body.ops.remove(load)
+    one = ops.ConstantOp(1, result_types=[i32], loc=loc)
+    next_counter = ops.BinaryOp("add", counter, one.result, loc=loc)
+    body.ops[-1:-1] = [one, next_counter]
+    body.terminator.values.append(next_counter.result)
+    zero = ops.ConstantOp(0, result_types=[i32], loc=loc)
+    prologue.append(zero)
+    loop.inits.append(zero.result)
+    loop.results.append(Value(i32, loop, len(loop.results)))
+    body.ops[0:0] = top
+    where = parent.ops.index(loop)
+    parent.ops[where:where] = prologue
+    parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, False, loc=loc))
+    return len(loads)
+
+
+def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[Op]:
+    """The ops of one ``async_copy`` of ``load``'s tile at the shifted iteration."""
+    out: list[Op] = []
+    ptr = ahead.value(load.ptr)
+    shape = load.result.type.shape
+    splat = ops.SplatOp(ahead.in_range, result_types=[TileType(shape, i1)], loc=load.loc)
+    out.append(splat)
+    mask = splat.result
+    if load.mask is not None:
+        both = ops.BinaryOp("and", ahead.value(load.mask), mask, loc=load.loc)
+        out.append(both)
+        mask = both.result
+    out.append(AsyncCopyOp(buffer, slot, ptr, mask, loc=load.loc))
+    return out
+
+
+def _uses(block: Block) -> dict:
+    out: dict = {}
+    for op in walk(block):
+        for v in op.operands:
+            out.setdefault(v, []).append(op)
+    return out
+
+
+def _is_zero(v: Value) -> bool:
+    op = v.owner
+    if isinstance(op, ops.SplatOp):
+        return _is_zero(op.src)
+    return isinstance(op, ops.ConstantOp) and op.value == 0

@@ -29,7 +29,8 @@ from ...ir.core import Module
 from ...ir.types import PointerType
 from .assign import assign_layouts
 from .lowering import lower_kernel
-from .pipeline import pipeline_loops
+from .mma import mma_warps
+from .pipeline import pipeline_dot_operands, pipeline_loops
 from .target import GpuTarget
 
 __all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation"]
@@ -137,6 +138,20 @@ class SimulatedGpuTarget(GpuTarget):
             scratch.linkage = "external"
             scratch.type = ir.PointerType()
         return scratch
+
+    has_async_copy = True
+
+    def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,
+                   mask: Optional[ir.Value]) -> None:
+        """Emulated synchronously: the copy has landed when the hook returns (so the
+        pipeline's indexing is checked here, its waits only on the GPU)."""
+        t = ir.IntType(8 * nbytes)
+        if mask is None:
+            b.store(b.load(src, typ=t), dst)
+            return
+        b.store(ir.Constant(t, 0), dst)
+        with b.if_then(mask):
+            b.store(b.load(src, typ=t), dst)
 
     has_mma = True
 
@@ -288,6 +303,8 @@ def lower_for_simulation(module: Module, num_warps: int, num_stages: int = 3) ->
     """(LLVM IR text for the host simulation, bytes of shared memory) of ``module``'s kernel."""
     module = copy.deepcopy(module)
     if num_stages > 1:
+        pipeline_dot_operands(module.kernel, num_stages, lambda dot: mma_warps(
+            dot, num_warps, SimulatedGpuTarget.warp_size) is not None, _SHARED_BYTES // 2)
         pipeline_loops(module.kernel)
     laid = assign_layouts(module, num_warps, SimulatedGpuTarget.warp_size,
                           use_mma=SimulatedGpuTarget.has_mma)

@@ -71,6 +71,21 @@ class GpuTarget(abc.ABC):
         when ``trans``), the smaller column (row) in the low half."""
         raise NotImplementedError("this target has no ldmatrix")
 
+    #: whether ``async_copy`` exists (global -> shared copies that bypass registers)
+    has_async_copy: bool = False
+
+    def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,
+                   mask: Optional[ir.Value]) -> None:
+        """Start copying ``nbytes`` (4, 8 or 16; both addresses aligned to it) from global
+        ``src`` to shared ``dst``; where the i1 ``mask`` is 0, write zeros and read nothing."""
+        raise NotImplementedError("this target has no asynchronous copies")
+
+    def async_commit(self, b: ir.IRBuilder) -> None:
+        """Close the group of copies this thread started since the last commit."""
+
+    def async_wait(self, b: ir.IRBuilder, pending: int) -> None:
+        """Wait until at most ``pending`` committed groups of this thread are in flight."""
+
     def trap(self, b: ir.IRBuilder) -> None:
         fn = b.module.globals.get("llvm.trap") or ir.Function(
             b.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap")

@@ -1,0 +1,105 @@
+"""Lowering of the shared-memory pipeline ops (``shared_ops.py``).
+
+Buffers live in a *persistent* region at the start of the kernel's shared memory, one fixed
+offset each for the whole kernel; the scratch space other ops use (conversions, reductions,
+unpipelined dot operands) starts after it, so a pipelined slot is never overwritten by them.
+
+A copy moves, per thread, the runs of consecutive elements its layout gives it: one
+``async_copy`` hook call of ``run * size`` bytes (4, 8 or 16) per run when the axis analysis
+proved the run contiguous and aligned, else element by element through registers (a plain
+load and a shared store: correct at any alignment, only slower).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llvmlite import ir
+
+from ...ir.core import walk
+from ...ir.types import elem_type, shape_of
+from ..llvm.types import I8, I32
+from .layouts import register_indices
+from .shared_ops import AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp, SharedLoadOp
+
+
+@dataclass
+class SharedView:
+    """A tile read in place from shared memory: the address of its first element and the
+    elements per row."""
+
+    base: ir.Value
+    row: int
+
+
+def plan_persistent_shared(kernel) -> tuple[dict, int]:
+    """An offset for every ``shared_alloc`` of ``kernel`` and the bytes they take."""
+    offsets, total = {}, 0
+    for op in walk(kernel.body):
+        if isinstance(op, SharedAllocOp):
+            offsets[op] = total
+            total += (op.result.type.nbytes + 127) // 128 * 128
+    return offsets, total
+
+
+class SharedLowering:
+    """Mixin of ``KernelLowering``: shared_alloc, async_copy, async_commit, async_wait,
+    shared_load."""
+
+    def lower_shared_alloc(self, op: SharedAllocOp) -> None:
+        offset = self.persistent_offsets[op]
+        self.set_result(op, self.entry_b.gep(self.smem, [ir.Constant(I32, offset)], source_etype=I8))
+
+    def slot_address(self, buffer, slot: ir.Value) -> ir.Value:
+        t = buffer.type
+        base = self.scalar(buffer)
+        return self.b.gep(base, [self.b.mul(slot, ir.Constant(I32, t.slot_bytes))], source_etype=I8)
+
+    def lower_async_copy(self, op: AsyncCopyOp) -> None:
+        t = op.buffer.type
+        storage = self.types.storage(t.elem)
+        layout = self.laid.store_layout[op]
+        shape = shape_of(op.ptr.type)
+        slot = self.slot_address(op.buffer, self.scalar(op.slot))
+        ptrs = self.tile(op.ptr, layout).values
+        masks = self.tile(op.mask, layout).values if op.mask is not None else None
+        width, groups = self.access_groups(op, layout, shape)
+        coords = self.coords(layout, shape)
+        indices = register_indices(layout, shape)
+        nbytes = width * t.elem.nbytes
+        asynchronous = self.target.has_async_copy and nbytes in (4, 8, 16)
+        for group in groups:
+            first = group[0]
+            if self.register_is_replica(layout, shape, indices[first]):
+                continue   # another register of this thread copies the same element
+            mask = masks[first] if masks is not None else None
+            if asynchronous:
+                dst = self.shared_element(slot, coords[first], t.row, storage)
+                self.target.async_copy(self.b, dst, ptrs[first], nbytes, mask)
+                continue
+            for i in group:
+                dst = self.shared_element(slot, coords[i], t.row, storage)
+                m = masks[i] if masks is not None else None
+                value = self.guarded(m, lambda i=i: [self.b.load(ptrs[i], typ=storage)],
+                                     [self.zero_of(storage)] if m is not None else [])[0]
+                self.b.store(value, dst)
+
+    def shared_element(self, slot: ir.Value, coord: tuple, row: int, storage: ir.Type) -> ir.Value:
+        b = self.b
+        index = coord[-1]
+        if len(coord) == 2:
+            index = b.add(b.mul(coord[0], ir.Constant(I32, row)), coord[1])
+        return b.gep(slot, [index], source_etype=storage)
+
+    def lower_async_commit(self, op: AsyncCommitOp) -> None:
+        self.target.async_commit(self.b)
+
+    def lower_async_wait(self, op: AsyncWaitOp) -> None:
+        self.target.async_wait(self.b, op.pending)
+        if op.barrier:
+            self.target.barrier(self.b)
+
+    def lower_shared_load(self, op: SharedLoadOp) -> None:
+        self.shared_views[op.result] = SharedView(self.slot_address(op.buffer, self.scalar(op.slot)),
+                                                  op.buffer.type.row)
+        if elem_type(op.result.type).nbytes != 2:
+            self.fail(op, "shared_load of a non-16-bit tile")  # the pipeline pass never makes one
