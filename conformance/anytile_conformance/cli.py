@@ -41,10 +41,31 @@ def build_parser() -> argparse.ArgumentParser:
                         help="where shrunk reproducers of fuzz mismatches are written")
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds one case may run before it fails (default 300)")
+    parser.add_argument("--shard", metavar="K/N", type=_shard, default=(0, 1),
+                        help="run only every N-th selected case, starting with the K-th (0-based): "
+                             "N processes or machines share a full run")
     parser.add_argument("--list", action="store_true", help="list the selected case ids and exit")
     parser.add_argument("--tolerances", action="store_true", help="print the tolerance table and exit")
     parser.add_argument("--version", action="version", version=f"anytile-conformance {__version__}")
     return parser
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        k, n = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--shard wants K/N (e.g. 0/4), got {text!r}") from None
+    if not (n >= 1 and 0 <= k < n):
+        raise argparse.ArgumentTypeError(f"--shard K/N needs 0 <= K < N, got {text!r}")
+    return k, n
+
+
+def selected_cases(args: argparse.Namespace, keep) -> list:
+    """The catalogue cases of ``args.mode`` that ``-k`` keeps, then this shard's share."""
+    from .case import expand_all
+    cases = [c for c in expand_all(args.mode) if keep(c.id)]
+    k, n = args.shard
+    return cases[k::n]
 
 
 def resolve_device(args: argparse.Namespace):
@@ -71,7 +92,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for what, dtype, bound in table_rows():
             print(f"{what:<40} {dtype:<10} {bound}")
         return 0
-    from .case import expand_all
     from .selection import SelectionError, compile_expression
     try:
         keep = compile_expression(args.expr)
@@ -79,9 +99,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.list:
-        for case in expand_all(args.mode):
-            if keep(case.id):
-                print(case.id)
+        for case in selected_cases(args, keep):
+            print(case.id)
         return 0
     from anytile.errors import BackendError
     try:
@@ -96,11 +115,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def certify(device, args: argparse.Namespace, keep) -> int:
-    from .case import expand_all
     from .report import Progress, summary_text, write_json, write_junit
     from .runner import run_suite
-    cases = [c for c in expand_all(args.mode) if keep(c.id)]
-    print(f"running {len(cases)} {args.mode} cases on {device.info.name} "
+    cases = selected_cases(args, keep)
+    shard = "" if args.shard == (0, 1) else f" (shard {args.shard[0]}/{args.shard[1]})"
+    print(f"running {len(cases)} {args.mode} cases{shard} on {device.info.name} "
           f"({device.backend.name})", flush=True)
     run = run_suite(device, cases, args.mode, args.seed, on_result=Progress(), timeout=args.timeout)
     print()

@@ -96,3 +96,16 @@ def test_progress_bar_on_a_terminal_and_lines_elsewhere():
         progress(1, 2, Named(), CaseResult("memory/x", "memory", "failed", "bad"))
     assert "\r[" in tty.getvalue() and "FAIL memory/x" in tty.getvalue()
     assert plain.getvalue().splitlines() == ["[    1/2] PASS memory/x", "[    2/2] FAIL memory/x"]
+
+
+def test_shards_partition_the_selection(capsys):
+    from anytile_conformance.cli import main
+    assert main(["--full", "--list", "-k", "memory"]) == 0
+    whole = capsys.readouterr().out.split()
+    parts = []
+    for k in range(3):
+        assert main(["--full", "--list", "-k", "memory", "--shard", f"{k}/3"]) == 0
+        parts.append(capsys.readouterr().out.split())
+    assert sorted(sum(parts, [])) == sorted(whole) and all(parts)
+    with pytest.raises(SystemExit):
+        main(["--list", "--shard", "3/3"])

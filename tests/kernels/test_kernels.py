@@ -83,7 +83,8 @@ def test_persistent_softmax(device, rng, poison):
 # -- matmul with tl.dot and a fused relu ------------------------------------------------------
 @at.jit
 def matmul_relu_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+                       BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr,
+                       PRECISION: tl.constexpr = "tf32"):
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
@@ -94,23 +95,29 @@ def matmul_relu_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, sc
                     mask=(rm[:, None] < M) & (kk[None, :] < K), other=0.0)
         b = tl.load(b_ptr + kk[:, None] * sbk + rn[None, :] * sbn,
                     mask=(kk[:, None] < K) & (rn[None, :] < N), other=0.0)
-        acc += tl.dot(a, b)
+        acc += tl.dot(a, b, input_precision=PRECISION)
     acc = tl.where(acc > 0, acc, 0.0)
     tl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc.to(c_ptr.dtype.element_ty),
              mask=(rm[:, None] < M) & (rn[None, :] < N))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16])
-def test_matmul_relu(device, rng, dtype, poison):
+@pytest.mark.parametrize("dtype,precision", [(np.float32, "ieee"), (np.float32, "tf32"),
+                                             (np.float16, "tf32")])
+def test_matmul_relu(device, rng, dtype, precision, poison):
     M, N, K = 45, 37, 70
     ah = rng.standard_normal((M, K)).astype(dtype)
     bh = rng.standard_normal((K, N)).astype(dtype)
     c = at.asarray(poison((M, N), dtype), device=device)
     matmul_relu_kernel[(at.cdiv(M, 16), at.cdiv(N, 32))](
         at.asarray(ah, device=device), at.asarray(bh, device=device), c, M, N, K,
-        K, 1, N, 1, N, 1, BM=16, BN=32, BK=16)
+        K, 1, N, 1, N, 1, BM=16, BN=32, BK=16, PRECISION=precision)
     ref = np.maximum(ah.astype(np.float64) @ bh.astype(np.float64), 0)
-    tol = 1e-4 if dtype == np.float32 else 2e-2
+    if dtype == np.float16:
+        tol = 2e-2
+    elif precision == "ieee":
+        tol = 1e-4
+    else:   # tf32 (the default, as in Triton): inputs may be rounded to 10 mantissa bits
+        tol = 2 ** -10 * 4
     np.testing.assert_allclose(c.numpy().astype(np.float64), ref, rtol=tol, atol=tol * 10)
 
 

@@ -68,6 +68,19 @@ class NvidiaTarget(GpuTarget):
                      side_effect=False)
         return [b.extract_value(call, i) for i in range(4)]
 
+    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
+        f32 = ir.FloatType()
+        asm = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
+               "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
+        fty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [I32] * 6 + [f32] * 4)
+        call = b.asm(fty, asm, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", list(a) + list(bfrag) + list(c),
+                     side_effect=False)
+        return [b.extract_value(call, i) for i in range(4)]
+
+    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        fty = ir.FunctionType(I32, [ir.FloatType()])
+        return b.asm(fty, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x], side_effect=False)
+
     def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
         i64 = ir.IntType(64)
         shape = ".trans" if trans else ""

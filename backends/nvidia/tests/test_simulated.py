@@ -208,6 +208,44 @@ def test_tensor_core_dot(rng, M, N, K, num_warps, sig):
 
 
 @at.jit
+def tf32_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                    PRECISION: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c, input_precision=PRECISION))
+
+
+def _tf32(x):
+    bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("M,N,K,num_warps", [(16, 16, 16, 1), (64, 32, 32, 4), (32, 64, 16, 2)])
+def test_tf32_dot(rng, M, N, K, num_warps):
+    """f32 dots run on tf32 tensor cores by default (as Triton): each product is of inputs
+    rounded to tf32; ``input_precision="ieee"`` stays exact."""
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    c0 = rng.standard_normal((M, N)).astype(np.float32)
+    sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32"}
+    for precision, (ea, eb) in (("tf32", (_tf32(a), _tf32(b))), ("ieee", (a, b))):
+        c = c0.copy()
+        module = ir_of(tf32_dot_kernel, sig, {"M": M, "N": N, "K": K, "PRECISION": precision},
+                       num_warps=num_warps)
+        text = simulate_kernel(module, (1,), [a, b, c], num_warps)
+        assert ("anytile_sim_scratch" in text) == (precision == "tf32")
+        expected = c0.astype(np.float64) + ea.astype(np.float64) @ eb.astype(np.float64)
+        np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+    ptx = at.compile(tf32_dot_kernel, target="nvidia:sm_80", signature=sig,
+                     constexprs={"M": M, "N": N, "K": K, "PRECISION": "tf32"}, num_warps=num_warps).asm["ptx"]
+    assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and "cvt.rna.tf32.f32" in ptx
+
+
+@at.jit
 def row_sum_loop_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     row = tl.program_id(0)
     acc = tl.zeros((BLOCK,), dtype=tl.float32)

@@ -44,11 +44,14 @@ def mma_warps(op: ops.DotOp, num_warps: int, warp_size: int) -> Optional[tuple[i
     if warp_size != 32:
         return None
     a, b, acc = elem_type(op.a.type), elem_type(op.b.type), elem_type(op.acc.type)
-    if a.name not in MMA_INPUTS or b != a or acc.name != "f32":
+    if b != a or acc.name != "f32":
         return None
     (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
-    if k % 16:
-        return None
+    if a.name in MMA_INPUTS:
+        if k % 16:
+            return None
+    elif a.name != "f32" or op.input_precision != "tf32" or k % 8:
+        return None   # f32 ``ieee`` (and ``tf32x3``) stay exact: FMAs
     best = None
     wm = 1
     while wm <= num_warps:
@@ -67,31 +70,36 @@ def mma_layout(warps: tuple[int, int]) -> BlockedLayout:
 
 class MmaLowering:
     """Mixin of ``KernelLowering``: ``dot`` through the target's ``ldmatrix_x4`` and
-    ``mma_m16n8k16`` hooks."""
+    ``mma_m16n8k16`` hooks (``to_tf32`` and ``mma_m16n8k8_tf32`` for f32 inputs)."""
 
     def store_operand(self, regs, elem, base: ir.Value, row: int) -> None:
         """Write a 2-D operand tile to shared memory, row-major with ``row`` elements per row,
         in runs of up to 8 consecutive elements per store where the layout has them."""
         b = self.b
-        storage = self.types.storage(elem)
+        tf32 = elem.name == "f32"   # stored as tf32 bit patterns (rounded once, here)
+        storage = I32 if tf32 else self.types.storage(elem)
         layout = regs.layout
         run = 1
         if isinstance(layout, BlockedLayout) and layout.order[0] == 1 and regs.shape[1] >= layout.size_per_thread[1]:
-            run = min(layout.size_per_thread[1], 8)
+            run = min(layout.size_per_thread[1], 16 // elem.nbytes)
         coords = self.coords(layout, regs.shape)
         for first in range(0, len(regs.values), run):
             r, c = coords[first]
             ptr = b.gep(base, [b.add(b.mul(r, ir.Constant(I32, row)), c)], source_etype=storage)
-            values = [self.ew.to_storage(elem, v) for v in regs.values[first:first + run]]
+            values = [self.target.to_tf32(b, v) if tf32 else self.ew.to_storage(elem, v)
+                      for v in regs.values[first:first + run]]
             if run == 1:
                 b.store(values[0], ptr)
                 continue
             vec = ir.Constant(ir.VectorType(storage, run), ir.Undefined)
             for j, v in enumerate(values):
                 vec = b.insert_element(vec, v, ir.Constant(I32, j))
-            b.store(vec, ptr).align = 2 * run
+            b.store(vec, ptr).align = elem.nbytes * run
 
     def lower_dot_mma(self, op: ops.DotOp, warps: tuple[int, int]) -> None:
+        if elem_type(op.a.type).name == "f32":
+            self.lower_dot_tf32(op, warps)
+            return
         b = self.b
         layout = op.result.type.layout
         assert layout == mma_layout(warps), (layout, warps)
@@ -153,6 +161,57 @@ class MmaLowering:
                              (2 * i + 1) * n_regs_1 + 2 * s, (2 * i + 1) * n_regs_1 + 2 * s + 1]
                     out = self.target.mma_m16n8k16(b, elem.name, a_frags[i], b_frags[s],
                                                    [values[x] for x in slots])
+                    for x, v in zip(slots, out):
+                        values[x] = v
+        self.set_result(op, self.new_regs(layout, (M, N), values))
+
+    def lower_dot_tf32(self, op: ops.DotOp, warps: tuple[int, int]) -> None:
+        """f32 ``dot`` with ``input_precision="tf32"``: operands rounded to tf32 once, on
+        their way to shared memory (A as ``[M][K + 4]``, B as ``[K][N + 8]`` words: a warp's
+        fragment reads then hit 32 distinct banks), fragments read with plain shared loads,
+        ``mma.m16n8k8.tf32`` (fragment positions for lane ``4g + t``: a0 = (g, t), a1 =
+        (g + 8, t), a2 = (g, t + 4), a3 = (g + 8, t + 4); b0 = (t, g), b1 = (t + 4, g))."""
+        b = self.b
+        layout = op.result.type.layout
+        wm, wn = warps
+        (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
+        acc = self.tile(op.acc, layout)
+        row_a, row_b = K + 4, N + 8
+        a_bytes = (M * row_a * 4 + 15) // 16 * 16
+        self.reserve_shared(a_bytes + K * row_b * 4)
+        a_base = self.smem_base
+        b_base = b.gep(self.smem_base, [ir.Constant(I32, a_bytes)], source_etype=ir.IntType(8))
+        f32 = elem_type(op.a.type)
+        self.target.barrier(b)
+        self.store_operand(self.tile(op.a), f32, a_base, row_a)
+        self.store_operand(self.tile(op.b), f32, b_base, row_b)
+        self.target.barrier(b)
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        g, t = b.lshr(self.lane, k32(2)), b.and_(self.lane, k32(3))
+        warp_m = b.and_(b.udiv(self.warp, k32(layout.warp_stride(0))), k32(wm - 1))
+        warp_n = b.and_(b.udiv(self.warp, k32(layout.warp_stride(1))), k32(wn - 1))
+        row_lo = b.add(b.mul(warp_m, k32(8)), g)            # fragment row g of tile 0
+        a_lane = b.add(b.mul(row_lo, k32(row_a)), t)
+        b_lane = b.add(b.mul(t, k32(row_b)), b.add(b.mul(warp_n, k32(8)), g))
+        tiles_m, tiles_n = M // (16 * wm), N // (8 * wn)
+
+        def word(base: ir.Value, lane_offset: ir.Value, offset: int) -> ir.Value:
+            return b.load(b.gep(base, [b.add(lane_offset, k32(offset))], source_etype=I32), typ=I32)
+        n_regs_1 = 2 * tiles_n
+        values = list(acc.values)
+        for kk in range(0, K, 8):
+            a_frags = []
+            for i in range(tiles_m):
+                lo, hi = 16 * i * wm * row_a + kk, (16 * i * wm + 8 * wm) * row_a + kk
+                a_frags.append([word(a_base, a_lane, lo), word(a_base, a_lane, hi),
+                                word(a_base, a_lane, lo + 4), word(a_base, a_lane, hi + 4)])
+            b_frags = [[word(b_base, b_lane, kk * row_b + s * 8 * wn),
+                        word(b_base, b_lane, (kk + 4) * row_b + s * 8 * wn)] for s in range(tiles_n)]
+            for i in range(tiles_m):
+                for s in range(tiles_n):
+                    slots = [(2 * i) * n_regs_1 + 2 * s, (2 * i) * n_regs_1 + 2 * s + 1,
+                             (2 * i + 1) * n_regs_1 + 2 * s, (2 * i + 1) * n_regs_1 + 2 * s + 1]
+                    out = self.target.mma_m16n8k8_tf32(b, a_frags[i], b_frags[s], [values[x] for x in slots])
                     for x, v in zip(slots, out):
                         values[x] = v
         self.set_result(op, self.new_regs(layout, (M, N), values))

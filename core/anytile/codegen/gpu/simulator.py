@@ -192,6 +192,45 @@ class SimulatedGpuTarget(GpuTarget):
         self.barrier(b)
         return out
 
+    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """Round to 10 mantissa bits, ties away from zero (``cvt.rna``; finite inputs)."""
+        bits = b.bitcast(x, I32)
+        return b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
+
+    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
+        """Emulated like ``mma_m16n8k16``, from the PTX ISA's m16n8k8 tf32 fragment table."""
+        scratch = self.scratch(b)
+        tid = self.thread_id(b)
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        slot = b.add(k32(_MAX_THREADS), b.mul(tid, k32(8)))
+        self.barrier(b)
+        for j, v in enumerate(list(a) + list(bfrag)):
+            b.store(v, b.gep(scratch, [b.add(slot, k32(j))], source_etype=I32))
+        self.barrier(b)
+        lane = b.and_(tid, k32(31))
+        warp_base = b.sub(tid, lane)
+        g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
+        f32 = ir.FloatType()
+
+        def element(holder_lane: ir.Value, reg: int) -> ir.Value:
+            index = b.add(b.add(k32(_MAX_THREADS), b.mul(b.add(warp_base, holder_lane), k32(8))), k32(reg))
+            return b.bitcast(b.load(b.gep(scratch, [index], source_etype=I32), typ=I32), f32)
+
+        fma = self.declare(b.module, "llvm.fma.f32", f32, [f32, f32, f32])
+        out = []
+        for ci in range(4):
+            col = b.add(b.mul(t, k32(2)), k32(ci & 1))
+            acc = c[ci]
+            for k in range(8):
+                # A (row, k) sits in lane 4 * row + k % 4, register (row >= 8) + 2 * (k >= 4)
+                va = element(b.add(b.mul(g, k32(4)), k32(k % 4)), (ci >= 2) + 2 * (k >= 4))
+                # B (k, col) sits in lane 4 * col + k % 4, register 4 + (k >= 4)
+                vb = element(b.add(b.mul(col, k32(4)), k32(k % 4)), 4 + (k >= 4))
+                acc = b.call(fma, [va, vb, acc])
+            out.append(acc)
+        self.barrier(b)
+        return out
+
     def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
         """Emulated from the PTX ISA's description: lanes publish their row addresses, then
         each reads its pairs from the rows the table gives it."""

@@ -55,7 +55,8 @@ class GpuTarget(abc.ABC):
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         """Mark ``fn`` as a kernel entry point launched with ``threads`` threads."""
 
-    #: whether ``mma_m16n8k16`` is available (tensor cores); ``dot`` uses FMAs otherwise
+    #: whether ``mma_m16n8k16`` (fp16/bf16), ``mma_m16n8k8_tf32`` and ``ldmatrix_x4`` are
+    #: available (tensor cores); ``dot`` uses FMAs otherwise
     has_mma: bool = False
 
     def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
@@ -63,6 +64,15 @@ class GpuTarget(abc.ABC):
         ``in_type`` values each), ``bfrag`` 2, ``c`` 4 floats; returns the 4 floats of D
         (fragment positions: see ``anytile.codegen.gpu.mma``)."""
         raise NotImplementedError("this target has no mma_m16n8k16")
+
+    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
+        """One warp-wide ``D = A @ B + C`` on a 16x8x8 tile of tf32 inputs (``a``: 4 i32,
+        ``bfrag``: 2 i32, tf32 bit patterns from ``to_tf32``; ``c``: 4 floats)."""
+        raise NotImplementedError("this target has no tf32 mma")
+
+    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """The f32 ``x`` rounded to tf32 (10 mantissa bits, to nearest), as i32 bits."""
+        raise NotImplementedError("this target has no tf32")
 
     def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
         """Warp-wide load of four 8x8 matrices of 16-bit elements from shared memory: lane
