@@ -64,18 +64,19 @@ def test_persistent_softmax(rng):
     np.testing.assert_allclose(out, tk._softmax_ref(x), rtol=1e-5, atol=1e-7)
 
 
-@pytest.mark.parametrize("dtype,sig", [(np.float32, "*fp32"), (np.float16, "*fp16")])
-def test_matmul_relu(rng, dtype, sig):
+@pytest.mark.parametrize("dtype,sig,precision", [(np.float32, "*fp32", "ieee"), (np.float32, "*fp32", "tf32"),
+                                                 (np.float16, "*fp16", "tf32")])
+def test_matmul_relu(rng, dtype, sig, precision):
     M, N, K = 45, 37, 70
     a = rng.standard_normal((M, K)).astype(dtype)
     b = rng.standard_normal((K, N)).astype(dtype)
     c = poisoned((M, N), dtype)
     names = ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")
     signature = {"a_ptr": sig, "b_ptr": sig, "c_ptr": sig, **{k: "i32" for k in names}}
-    module = ir_of(tk.matmul_relu_kernel, signature, {"BM": 16, "BN": 32, "BK": 16})
+    module = ir_of(tk.matmul_relu_kernel, signature, {"BM": 16, "BN": 32, "BK": 16, "PRECISION": precision})
     simulate_kernel(module, (at.cdiv(M, 16), at.cdiv(N, 32)), [a, b, c, M, N, K, K, 1, N, 1, N, 1])
     ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64), 0)
-    tol = 1e-4 if dtype == np.float32 else 2e-2
+    tol = 2e-2 if dtype == np.float16 else 1e-4 if precision == "ieee" else 2 ** -10 * 4
     np.testing.assert_allclose(c.astype(np.float64), ref, rtol=tol, atol=tol * 10)
 
 
