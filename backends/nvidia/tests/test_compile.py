@@ -1,6 +1,7 @@
 """Compiling for NVIDIA without a GPU: every test kernel and example to PTX for sm_80 and
 sm_90, assembled by ``ptxas`` when it is installed; the backend's identity and errors."""
 import importlib
+import re
 import sys
 from pathlib import Path
 
@@ -206,3 +207,15 @@ def test_16_bit_dots_use_tensor_cores(arch, sig):
     ptx = compiled.asm["ptx"]
     assert ptx.count("mma.sync.aligned.m16n8k16") == 8  # 64x32x32 / 16x8x16 = 32, 8 per warp
     assert "ldmatrix.sync.aligned.m8n8.x4.trans" in ptx
+
+
+def test_rows_of_an_odd_stride_are_not_vector_accessed():
+    """``src + rm[:, None] * 37 + rn[None, :]``: each row starts at an odd address, so no
+    2-byte i8 access (it raised CUDA_ERROR_MISALIGNED_ADDRESS: the divisibility of ``rm``'s
+    first element had been taken for every row's)."""
+    from anytile_conformance.catalogue.memory import tile2d_kernel
+    sig = {"src": "*i8:16", "dst": "*i8:16", "m": "i32:16", "n": "i32:16", "stride_sm": "i32",
+           "stride_dm": "i32:16"}
+    ptx = at.compile(tile2d_kernel, target="nvidia:sm_90", signature=sig,
+                     constexprs={"BM": 16, "BN": 16, "stride_sn": 1}).asm["ptx"]
+    assert re.search(r"ld\.global\.v\d", ptx) is None

@@ -154,8 +154,13 @@ class _Analysis:
             a = g(op.src)
             if not shape_of(op.src.type):
                 return AxisInfo((1,), (a.div(),), (1,))
+            # along the new axis each element is its own run: only what every element of
+            # the source is divisible by holds (a run [16k, 16k + 1, ...] counts as 1)
+            every = 0
+            for c, dv in zip(a.contiguity, a.divisibility):
+                every = gcd(every, 1 if c > 1 else dv)
             return AxisInfo(a.contiguity[:op.axis] + (1,) + a.contiguity[op.axis:],
-                            a.divisibility[:op.axis] + (a.div(),) + a.divisibility[op.axis:],
+                            a.divisibility[:op.axis] + (every or 1,) + a.divisibility[op.axis:],
                             a.constancy[:op.axis] + (1,) + a.constancy[op.axis:])
         if isinstance(op, ops.BroadcastOp):
             a = g(op.src)
@@ -200,7 +205,10 @@ class _Analysis:
     def mul(self, a: AxisInfo, b: AxisInfo, shape: tuple[int, ...]) -> AxisInfo:
         if not shape:
             return self.scalar(min(a.div() * b.div(), MAX_DIVISIBILITY))
-        div = tuple(min(da * db, MAX_DIVISIBILITY) for da, db in zip(a.divisibility, b.divisibility))
+        # the product is no run: every element must be divisible, and within a run
+        # [16k, 16k + 1, ...] only the first is
+        div = tuple(min((1 if ca > 1 else da) * (1 if cb > 1 else db), MAX_DIVISIBILITY)
+                    for da, db, ca, cb in zip(a.divisibility, b.divisibility, a.contiguity, b.contiguity))
         const = tuple(gcd(ka, kb) for ka, kb in zip(a.constancy, b.constancy))
         return AxisInfo((1,) * len(shape), div, const)
 
