@@ -1,4 +1,5 @@
 """Shared fixtures: ``device`` runs a test on every usable device (interpreter, cpu, ...)."""
+import os
 import zlib
 
 import numpy as np
@@ -13,6 +14,14 @@ def _usable_devices():
 def pytest_generate_tests(metafunc):
     if "device" in metafunc.fixturenames:
         metafunc.parametrize("device", _usable_devices(), indirect=True)
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_compile_cache(tmp_path_factory):
+    """The on-disk compile cache of a test run lives in a temporary folder."""
+    if "ANYTILE_CACHE_DIR" not in os.environ:
+        os.environ["ANYTILE_CACHE_DIR"] = str(tmp_path_factory.mktemp("anytile-cache"))
+    yield
 
 
 @pytest.fixture

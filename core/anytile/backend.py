@@ -22,6 +22,10 @@ What core does, and what it asks of a backend:
 3. ``Backend.load`` turns the compiled kernel into something launchable on a device;
    ``Backend.launch`` runs it over a grid with the runtime arguments.
 4. Device memory is ``Buffer`` objects made by ``alloc`` or ``import_array``.
+5. Optional, for speed (added within version 1; the defaults keep the general path):
+   ``launcher`` (launch with raw values, no ``KernelArg`` per launch), ``foreign_reader``
+   (read a foreign tensor's address and key without ``import_array`` per launch), and
+   ``disk_cacheable`` with ``cache_facts`` (compiled kernels kept in the on-disk cache).
 
 Incompatible changes to this module bump ``API_VERSION``; core refuses (and reports) a
 backend whose ``api_version`` it does not support, without breaking the others.
@@ -305,6 +309,38 @@ class Backend(abc.ABC):
         """The device of this backend on which the foreign array ``obj`` (a torch or cupy
         GPU tensor, say) lives, or ``None``.  A launch whose arrays are all foreign runs
         there; host-memory backends need not override it."""
+        return None
+
+    # -- optional fast paths (added to version 1; a backend that leaves them alone keeps the
+    # -- general path above, so older plugins work unchanged) ---------------------------------
+    #: True when ``load`` needs only ``asm`` (text or bytes), ``metadata`` (JSON values) and
+    #: ``signature``: compiled kernels may then be kept in the on-disk compile cache
+    disk_cacheable: ClassVar[bool] = False
+
+    def cache_facts(self, target: Target) -> str:
+        """What, besides anytile's and this backend's source, the compiled code depends on
+        (tool versions: ``ptxas``, LLVM); part of the on-disk cache key."""
+        return ""
+
+    def foreign_reader(self, cls: type) -> Optional[Callable[[Any], tuple[Any, Any]]]:
+        """For launches without per-launch imports: a function reading an instance of the
+        foreign array type ``cls`` (a torch tensor class, say) as ``(address, key)``, or
+        ``None`` (the default: every launch goes through ``import_array``).
+
+        ``address`` is the device address of element 0; ``key`` is hashable and equal for two
+        objects only when ``device_of_foreign`` and ``import_array`` would treat them alike
+        (same dtype, same device, both importable in place or both not) and their addresses
+        are alike modulo 16.  Runs on every launch: keep it to a few attribute reads."""
+        return None
+
+    def launcher(self, loaded: Any, device: DeviceInfo) -> Optional[Callable[..., None]]:
+        """For cheap launches: a function ``run(grid_x, grid_y, grid_z, stream, owner,
+        *values)`` that launches ``loaded`` like ``launch`` does, with one raw value per
+        runtime parameter in signature order (the ``int`` device address of element 0 for a
+        pointer; a Python ``int``/``float``/``bool`` for a scalar), or ``None`` (the default:
+        core calls ``launch``).  ``stream`` is as for ``launch``; when it is ``None``,
+        ``owner`` is the foreign array (if any) the first pointer argument was imported
+        from, so the backend may pick that framework's current stream."""
         return None
 
 

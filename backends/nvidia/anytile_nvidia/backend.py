@@ -6,7 +6,8 @@ the CUDA driver, reached through ``cuda.bindings.driver``.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+import os
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -15,8 +16,10 @@ from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, Comp
 from anytile.errors import BackendError
 from anytile.ir.types import from_numpy
 
-from .compiler import find_libdevice, find_ptxas, nvidia_stages
-from .driver import LoadedKernel, driver
+from .driver import LoadedKernel, driver, stream_handle
+
+# ``.compiler`` (the GPU lowering, LLVM) is imported when first compiling: discovery and
+# launches of already compiled kernels never pay for it
 
 __all__ = ["NvidiaBackend"]
 
@@ -34,6 +37,7 @@ class NvidiaBackend(Backend):
     device_prefix = "cuda"
     capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8"})
     host_memory = False
+    disk_cacheable = True   # ``load`` needs only the cubin (or PTX), metadata and signature
 
     def __init__(self) -> None:
         self._devices: Optional[list[DeviceInfo]] = None
@@ -56,6 +60,7 @@ class NvidiaBackend(Backend):
         return self._devices
 
     def describe(self) -> dict[str, Any]:
+        from .compiler import find_libdevice, find_ptxas
         facts = {"libdevice": find_libdevice() or "not found",
                  "ptxas": find_ptxas() or "not found (the driver compiles PTX at load)",
                  "targets": ", ".join(self.targets())}
@@ -86,7 +91,22 @@ class NvidiaBackend(Backend):
         return super().parse_options(**options)
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
+        from .compiler import nvidia_stages
         return nvidia_stages(target, options)
+
+    def cache_facts(self, target: Target) -> str:
+        """The tools behind the generated code: llvmlite's version, ``ptxas`` and libdevice
+        (path, size and modification time: a new toolkit in place changes them)."""
+        import llvmlite
+        from .compiler import find_libdevice, find_ptxas
+        facts = [f"llvmlite {llvmlite.__version__}"]
+        for path in (find_ptxas(), find_libdevice()):
+            try:
+                stat = os.stat(path) if path else None
+            except OSError:
+                stat = None
+            facts.append(f"{path} {stat.st_size} {stat.st_mtime_ns}" if stat else f"{path}")
+        return "; ".join(facts)
 
     # -- running -------------------------------------------------------------------------------
     def load(self, kernel: CompiledKernel, device: DeviceInfo) -> LoadedKernel:
@@ -99,7 +119,23 @@ class NvidiaBackend(Backend):
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:
-        loaded.launch(grid, args, None if stream is None else _stream_handle(stream))
+        loaded.launch(grid, args, None if stream is None else stream_handle(stream))
+
+    def launcher(self, loaded: LoadedKernel, device: DeviceInfo) -> Optional[Callable[..., None]]:
+        """``cuLaunchKernelEx`` through ``ctypes`` (``LoadedKernel.raw_launcher``)."""
+        return loaded.raw_launcher()
+
+    def foreign_reader(self, cls: type) -> Optional[Callable[[Any], tuple[Any, Any]]]:
+        """Torch-like tensors (``data_ptr()``, ``get_device()`` -1 off the GPU, ``dtype``,
+        ``__dlpack_device__``): three cheap reads instead of an import per launch."""
+        if not all(hasattr(cls, a) for a in ("data_ptr", "get_device", "dtype",
+                                              "__dlpack_device__")):
+            return None
+
+        def read(obj: Any) -> tuple[int, tuple]:
+            address = obj.data_ptr()
+            return address, (obj.dtype, obj.get_device(), not address & 15)
+        return read
 
     def synchronize(self, device: DeviceInfo) -> None:
         driver.synchronize(device.index)
@@ -227,18 +263,3 @@ def _from_dlpack(obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
         buf = Buffer(device, 0, address, address, owner=obj)
         return ImportedArray(buf, 0, shape, strides, dtype)
     return None
-
-
-def _stream_handle(stream: Any) -> int:
-    """A CUstream handle from an int, a torch/cupy stream or a ``CUstream``."""
-    if isinstance(stream, int):
-        return stream
-    for attr in ("cuda_stream", "ptr", "handle"):
-        value = getattr(stream, attr, None)
-        if isinstance(value, int):
-            return value
-    try:
-        return int(stream)
-    except (TypeError, ValueError):
-        raise BackendError(f"cannot use {stream!r} as a CUDA stream (pass an int handle or a "
-                           f"torch/cupy stream)") from None

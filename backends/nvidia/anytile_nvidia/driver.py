@@ -4,10 +4,18 @@ Every call's ``CUresult`` is checked; a failure raises ``LaunchError`` (or ``Bac
 for set-up) naming the driver call and the error.  Launches reuse an argument block built at
 load time (one ctypes scalar per parameter and one array of their addresses), so a launch is
 a few attribute stores and one ``cuLaunchKernel``.
+
+The fast launch (``LoadedKernel.raw_launcher``) skips cuda.bindings' wrapper: one
+``struct.pack_into`` writes the grid, the stream and every argument into a block holding a
+``CUlaunchConfig`` and the parameter slots, and ``cuLaunchKernelEx`` is called through
+``ctypes`` on libcuda with four prebuilt pointers.  Without a libcuda that ``ctypes`` can open
+(or without ``cuLaunchKernelEx``, before CUDA 12) launches take the cuda.bindings path.
 """
 from __future__ import annotations
 
 import ctypes
+import struct
+import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -15,7 +23,9 @@ from typing import Any, Optional
 from anytile.errors import BackendError, LaunchError
 from anytile.ir.types import PointerType
 
-__all__ = ["Driver", "LoadedKernel", "driver"]
+__all__ = ["Driver", "LoadedKernel", "driver", "framework_stream", "stream_handle"]
+
+_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def _error_name(cu: Any, err: Any) -> str:
@@ -34,6 +44,7 @@ class Driver:
         self._error: Optional[str] = None
         self._contexts: dict[int, Any] = {}
         self._lock = threading.Lock()
+        self._launch_ex: Any = False     # False: not looked up yet
 
     # -- set-up --------------------------------------------------------------------------------
     @property
@@ -59,6 +70,13 @@ class Driver:
             self._error = f"no NVIDIA driver found: cuInit failed with {_error_name(cu, err)}"
             return
         self._cu = cu
+
+    @property
+    def launch_ex(self) -> Any:
+        """libcuda's ``cuLaunchKernelEx`` through ``ctypes`` (``None`` when unavailable)."""
+        if self._launch_ex is False:
+            self._launch_ex = _open_launch_ex()
+        return self._launch_ex
 
     def availability_error(self) -> Optional[str]:
         """Why kernels cannot run here, or ``None`` when a device is usable."""
@@ -215,7 +233,7 @@ class LoadedKernel:
             raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory "
                               f"or does not fit its parameter type") from None
         if stream is None:
-            stream = 0 if owner is None else framework_stream(owner)
+            stream = 0 if owner is None else framework_stream(owner, self.device_index)
         cu = self.driver.cu
         result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
                                    self.shared_bytes, stream, self.params_address, 0)
@@ -226,17 +244,141 @@ class LoadedKernel:
                                            1, 1, self.shared_bytes, stream, self.params_address, 0)
             self.driver.check(f"cuLaunchKernel('{self.name}', grid={tuple(grid)})", result)
 
+    def raw_launcher(self) -> Optional[Any]:
+        """A function ``run(gx, gy, gz, stream, owner, *values)`` launching through
+        ``cuLaunchKernelEx`` by ``ctypes`` (see the module docstring), or ``None`` when
+        libcuda cannot be reached that way or a parameter type has no ``struct`` code."""
+        launch_ex = self.driver.launch_ex
+        codes = []
+        for pointer, slot in zip(self.is_pointer, self.slots):
+            code = "Q" if pointer else _STRUCT_CODES.get(type(slot))
+            if code is None:
+                return None
+            codes.append(code)
+        if launch_ex is None:
+            return None
+        fmt, offsets = _CONFIG_FORMAT, []
+        size = _CONFIG_SIZE
+        for code in codes:
+            width = struct.calcsize("=" + code)
+            pad = -size % width
+            fmt += "x" * pad
+            size += pad
+            offsets.append(size)
+            fmt += code
+            size += width
+        block = ctypes.create_string_buffer(max(size, _CONFIG_SIZE + 8))
+        base = ctypes.addressof(block)
+        params = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
+        names = [f"v{i}" for i in range(len(codes))]
+        src = "\n".join([
+            f"def run(gx, gy, gz, stream, owner{''.join(', ' + n for n in names)}):",
+            "    if stream is None:",
+            "        if owner is None:",
+            "            stream = 0",
+            "        else:",
+            "            get = _getters.get(type(owner))",
+            "            stream = get(_index) if get is not None else _framework_stream(owner, _index)",
+            "    elif type(stream) is not int:",
+            "        stream = _stream_handle(stream)",
+            "    try:",
+            f"        _pack(_block, 0, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, "
+            f"0, 0{''.join(', ' + n for n in names)})",
+            "    except (struct.error, TypeError):",
+            "        _bad_argument()",
+            "    result = _launch(_config, _function, _params, None)",
+            "    if result:",
+            "        _failed(result, (gx, gy, gz), _again)",
+            ""])
+        namespace: dict[str, Any] = {
+            "_getters": _STREAM_GETTERS, "_index": self.device_index,
+            "_framework_stream": framework_stream, "_stream_handle": stream_handle,
+            "_pack": struct.Struct(fmt).pack_into, "_block": block, "struct": struct,
+            "_bad_argument": self._bad_argument, "_launch": launch_ex,
+            "_config": ctypes.c_void_p(base), "_function": ctypes.c_void_p(int(self.function)),
+            "_params": params, "_failed": self._raw_failed}
+        namespace["_again"] = lambda: launch_ex(namespace["_config"], namespace["_function"],
+                                                params, None)
+        exec(compile(src, f"<launcher of {self.name}>", "exec"), namespace)
+        return namespace["run"]
 
-def framework_stream(owner: Any) -> int:
-    """The current CUDA stream of the framework ``owner`` (an imported array) belongs to."""
-    module = type(owner).__module__
-    if module.startswith("torch"):
-        import torch
-        return int(torch.cuda.current_stream(owner.device).cuda_stream)
-    if module.startswith("cupy"):
-        import cupy
-        return int(cupy.cuda.get_current_stream().ptr)
-    return 0
+    def _bad_argument(self) -> None:
+        raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory "
+                          f"or does not fit its parameter type")
+
+    def _raw_failed(self, result: int, grid: tuple, again: Any) -> None:
+        """After a failed raw launch: a new thread has no current context (make it current and
+        launch ``again``); anything else is reported with the driver's error name."""
+        if result == _CUDA_ERROR_INVALID_CONTEXT:
+            self.driver.make_current(self.device_index)
+            result = again()
+        if result:
+            cu = self.driver.cu
+            self.driver.check(f"cuLaunchKernelEx('{self.name}', grid={grid})",
+                              (cu.CUresult(result),))
+
+
+_CONFIG_FORMAT = "=7I4xQQI4x"     # CUlaunchConfig: grid[3], block[3], shared, stream, attrs, n
+_CONFIG_SIZE = struct.calcsize(_CONFIG_FORMAT)
+_STRUCT_CODES = {ctypes.c_int8: "b", ctypes.c_int16: "h", ctypes.c_int32: "i",
+                 ctypes.c_int64: "q", ctypes.c_uint8: "B", ctypes.c_uint64: "Q",
+                 ctypes.c_uint32: "I", ctypes.c_float: "f", ctypes.c_double: "d"}
+
+
+def _open_launch_ex() -> Any:
+    import ctypes.util
+    names = ("libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda"), "nvcuda.dll")
+    for name in names:
+        if not name:
+            continue
+        try:
+            lib = ctypes.CDLL(name)
+            return lib.cuLaunchKernelEx    # arguments: four pointers, passed as c_void_p
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+#: a framework's tensor type -> function(device index) -> its current raw CUDA stream
+_STREAM_GETTERS: dict[type, Any] = {}
+
+
+def framework_stream(owner: Any, device_index: int) -> int:
+    """The current CUDA stream on ``device_index`` of the framework ``owner`` (an imported
+    array) belongs to; 0 for unknown frameworks.  Never imports a framework the user has not
+    (``owner`` exists, so its module is loaded); the getter is cached per type."""
+    cls = type(owner)
+    getter = _STREAM_GETTERS.get(cls)
+    if getter is None:
+        getter = _STREAM_GETTERS[cls] = _stream_getter(cls.__module__.split(".")[0])
+    return int(getter(device_index))
+
+
+def _stream_getter(framework: str) -> Any:
+    module = sys.modules.get(framework)
+    if framework == "torch" and module is not None:
+        raw = getattr(getattr(module, "_C", None), "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw
+        return lambda index: module.cuda.current_stream(index).cuda_stream
+    if framework == "cupy" and module is not None:
+        return lambda index: module.cuda.get_current_stream().ptr
+    return lambda index: 0
+
+
+def stream_handle(stream: Any) -> int:
+    """A CUstream handle from an int, a torch/cupy stream or a ``CUstream``."""
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        raise BackendError(f"cannot use {stream!r} as a CUDA stream (pass an int handle or a "
+                           f"torch/cupy stream)") from None
 
 
 def _to_bits(type_name: str, value: Any) -> Any:

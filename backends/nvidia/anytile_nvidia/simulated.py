@@ -19,10 +19,9 @@ import numpy as np
 
 from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
                              DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
-from anytile.codegen.gpu import assign_layouts
-from anytile.codegen.gpu.lowering import lower_kernel
-from anytile.codegen.gpu.pipeline import pipeline_loops
-from anytile.codegen.gpu.simulator import SimulatedGpuTarget, SimulatedKernel
+
+# the GPU lowering and the simulator are imported when first used: discovery imports this
+# module in every process, and it is opt-in
 
 __all__ = ["SimulatedGpuBackend"]
 
@@ -34,7 +33,8 @@ class SimulatedGpuBackend(Backend):
 
     name = "gpusim"
     device_prefix = "gpusim"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8"})
+    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
+                              "device_assert"})
     host_memory = True
 
     def availability(self) -> Availability:
@@ -56,29 +56,51 @@ class SimulatedGpuBackend(Backend):
         return Target(self.name, "host")
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
+        from anytile.codegen.gpu import assign_layouts
+        from anytile.codegen.gpu.lowering import lower_kernel
+        from anytile.codegen.gpu.mma import mma_warps
+        from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
+        from anytile.codegen.gpu.simulator import SimulatedGpuTarget
+
         def laid_out(module: Any, metadata: dict) -> Any:
             metadata["threads_per_block"] = options.num_warps * SimulatedGpuTarget.warp_size
             if options.num_stages > 1:
+                pipeline_dot_operands(module.kernel, options.num_stages, lambda dot: mma_warps(
+                    dot, options.num_warps, SimulatedGpuTarget.warp_size) is not None, 96 * 1024)
                 pipeline_loops(module.kernel)
             return assign_layouts(module, options.num_warps, SimulatedGpuTarget.warp_size,
                                   use_mma=SimulatedGpuTarget.has_mma)
 
         def llir(laid: Any, metadata: dict) -> str:
-            module, shared = lower_kernel(laid, SimulatedGpuTarget(), debug=options.debug)
+            module, shared, checks = lower_kernel(laid, SimulatedGpuTarget(), debug=options.debug)
             metadata["shared"] = shared
+            if checks:
+                metadata["asserts"] = checks
             metadata["kernel_name"] = laid.kernel.name
             return str(module)
         return [Stage("laid-out ir", laid_out), Stage("llir", llir)]
 
-    def load(self, kernel: CompiledKernel, device: DeviceInfo) -> SimulatedKernel:
-        return SimulatedKernel(kernel.asm["llir"], kernel.metadata["kernel_name"],
-                               [t for _, t in kernel.signature],
-                               int(kernel.metadata["threads_per_block"]))
+    def load(self, kernel: CompiledKernel, device: DeviceInfo) -> Any:
+        from anytile.codegen.gpu.simulator import SimulatedKernel
+        from anytile.ir.types import PointerType, i32
+        checks = kernel.metadata.get("asserts") or []
+        types = [t for _, t in kernel.signature] + ([PointerType(i32)] if checks else [])
+        loaded = SimulatedKernel(kernel.asm["llir"], kernel.metadata["kernel_name"], types,
+                                 int(kernel.metadata["threads_per_block"]))
+        loaded.checks = checks
+        return loaded
 
-    def launch(self, loaded: SimulatedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
+    def launch(self, loaded: Any, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:
+        from anytile.errors import device_assert_error
         values = [a.value.address if hasattr(a.value, "buffer") else a.value for a in args]
-        loaded.run(grid, values)
+        if not loaded.checks:
+            loaded.run(grid, values)
+            return
+        word = np.zeros(1, np.int32)
+        loaded.run(grid, values + [word])
+        if word[0]:
+            raise device_assert_error(*loaded.checks[word[0] - 1])
 
     def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
         data = np.zeros(max(1, int(nbytes)) + 64, np.uint8)

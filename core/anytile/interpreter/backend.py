@@ -14,7 +14,7 @@ unregisters it at once).
 from __future__ import annotations
 
 import weakref
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import ml_dtypes
 import numpy as np
@@ -23,8 +23,10 @@ from ..backend import (CAPABILITIES, Availability, Backend, Buffer, CompiledKern
                        CompileOptions, DeviceInfo, ImportedArray, KernelArg, Stage, Target,
                        host_array_view, numpy_view_of)
 from ..ir.core import Module
-from .executor import ModuleExecutor
 from .memory import VirtualMemory
+
+if TYPE_CHECKING:   # the executor is imported when a kernel is first loaded
+    from .executor import ModuleExecutor
 
 _DEVICE = DeviceInfo("interpreter:0", 0, "NumPy reference interpreter")
 _POISON = 0xFF   # fresh memory reads as NaN for floats and -1 for integers
@@ -65,6 +67,7 @@ class InterpreterBackend(Backend):
     def load(self, kernel: Union[CompiledKernel, Module], device: DeviceInfo) -> ModuleExecutor:
         """Compile ``kernel.module`` (or a bare ``Module``) into an executor."""
         module = kernel if isinstance(kernel, Module) else kernel.module
+        from .executor import ModuleExecutor
         return ModuleExecutor(module, self.memory)
 
     def launch(self, loaded: ModuleExecutor, grid: tuple[int, int, int],

@@ -63,6 +63,13 @@ class Array:
         self._strides = strides if strides is not None else _contiguous_strides(shape)
         self._offset = offset
         self._pointer_key = "*" + dtype.name   # what a launch's cache key records for it
+        base = buffer.address
+        # facts the launch fast path reads (an Array's buffer and offset never change)
+        self._address = None if base is None else base + offset
+        self._owner = buffer.owner
+        self._nospec_key = device.info.name + self._pointer_key
+        self._spec_key = self._nospec_key + \
+            (":16" if ((base or 0) + offset) % 16 == 0 else "")
         if owns:
             weakref.finalize(self, _free, device.backend, buffer)
 

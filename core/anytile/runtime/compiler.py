@@ -11,6 +11,7 @@ from typing import Any, Mapping, Optional
 from ..backend import Backend, CompiledKernel, CompileOptions, Target
 from ..errors import AnytileError, BackendError, CompilationError
 from ..ir.types import PointerType, ScalarType, Type, scalar_type
+from . import cache
 from .discovery import get_backend
 
 __all__ = ["compile_kernel", "compile", "parse_signature_type"]
@@ -43,12 +44,53 @@ def parse_signature_type(text: str) -> Type:
 def compile_kernel(fn: Any, backend: Backend, target: Target, options: CompileOptions,
                    arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
                    arg_attrs: Mapping[str, dict]) -> CompiledKernel:
-    """Compile ``fn`` for ``target``: every stage's output is kept in ``asm``."""
+    """Compile ``fn`` for ``target``: every stage's output is kept in ``asm``.  Backends
+    declaring ``disk_cacheable`` go through the on-disk cache (``runtime/cache.py``)."""
+    started = time.perf_counter()
+    folder = cache.cache_dir() if getattr(backend, "disk_cacheable", False) else None
+    key = None
+    if folder is not None:
+        try:
+            key = cache.kernel_key(fn, backend, target, options, arg_types, constexprs, arg_attrs)
+        except Exception:  # noqa: BLE001 -- an odd global's repr must not stop a compile
+            key = None
+        hit = cache.load_entry(folder, key) if key is not None else None
+        if hit is not None:
+            kernel = _from_cache(fn, target, options, arg_types, constexprs, *hit)
+            if kernel is not None:
+                kernel.metadata["cache_hit_s"] = time.perf_counter() - started
+                return kernel
+    kernel = _compile_stages(fn, backend, target, options, arg_types, constexprs, arg_attrs,
+                             started)
+    if key is not None:
+        cache.store_entry(folder, key, kernel.asm, kernel.metadata)
+    return kernel
+
+
+def _from_cache(fn: Any, target: Target, options: CompileOptions,
+                arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
+                asm: dict[str, Any], metadata: dict[str, Any]) -> Optional[CompiledKernel]:
+    """A ``CompiledKernel`` from a cache entry (``None`` if its IR does not parse)."""
+    from ..ir.parser import parse_module
+    try:
+        module = parse_module(asm["ir"])
+    except Exception:  # noqa: BLE001 -- a corrupt entry is a miss
+        return None
+    signature = [(name, arg_types[name]) for name in fn.arg_names if name in arg_types]
+    last = list(asm)[-1]
+    return CompiledKernel(name=fn.__name__, target=target, options=options,
+                          signature=signature, constexprs=dict(constexprs), asm=asm,
+                          metadata=metadata, module=module,
+                          binary=module if last == "ir" else asm[last])
+
+
+def _compile_stages(fn: Any, backend: Backend, target: Target, options: CompileOptions,
+                    arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
+                    arg_attrs: Mapping[str, dict], started: float) -> CompiledKernel:
     from ..frontend import compile_to_ir
     from ..ir.printer import print_module
     from ..passes import run_default_pipeline
 
-    started = time.perf_counter()
     module = compile_to_ir(fn, arg_types, constexprs, arg_attrs)
     module = run_default_pipeline(module)
     asm: dict[str, Any] = {"ir": print_module(module)}
@@ -56,7 +98,9 @@ def compile_kernel(fn: Any, backend: Backend, target: Target, options: CompileOp
                                 "num_stages": options.num_stages, "target": str(target)}
     signature = [(name, arg_types[name]) for name in fn.arg_names if name in arg_types]
     out: Any = copy.deepcopy(module)  # stages may rewrite their input; keep ``module`` pristine
+    stage_times: dict[str, float] = {"ir": time.perf_counter() - started}
     for stage in backend.stages(target, options):
+        stage_started = time.perf_counter()
         try:
             out = stage.run(out, metadata)
         except AnytileError:
@@ -66,7 +110,9 @@ def compile_kernel(fn: Any, backend: Backend, target: Target, options: CompileOp
                 f"backend '{backend.name}' failed in stage '{stage.name}' while compiling "
                 f"'{fn.__name__}' for {target}: {type(exc).__name__}: {exc}") from exc
         asm[stage.name] = out if isinstance(out, (str, bytes)) else str(out)
+        stage_times[stage.name] = time.perf_counter() - stage_started
     metadata["compile_time_s"] = time.perf_counter() - started
+    metadata["stage_times_s"] = stage_times
     return CompiledKernel(name=fn.__name__, target=target, options=options,
                           signature=signature, constexprs=dict(constexprs), asm=asm,
                           metadata=metadata, module=module, binary=out)

@@ -54,9 +54,25 @@ _registered: dict[str, PluginRecord] = {}
 _generation = 0   # bumped whenever the set of plugins may have changed
 
 
+_listeners: list = []   # called whenever the generation changes
+
+
 def generation() -> int:
     """A number that changes whenever discovery's answer may have changed (for caches)."""
     return _generation
+
+
+def on_change(callback: Any) -> None:
+    """Call ``callback()`` whenever discovery's answer may have changed (caches holding
+    backend objects drop them)."""
+    _listeners.append(callback)
+
+
+def _changed() -> None:
+    global _generation
+    _generation += 1
+    for callback in list(_listeners):
+        callback()
 
 
 def _describe(exc: BaseException) -> str:
@@ -122,11 +138,11 @@ def _record_for(name: str, where: str, plugin: Any) -> PluginRecord:
 
 def discover(refresh: bool = False) -> dict[str, PluginRecord]:
     """All plugins by name: installed entry points plus those given to ``register_backend``."""
-    global _records, _generation
+    global _records
     with _lock:
         if _records is None or refresh:
             _records = _load_records(refresh)
-            _generation += 1
+            _changed()
         return {**_records, **_registered}
 
 
@@ -138,16 +154,14 @@ def register_backend(backend_class: type, name: Optional[str] = None) -> PluginR
                          backend_class)
     if record.loaded:
         record.version = _safe_version(record.backend)
-    global _generation
     _registered[name] = record
-    _generation += 1
+    _changed()
     return record
 
 
 def unregister_backend(name: str) -> None:
-    global _generation
     _registered.pop(name, None)
-    _generation += 1
+    _changed()
 
 
 def list_backends() -> list[PluginRecord]:

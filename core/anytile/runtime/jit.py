@@ -66,9 +66,15 @@ class JITFunction:
         self._launcher_cache: dict = {}
         self._constexpr_positions = frozenset(
             i for i, n in enumerate(self.arg_names) if n in self.constexpr_names)
-        from .launch import make_binder
-        self._binder = make_binder(self)
+        self._runtime_positions = [i for i in range(len(self.arg_names))
+                                   if i not in self._constexpr_positions]
         self._deps: Optional[tuple] = None
+        self._dep_bindings: tuple = ()     # (globals, name, object) of each called jit function
+        self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel)
+        self._fast_deps: Optional[str] = None
+        from .launch import make_binder, make_fast_launcher
+        self._binder = make_binder(self)
+        self._fast = make_fast_launcher(self)
         functools.update_wrapper(self, fn, updated=())
 
     @property
@@ -82,7 +88,7 @@ class JITFunction:
     # -- launching -----------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         """``kernel[grid](*args, **kwargs)``: ``grid`` is 1-3 ints or ``callable(meta)``."""
-        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+        return functools.partial(self._fast, grid)
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Specialise, compile (cached) and launch; returns the ``CompiledKernel``."""
@@ -104,14 +110,19 @@ class JITFunction:
         """A hash of this function's source and of every jit function it can reach through
         its globals; recomputed only when one of those globals is rebound."""
         cached = self._deps
-        if cached is not None and all(g.get(n) is o for g, n, o in cached[1]):
+        if cached is not None and self._deps_current():
             return cached[0]
         seen: dict[int, str] = {}
         bindings: list = []
         _collect_sources(self, seen, bindings)
         key = hashlib.sha256("".join(seen[k] for k in sorted(seen)).encode()).hexdigest()
         self._deps = (key, bindings)
+        self._dep_bindings = tuple(bindings)
         return key
+
+    def _deps_current(self) -> bool:
+        """Whether every called jit function is still bound to the same name."""
+        return all(g.get(n) is o for g, n, o in self._dep_bindings)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(

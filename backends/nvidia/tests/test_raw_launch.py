@@ -1,0 +1,102 @@
+"""The raw launch (``LoadedKernel.raw_launcher``: one ``struct.pack_into`` and
+``cuLaunchKernelEx`` through ctypes) against a fake libcuda function; no GPU needed."""
+import ctypes
+
+import pytest
+
+from anytile.errors import LaunchError
+from anytile.ir.types import PointerType, f32, f64, i1, i32, i64
+from anytile_nvidia import driver as drvmod
+
+SIGNATURE = [("x", PointerType(f32)), ("n", i32), ("big", i64), ("scale", f32), ("flag", i1),
+             ("d", f64)]
+
+
+class CUlaunchConfig(ctypes.Structure):
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("num_attrs", ctypes.c_uint)]
+
+
+class FakeLaunchEx:
+    """Stands in for libcuda's cuLaunchKernelEx: decodes what a real driver would read."""
+
+    def __init__(self, results=(0,)):
+        self.calls = []
+        self.results = list(results)
+
+    def __call__(self, config, function, params, extra):
+        cfg = CUlaunchConfig.from_address(config.value)
+        read = [ctypes.c_uint64, ctypes.c_int32, ctypes.c_int64, ctypes.c_float, ctypes.c_int32,
+                ctypes.c_double]
+        values = [t.from_address(params[i]).value for i, t in enumerate(read)]
+        self.calls.append((tuple(cfg.grid), tuple(cfg.block), cfg.shared, cfg.stream or 0,
+                           cfg.num_attrs, function.value, values, extra))
+        return self.results.pop(0) if self.results else 0
+
+
+class FakeCu:
+    class CUresult(int):
+        CUDA_SUCCESS = 0
+
+    def cuGetErrorName(self, err):
+        return 0, b"CUDA_ERROR_LAUNCH_FAILED"
+
+
+def raw_kernel(launch_ex):
+    drv = drvmod.Driver()
+    drv._cu = FakeCu()
+    drv._launch_ex = launch_ex
+    drv.make_current = lambda index: drv.__dict__.setdefault("made_current", []).append(index)
+    kernel = drvmod.LoadedKernel.build(drv, 0, None, 0xF00D, "k", 1024, 128, SIGNATURE)
+    return drv, kernel.raw_launcher()
+
+
+def test_raw_launch_writes_config_and_arguments():
+    fake = FakeLaunchEx()
+    _, run = raw_kernel(fake)
+    run(3, 2, 1, 77, None, 0x7F0000001040, -7, 2**40 + 3, 1.5, True, -0.25)
+    (call,) = fake.calls
+    assert call[:6] == ((3, 2, 1), (128, 1, 1), 1024, 77, 0, 0xF00D)
+    assert call[6] == [0x7F0000001040, -7, 2**40 + 3, 1.5, 1, -0.25] and call[7] is None
+
+
+def test_raw_launch_takes_the_owners_framework_stream(monkeypatch):
+    class Tensor:
+        pass
+    monkeypatch.setitem(drvmod._STREAM_GETTERS, Tensor, lambda index: 0xABC + index)
+    fake = FakeLaunchEx()
+    _, run = raw_kernel(fake)
+    run(1, 1, 1, None, Tensor(), 0, 1, 2, 3.0, False, 4.0)
+    run(1, 1, 1, None, None, 0, 1, 2, 3.0, False, 4.0)
+
+    class TorchLikeStream:
+        cuda_stream = 0xDEF
+    run(1, 1, 1, TorchLikeStream(), None, 0, 1, 2, 3.0, False, 4.0)
+    assert [c[3] for c in fake.calls] == [0xABC, 0, 0xDEF]
+
+
+def test_raw_launch_without_context_makes_it_current_and_retries():
+    fake = FakeLaunchEx(results=(201, 0))
+    drv, run = raw_kernel(fake)
+    run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
+    assert len(fake.calls) == 2 and drv.made_current == [0]
+
+
+def test_raw_launch_errors_name_the_kernel_and_the_driver_error():
+    _, run = raw_kernel(FakeLaunchEx(results=(719,)))
+    with pytest.raises(LaunchError, match="cuLaunchKernelEx\\('k'.*CUDA_ERROR_LAUNCH_FAILED"):
+        run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
+    _, run = raw_kernel(FakeLaunchEx())
+    with pytest.raises(LaunchError, match="kernel 'k': an argument is not in CUDA device memory"):
+        run(1, 1, 1, 0, None, None, 1, 2, 3.0, False, 4.0)
+
+
+def test_no_raw_launch_without_libcuda_or_for_16_bit_float_scalars():
+    from anytile.ir.types import bf16
+    drv = drvmod.Driver()
+    drv._launch_ex = None
+    assert drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, SIGNATURE).raw_launcher() is None
+    drv._launch_ex = FakeLaunchEx()
+    kernel = drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, [("h", bf16)])
+    assert kernel.raw_launcher() is None

@@ -1,0 +1,182 @@
+"""The on-disk compile cache: kernels compiled by one process are loaded, not recompiled, by
+the next.
+
+Only backends declaring ``Backend.disk_cacheable`` take part (their ``load`` needs nothing
+but ``asm``, ``metadata`` and ``signature``).
+
+* Where: ``$ANYTILE_CACHE_DIR``, else ``$XDG_CACHE_HOME/anytile``, else ``~/.cache/anytile``.
+  ``ANYTILE_CACHE_DIR=`` (set, empty) or ``ANYTILE_NO_CACHE=1`` turns it off.
+* Key: a SHA-256 over anytile's version and the size and modification time of every source
+  file of anytile and of the backend's package (so an edited checkout never reuses stale
+  code), ``Backend.cache_facts`` (tool versions), the kernel's dependencies key (its source
+  and that of every jit function it reaches), the plain global values those functions read,
+  the parameter types, constexprs, attributes, options and target.
+* Entry: one JSON file per key (texts as they are, bytes in base64, the metadata).  It is
+  written to a temporary file and renamed into place, so concurrent processes never see half
+  an entry; an entry that cannot be read or parsed counts as a miss and is written over.
+"""
+from __future__ import annotations
+
+import ast
+import base64
+import functools
+import hashlib
+import json
+import os
+import tempfile
+import types
+from pathlib import Path
+from typing import Any, Mapping, Optional
+
+__all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry"]
+
+_FORMAT = 1
+
+
+def cache_dir() -> Optional[Path]:
+    """The cache folder, or ``None`` when the cache is off."""
+    if os.environ.get("ANYTILE_NO_CACHE", "") not in ("", "0"):
+        return None
+    explicit = os.environ.get("ANYTILE_CACHE_DIR")
+    if explicit is not None:
+        return Path(explicit) if explicit else None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "anytile"
+
+
+@functools.lru_cache(maxsize=None)
+def _source_fingerprint(folder: str) -> str:
+    """Every ``.py`` file under ``folder``: relative path, size, modification time."""
+    digest = hashlib.sha256()
+    for root, dirs, files in os.walk(folder):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(root, name)
+                try:
+                    stat = os.stat(path)
+                except OSError:
+                    continue
+                digest.update(f"{os.path.relpath(path, folder)} {stat.st_size} "
+                              f"{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def _package_folder(module_name: str) -> Optional[str]:
+    import sys
+    module = sys.modules.get(module_name.split(".")[0])
+    path = getattr(module, "__file__", None)
+    return os.path.dirname(path) if path else None
+
+
+def _global_facts(fn: Any) -> list[str]:
+    """The plain values (numbers, strings, dtypes, constexprs...) that ``fn`` and the jit
+    functions it reaches read from their globals: editing ``BLOCK = 128`` at module level
+    changes the code without changing the kernel's source."""
+    from .jit import JITFunction
+
+    facts: list[str] = []
+    seen: set[int] = set()
+    pending = [fn]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        for node in ast.walk(ast.parse(current.src)):
+            if isinstance(node, ast.Name):
+                name, value = node.id, current.globals.get(node.id, _ABSENT)
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                    isinstance(current.globals.get(node.value.id), types.ModuleType):
+                name = f"{node.value.id}.{node.attr}"
+                value = getattr(current.globals[node.value.id], node.attr, _ABSENT)
+            else:
+                continue
+            if isinstance(value, JITFunction):
+                pending.append(value)
+            elif value is not _ABSENT and not isinstance(
+                    value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
+                facts.append(f"{current.__name__}:{name}={type(value).__qualname__}:{value!r}")
+    return sorted(set(facts))
+
+
+_ABSENT = object()
+
+
+def kernel_key(fn: Any, backend: Any, target: Any, options: Any, arg_types: Mapping[str, Any],
+               constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> str:
+    """The cache key of one compilation (see the module docstring)."""
+    import anytile
+
+    backend_folder = _package_folder(type(backend).__module__)
+    parts = [
+        f"format {_FORMAT}", f"anytile {anytile.__version__}",
+        _source_fingerprint(os.path.dirname(anytile.__file__)),
+        f"backend {type(backend).__module__}.{type(backend).__qualname__} {backend.name}",
+        _source_fingerprint(backend_folder) if backend_folder else "",
+        backend.cache_facts(target),
+        f"kernel {fn.__name__} {fn.dependencies_key()}",
+        *_global_facts(fn),
+        "types " + ", ".join(f"{k}: {v}" for k, v in arg_types.items()),
+        "constexprs " + ", ".join(f"{k}={type(v).__qualname__}:{v!r}"
+                                  for k, v in sorted(constexprs.items())),
+        "attrs " + repr(sorted((k, sorted(v.items())) for k, v in arg_attrs.items())),
+        f"options {options!r}", f"target {target}",
+    ]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _entry_path(folder: Path, key: str) -> Path:
+    return folder / "kernels" / key[:2] / f"{key}.json"
+
+
+def load_entry(folder: Path, key: str) -> Optional[tuple[dict[str, Any], dict[str, Any]]]:
+    """``(asm, metadata)`` stored under ``key``, or ``None`` (missing, unreadable, corrupt)."""
+    try:
+        with open(_entry_path(folder, key), encoding="utf-8") as f:
+            entry = json.load(f)
+        if entry.get("format") != _FORMAT or entry.get("key") != key:
+            return None
+        asm = {name: base64.b64decode(item["base64"]) if "base64" in item else item["text"]
+               for name, item in entry["asm"]}
+        metadata = entry["metadata"]
+        if not isinstance(metadata, dict) or not isinstance(asm.get("ir"), str):
+            return None
+        return asm, metadata
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store_entry(folder: Path, key: str, asm: Mapping[str, Any], metadata: Mapping[str, Any]) -> bool:
+    """Write an entry atomically; ``False`` when it cannot be (a value JSON cannot hold, a
+    read-only folder): the cache is an optimisation, never an error."""
+    items = []
+    for name, value in asm.items():
+        if isinstance(value, bytes):
+            items.append([name, {"base64": base64.b64encode(value).decode("ascii")}])
+        elif isinstance(value, str):
+            items.append([name, {"text": str(value)}])
+        else:
+            return False
+    try:
+        text = json.dumps({"format": _FORMAT, "key": key, "asm": items, "metadata": metadata})
+    except (TypeError, ValueError):
+        return False
+    path = _entry_path(folder, key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp",
+                                             dir=path.parent)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as f:
+                f.write(text)
+            os.replace(temporary, path)
+        except BaseException:
+            try:
+                os.unlink(temporary)
+            except OSError:
+                pass
+            raise
+    except OSError:
+        return False
+    return True

@@ -1,0 +1,109 @@
+"""The on-disk compile cache (``runtime/cache.py``) through a disk-cacheable test backend:
+round trip, corrupt entries, turning it off, and keys that follow what the code depends on."""
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+import anytile as at
+from anytile.runtime import cache
+from anytile.runtime.discovery import register_backend, unregister_backend
+
+
+@pytest.fixture
+def cached_backend(plugin_path, tmp_path, monkeypatch):
+    from numpy_source_backend import NumpySourceBackend
+
+    class CachedSource(NumpySourceBackend):
+        name = "cached-source"
+        device_prefix = "cachedsrc"
+        disk_cacheable = True
+
+        def devices(self):
+            return [at.backend.DeviceInfo("cachedsrc:0", 0, "numpy source, disk cached")]
+
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ANYTILE_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ANYTILE_NO_CACHE", raising=False)
+    register_backend(CachedSource)
+    yield folder
+    unregister_backend("cached-source")
+
+
+def _kernel_module(tmp_path, name, scale="2.0"):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent(f"""
+        import anytile as at, anytile.language as tl
+        SCALE = tl.constexpr({scale})
+
+        @at.jit
+        def scaled(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
+    """))
+    namespace = {"__name__": name, "__file__": str(path)}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace["scaled"]
+
+
+def _run(kernel):
+    x = np.arange(8, dtype=np.float32)
+    out = np.full(8, np.nan, np.float32)
+    compiled = kernel[(1,)](x, out, 8, BLOCK=8, device="cachedsrc")
+    return compiled, out
+
+
+def test_a_second_process_loads_instead_of_compiling(cached_backend, tmp_path):
+    first, out = _run(_kernel_module(tmp_path, "k1"))
+    assert "cache_hit_s" not in first.metadata
+    (entry,) = cached_backend.glob("kernels/*/*.json")
+    # a fresh JITFunction of the same source stands for the next process
+    second, out2 = _run(_kernel_module(tmp_path, "k1"))
+    assert "cache_hit_s" in second.metadata
+    assert second.asm == first.asm and second.signature == first.signature
+    np.testing.assert_array_equal(out2, 2.0 * np.arange(8, dtype=np.float32))
+    assert second.module is not None and second.asm["ir"].startswith("kernel @scaled")
+
+
+def test_corrupt_or_foreign_entries_are_ignored_and_rewritten(cached_backend, tmp_path):
+    _run(_kernel_module(tmp_path, "k2"))
+    (entry,) = cached_backend.glob("kernels/*/*.json")
+    for garbage in ("{not json", json.dumps({"format": 1, "key": "other"}), "",
+                    json.dumps({"format": 1, "key": entry.stem, "asm": 5, "metadata": {}})):
+        entry.write_text(garbage)
+        compiled, out = _run(_kernel_module(tmp_path, "k2"))
+        assert "cache_hit_s" not in compiled.metadata
+        np.testing.assert_array_equal(out, 2.0 * np.arange(8, dtype=np.float32))
+        assert json.loads(entry.read_text())["key"] == entry.stem   # written over
+
+
+def test_the_key_follows_module_level_constants(cached_backend, tmp_path):
+    _, out = _run(_kernel_module(tmp_path, "k3", scale="2.0"))
+    compiled, out = _run(_kernel_module(tmp_path, "k3", scale="3.0"))
+    assert "cache_hit_s" not in compiled.metadata
+    np.testing.assert_array_equal(out, 3.0 * np.arange(8, dtype=np.float32))
+    assert len(list(cached_backend.glob("kernels/*/*.json"))) == 2
+
+
+@pytest.mark.parametrize("env", [{"ANYTILE_CACHE_DIR": ""}, {"ANYTILE_NO_CACHE": "1"}])
+def test_the_cache_can_be_turned_off(cached_backend, tmp_path, monkeypatch, env):
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    assert cache.cache_dir() is None
+    _run(_kernel_module(tmp_path, "k4"))
+    compiled, _ = _run(_kernel_module(tmp_path, "k4"))
+    assert "cache_hit_s" not in compiled.metadata
+    assert not list(cached_backend.glob("kernels/*/*.json"))
+
+
+def test_unwritable_folders_and_odd_values_are_not_errors(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert not cache.store_entry(blocker, "ab" * 32, {"ir": "x"}, {})
+    assert not cache.store_entry(tmp_path, "ab" * 32, {"ir": object()}, {})
+    assert not cache.store_entry(tmp_path, "ab" * 32, {"ir": "x"}, {"odd": object()})
+    assert cache.load_entry(tmp_path, "cd" * 32) is None
+    assert cache.store_entry(tmp_path, "ab" * 32, {"ir": "x", "bin": b"\0\1"}, {"n": 1})
+    assert cache.load_entry(tmp_path, "ab" * 32) == ({"ir": "x", "bin": b"\0\1"}, {"n": 1})
