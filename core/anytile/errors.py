@@ -10,7 +10,7 @@ from typing import Optional
 from .ir.core import Loc
 
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "OutOfBoundsError",
-           "DeviceAssertError", "BackendError", "format_source_excerpt"]
+           "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error"]
 
 
 class AnytileError(Exception):
@@ -62,6 +62,16 @@ class OutOfBoundsError(LaunchError):
 
 class DeviceAssertError(LaunchError):
     """A ``tl.device_assert`` failed."""
+
+
+def device_assert_error(message: str, file: str, line: int) -> DeviceAssertError:
+    """The error a backend raises for a failed ``device_assert`` it recorded as ``(message,
+    file, line)`` (a form that survives a compile cache), with the source line shown."""
+    import linecache
+    loc = Loc(file, int(line), 0)
+    source = linecache.getline(file, int(line)) or None
+    return DeviceAssertError(f"device assertion failed: {message}" if message else
+                             "device assertion failed", loc, source)
 
 
 class BackendError(AnytileError):

@@ -121,8 +121,10 @@ def laid_out_stage(options: CompileOptions, arch: str):
 
 def llir_stage(options: CompileOptions):
     def run(laid: Any, metadata: dict) -> str:
-        module, shared = lower_kernel(laid, NvidiaTarget(), debug=options.debug)
+        module, shared, checks = lower_kernel(laid, NvidiaTarget(), debug=options.debug)
         metadata["shared"] = shared
+        if checks:
+            metadata["asserts"] = checks
         metadata["kernel_name"] = laid.kernel.name
         return str(module)
     return run

@@ -3,6 +3,7 @@
 These check what a GPU run would: layouts, vector accesses, masks, shuffles, cross-warp
 reductions, layout conversions, loops and atomics, with the exact LLVM IR the NVIDIA backend
 generates except for its five hooks (ids, barrier, shuffle, math, kernel marking)."""
+import re
 import sys
 from pathlib import Path
 
@@ -387,3 +388,33 @@ def test_pipeline_ptx_uses_cp_async():
     assert k.metadata["pipelined_dot_operands"] == 2
     # 4 stages of a 64x(32+8) and a 32x(64+8) f16 tile
     assert k.metadata["shared"] >= 4 * (64 * 40 + 32 * 72) * 2
+
+
+@at.jit
+def assert_positive_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.device_assert(x > 0, "x must be positive")
+    tl.store(out_ptr + offs, x + 1)
+
+
+def test_device_assert_reports_message_and_line(monkeypatch):
+    """With ``debug=True`` a failed ``tl.device_assert`` sets the kernel's error word (no
+    trap, so a GPU context stays usable) and the launch raises ``DeviceAssertError`` naming
+    the assert's line; without debug the assert is compiled out."""
+    monkeypatch.setenv("ANYTILE_GPU_SIMULATOR", "1")
+    dev = at.device("gpusim:0")
+    x = np.arange(1, 65, dtype=np.int32)
+    out = at.empty((64,), np.int32, device=dev)
+    assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
+    np.testing.assert_array_equal(out.numpy(), x + 1)
+    x[7] = -1
+    with pytest.raises(at.DeviceAssertError) as info:
+        assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
+    assert "x must be positive" in str(info.value) and "test_simulated.py" in str(info.value)
+    assert "tl.device_assert(x > 0" in str(info.value)
+    assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64)   # no debug: no check
+    ptx = at.compile(assert_positive_kernel, target="nvidia:sm_90", signature={"x_ptr": "*i32", "out_ptr": "*i32"},
+                     constexprs={"BLOCK": 64}, debug=True)
+    assert re.search(r"atom\.\S*cas", ptx.asm["ptx"]) and "trap" not in ptx.asm["ptx"]
+    assert ptx.metadata["asserts"][0][0] == "x must be positive"

@@ -22,7 +22,7 @@ from llvmlite import ir
 
 from ...errors import CompilationError
 from ...ir import ops
-from ...ir.core import Block, Value
+from ...ir.core import Block, Value, walk
 from ...ir.types import PointerType, ScalarType, TileType, elem_type, shape_of
 from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes
@@ -86,6 +86,12 @@ class KernelLowering:
 
     def run(self) -> ir.Module:
         params = [self.param_type(a.type) for a in self.fn_ir.args]
+        # with debug, a failed device_assert writes its number (1-based, first failure wins)
+        # to an error word, a hidden last parameter the launcher reads after the launch
+        self.asserts = [op for op in walk(self.fn_ir.body) if isinstance(op, ops.AssertOp)] \
+            if self.debug else []
+        if self.asserts:
+            params.append(ir.PointerType(addrspace=self.target.global_address_space))
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), self.fn_ir.name)
         self.target.declare_kernel(fn, self.threads)
         entry = fn.append_basic_block("entry")
@@ -115,6 +121,7 @@ class KernelLowering:
             self.smem, [ir.Constant(I32, self.persistent_shared)], source_etype=ir.IntType(8))
         for arg, param, t in zip(self.fn_ir.args, fn.args, params):
             self.bind(arg, self.param_value(arg.type, param))
+        self.error_word = fn.args[-1] if self.asserts else None
         self.lower_block(self.fn_ir.body)
         self.b.ret_void()
         return self.module
@@ -453,15 +460,19 @@ class KernelLowering:
         ok = values[0]
         for v in values[1:]:
             ok = self.b.and_(ok, v)
+        number = ir.Constant(I32, self.asserts.index(op) + 1)
         with self.b.if_then(self.b.not_(ok), likely=False):
-            self.target.trap(self.b)
+            self.b.cmpxchg(self.error_word, ir.Constant(I32, 0), number, "monotonic", "monotonic")
 
     def lower_call(self, op: ops.CallOp) -> None:
         self.fail(op, f"call to '{op.callee}' was not inlined before GPU lowering")
 
 
-def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False) -> tuple[ir.Module, int]:
-    """LLVM IR for the kernel of ``laid``, and the bytes of shared memory it needs."""
+def lower_kernel(laid: LaidOutKernel, target: GpuTarget,
+                 debug: bool = False) -> tuple[ir.Module, int, list]:
+    """LLVM IR for the kernel of ``laid``, the bytes of shared memory it needs, and (with
+    ``debug``) its checks: ``[message, file, line]`` of each ``device_assert``, numbered from 1
+    in the error word the kernel then takes as a hidden last parameter (0: all held)."""
     from .collective import CollectiveLowering
     from .control import ControlFlowLowering
     from .memory import MemoryLowering
@@ -474,4 +485,5 @@ def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False) ->
 
     lowering = _Lowering(laid, target, debug)
     module = lowering.run()
-    return module, lowering.shared_bytes
+    checks = [[op.message, op.loc.file, op.loc.line] for op in lowering.asserts]
+    return module, lowering.shared_bytes, checks

@@ -347,7 +347,7 @@ def lower_for_simulation(module: Module, num_warps: int, num_stages: int = 3) ->
         pipeline_loops(module.kernel)
     laid = assign_layouts(module, num_warps, SimulatedGpuTarget.warp_size,
                           use_mma=SimulatedGpuTarget.has_mma)
-    llmod, shared = lower_kernel(laid, SimulatedGpuTarget())
+    llmod, shared, _ = lower_kernel(laid, SimulatedGpuTarget())
     if shared > _SHARED_BYTES:
         raise ValueError(f"kernel needs {shared} bytes of shared memory")
     return str(llmod), shared
