@@ -166,7 +166,7 @@ def bench_matmul() -> None:
     row = Row("matmul fp16->fp32 4096^3", "TFLOP/s", lambda ms: 2 * M * N * K / ms / 1e9)
     ref = lambda: a.float() @ b.float()  # noqa: E731
     # anytile: the best of three tile shapes (AT_CONFIGS="BMxBNxBK/warps,..." overrides)
-    configs = os.environ.get("AT_CONFIGS", "128x128x32/4,128x128x32/8,128x64x32/4").split(",")
+    configs = os.environ.get("AT_CONFIGS", "128x128x32/4,128x128x64/4,128x128x64/8").split(",")
     best = None
     for text in configs:
         shape, warps = text.split("/")
