@@ -69,6 +69,12 @@ with tempfile.TemporaryDirectory() as tmp:
     env = dict(os.environ, ANYTILE_CACHE_DIR=f"{tmp}/anytile-cache",
                TRITON_CACHE_DIR=f"{tmp}/triton-cache")
     env.pop("ANYTILE_NO_CACHE", None)
+    # bytecode as a regular install has it (pip compiles installed packages; an editable
+    # checkout writes __pycache__ on first import unless PYTHONDONTWRITEBYTECODE is set)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", f"{root}/core/anytile",
+                    f"{root}/backends/nvidia/anytile_nvidia"], env=env, capture_output=True)
     rows = {"anytile, new kernel, empty disk cache": child("anytile", tmp, "a1", env),
             "anytile, same kernel, new process, warm disk cache": child("anytile", tmp, "a1", env),
             "Triton 3.6, new kernel, empty cache": child("triton", tmp, "t1", env),

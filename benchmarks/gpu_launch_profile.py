@@ -55,6 +55,18 @@ raw = dev.backend.launcher(loaded, dev.info)
 if raw is not None:
     a = xa.data_ptr()
     results["NvidiaBackend.launcher alone"] = per_launch(lambda: raw(1, 1, 1, 0, None, a, a, a, 16))
+    # the driver call alone, two ways: what the raw launcher's ctypes call is measured against
+    import ctypes
+    from cuda.bindings import driver as cu
+    for slot, value in zip(loaded.slots, (a, a, a, 16)):
+        slot.value = value
+    threads = loaded.threads
+    results["bare cuLaunchKernel, cuda.bindings"] = per_launch(lambda: cu.cuLaunchKernel(
+        loaded.function, 1, 1, 1, threads, 1, 1, 0, 0, loaded.params_address, 0))
+    bare = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
+    function, params = ctypes.c_void_p(int(loaded.function)), ctypes.c_void_p(loaded.params_address)
+    results["bare cuLaunchKernel, ctypes"] = per_launch(lambda: bare(
+        function, 1, 1, 1, threads, 1, 1, 0, None, params, None))
 results["torch.add"] = per_launch(lambda: torch.add(x, x, out=out))
 try:
     import triton

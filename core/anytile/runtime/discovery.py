@@ -6,6 +6,7 @@ others.  ``anytile backends`` prints these records; asking for such a backend ra
 ``BackendError`` with the same reason."""
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import threading
 from dataclasses import dataclass
@@ -28,8 +29,23 @@ class PluginRecord:
     backend: Optional[Backend] = None
     error: str = ""                 # why the plugin cannot be used at all ("" when loaded)
     api_version: Optional[int] = None
-    version: str = "unknown"
+    _version: Optional[str] = None
     _availability: Optional[Availability] = None
+    _from_entry_point: bool = False   # installed (its version is its distribution's)
+
+    @property
+    def version(self) -> str:
+        """The version of the distribution declaring the plugin (looked up on first use:
+        reading every installed distribution's entry points costs tens of milliseconds on a
+        large environment, and launches never need it)."""
+        if self._version is None:
+            found = _entry_point_versions().get(self.name) if self._from_entry_point else None
+            self._version = found or (_safe_version(self.backend) if self.backend else "unknown")
+        return self._version
+
+    @version.setter
+    def version(self, value: str) -> None:
+        self._version = value
 
     @property
     def loaded(self) -> bool:
@@ -92,14 +108,14 @@ def _load_records(refresh: bool) -> dict[str, PluginRecord]:
 
     manager = ExtensionManager(GROUP, invoke_on_load=False, on_load_failure_callback=on_failure)
     records: dict[str, PluginRecord] = dict(failures)
-    versions = _entry_point_versions()
     for ext in manager.extensions:
         record = records[ext.name] = _record_for(ext.name, ext.entry_point.value, ext.plugin)
-        if record.loaded:
-            record.version = versions.get(ext.name) or _safe_version(record.backend)
+        record._from_entry_point = True
+    _entry_point_versions.cache_clear()
     return records
 
 
+@functools.lru_cache(maxsize=1)
 def _entry_point_versions() -> dict[str, str]:
     """Entry-point name -> version of the distribution declaring it (one cheap pass over the
     installed entry points, instead of mapping every installed file to its distribution)."""
@@ -152,8 +168,6 @@ def register_backend(backend_class: type, name: Optional[str] = None) -> PluginR
     name = name or getattr(backend_class, "name", "") or backend_class.__name__
     record = _record_for(name, f"{backend_class.__module__}:{backend_class.__qualname__}",
                          backend_class)
-    if record.loaded:
-        record.version = _safe_version(record.backend)
     _registered[name] = record
     _changed()
     return record
