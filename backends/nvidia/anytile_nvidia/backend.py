@@ -35,7 +35,8 @@ class NvidiaBackend(Backend):
 
     name = "nvidia"
     device_prefix = "cuda"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8"})
+    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
+                              "device_assert"})
     host_memory = False
     disk_cacheable = True   # ``load`` needs only the cubin (or PTX), metadata and signature
 
@@ -115,7 +116,7 @@ class NvidiaBackend(Backend):
             image = kernel.asm["ptx"].encode() + b"\0"
         meta = kernel.metadata
         return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
-                           int(meta["threads_per_block"]), kernel.signature)
+                           int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"))
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:

@@ -20,8 +20,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from anytile.errors import BackendError, LaunchError
-from anytile.ir.types import PointerType
+from anytile.errors import BackendError, LaunchError, device_assert_error
+from anytile.ir.types import PointerType, i32
 
 __all__ = ["Driver", "LoadedKernel", "driver", "framework_stream", "stream_handle"]
 
@@ -165,7 +165,10 @@ class Driver:
 
     # -- modules and launches ------------------------------------------------------------------
     def load(self, index: int, image: bytes, name: str, shared_bytes: int, threads: int,
-             signature: list) -> "LoadedKernel":
+             signature: list, checks: Optional[list] = None) -> "LoadedKernel":
+        """Load ``image`` and prepare its argument block.  ``checks``: the kernel's
+        ``device_assert``s (``[message, file, line]``; compiled with debug), which take an
+        error word as a hidden last parameter: allocated here, read after each launch."""
         cu = self.cu
         self.make_current(index)
         module = self.check("cuModuleLoadData", cu.cuModuleLoadData(image))
@@ -173,7 +176,16 @@ class Driver:
         if shared_bytes > 48 * 1024:
             attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
-        return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads, signature)
+        if not checks:
+            return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
+                                      signature)
+        loaded = LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
+                                    list(signature) + [("error word", PointerType(i32))])
+        loaded.checks = list(checks)
+        loaded.error_word = self.alloc(index, 4)
+        self.copy_htod(index, loaded.error_word, ctypes.addressof(ctypes.c_int32(0)), 4)
+        loaded.slots[-1].value = loaded.error_word
+        return loaded
 
 
 _CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
@@ -197,6 +209,8 @@ class LoadedKernel:
     is_pointer: list = field(default_factory=list)
     params: Any = None                                # (c_void_p * n) of the slots' addresses
     params_address: int = 0
+    checks: list = field(default_factory=list)        # device_asserts ([message, file, line])
+    error_word: int = 0                               # their hidden parameter's device address
 
     @staticmethod
     def build(drv: Driver, index: int, module: Any, function: Any, name: str, shared: int,
@@ -243,12 +257,27 @@ class LoadedKernel:
                 result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads,
                                            1, 1, self.shared_bytes, stream, self.params_address, 0)
             self.driver.check(f"cuLaunchKernel('{self.name}', grid={tuple(grid)})", result)
+        if self.checks:
+            self.read_error_word(stream)
+
+    def read_error_word(self, stream: int) -> None:
+        """After a launch of a kernel with ``device_assert``s (a debug build): wait for it,
+        and raise ``DeviceAssertError`` for the first assert that failed (clearing the word)."""
+        drv, cu = self.driver, self.driver.cu
+        drv.check("cuStreamSynchronize", cu.cuStreamSynchronize(stream))
+        word = ctypes.c_int32(0)
+        drv.copy_dtoh(self.device_index, ctypes.addressof(word), self.error_word, 4)
+        if word.value:
+            drv.copy_htod(self.device_index, self.error_word, ctypes.addressof(ctypes.c_int32(0)), 4)
+            raise device_assert_error(*self.checks[word.value - 1])
 
     def raw_launcher(self) -> Optional[Any]:
         """A function ``run(gx, gy, gz, stream, owner, *values)`` launching through
         ``cuLaunchKernelEx`` by ``ctypes`` (see the module docstring), or ``None`` when
         libcuda cannot be reached that way or a parameter type has no ``struct`` code."""
         launch_ex = self.driver.launch_ex
+        if self.checks:       # debug builds read their error word after each launch
+            return None
         codes = []
         for pointer, slot in zip(self.is_pointer, self.slots):
             code = "Q" if pointer else _STRUCT_CODES.get(type(slot))

@@ -398,12 +398,23 @@ def assert_positive_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x + 1)
 
 
-def test_device_assert_reports_message_and_line(monkeypatch):
+@pytest.fixture
+def gpusim(monkeypatch):
+    """The opt-in ``gpusim`` device, with discovery refreshed before and after (other tests'
+    collection may have seen it unusable)."""
+    from anytile.runtime.discovery import discover
+    monkeypatch.setenv("ANYTILE_GPU_SIMULATOR", "1")
+    discover(refresh=True)
+    yield at.device("gpusim:0")
+    monkeypatch.delenv("ANYTILE_GPU_SIMULATOR")
+    discover(refresh=True)
+
+
+def test_device_assert_reports_message_and_line(gpusim):
     """With ``debug=True`` a failed ``tl.device_assert`` sets the kernel's error word (no
     trap, so a GPU context stays usable) and the launch raises ``DeviceAssertError`` naming
     the assert's line; without debug the assert is compiled out."""
-    monkeypatch.setenv("ANYTILE_GPU_SIMULATOR", "1")
-    dev = at.device("gpusim:0")
+    dev = gpusim
     x = np.arange(1, 65, dtype=np.int32)
     out = at.empty((64,), np.int32, device=dev)
     assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
