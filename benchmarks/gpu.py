@@ -276,9 +276,10 @@ def bench_cold() -> None:
     x = torch.randn(4096, device="cuda")
     out = torch.empty_like(x)
     row = Row("first call of a new vector-add kernel", "s", None)
-    row.notes.append("lower is better; fresh process, empty Triton cache")
+    row.notes.append("lower is better; fresh process, empty Triton and anytile caches")
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TRITON_CACHE_DIR"] = tmp
+        os.environ["ANYTILE_CACHE_DIR"] = tmp + "/anytile"
         tag = str(int(time.time() * 1000) % 100000)
         for side, deco, lang in (("anytile", at.jit, tl), ("triton", triton.jit, ttl)):
             fn = fresh_kernel(deco, lang, side[:2] + tag, Path(tmp))
