@@ -429,3 +429,33 @@ def test_device_assert_reports_message_and_line(gpusim):
                      constexprs={"BLOCK": 64}, debug=True)
     assert re.search(r"atom\.\S*cas", ptx.asm["ptx"]) and "trap" not in ptx.asm["ptx"]
     assert ptx.metadata["asserts"][0][0] == "x must be positive"
+
+
+@at.jit
+def persistent_matmul(a_ptr, b_ptr, c_ptr, M, N, K, TILES_N: tl.constexpr, BM: tl.constexpr,
+                      BN: tl.constexpr, BK: tl.constexpr):
+    # one program walks several output tiles: the K loop's pipeline starts again each time
+    rm = tl.arange(0, BM)
+    rk = tl.arange(0, BK)
+    for t in range(0, TILES_N):
+        rn = t * BN + tl.arange(0, BN)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :])
+            acc = tl.dot(a, b, acc)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+def test_pipelined_loop_inside_a_loop(rng):
+    import copy
+    from anytile.codegen.gpu.pipeline import pipeline_dot_operands
+    M, N, K, BN = 16, 48, 64, 16
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = poisoned((M, N), np.float32)
+    module = ir_of(persistent_matmul, MATMUL_SIG16, {"TILES_N": N // BN, "BM": M, "BN": BN, "BK": 16},
+                   num_warps=1)
+    assert pipeline_dot_operands(copy.deepcopy(module).kernel, 3, lambda dot: True, 1 << 20) == 2
+    simulate_kernel(module, (1,), [a, b, c, M, N, K], 1)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)

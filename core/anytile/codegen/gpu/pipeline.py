@@ -326,7 +326,9 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     body.ops[0:0] = top
     where = parent.ops.index(loop)
     parent.ops[where:where] = prologue
-    parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, False, loc=loc))
+    # drain, and let no warp run ahead into code (an enclosing loop's next prologue) that
+    # refills the slots while another still reads the last one
+    parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, True, loc=loc))
     return len(loads)
 
 

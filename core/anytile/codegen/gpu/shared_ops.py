@@ -15,7 +15,7 @@ banks).  The rewritten loop::
         async_commit
         a = shared_load(buf, k % stages)             # read by the dot straight from the slot
         acc = dot(a, ..., acc)
-    async_wait {pending = 0}
+    async_wait {pending = 0, barrier}
 
 Masked-off elements of a copy are written as zeros and read nothing from global memory.
 """
