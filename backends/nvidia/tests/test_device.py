@@ -100,22 +100,15 @@ def test_large_shared_memory_conversion(cuda):
     np.testing.assert_array_equal(out.numpy(), (x * 2).reshape(-1))
 
 
-@at.jit
-def _positive_plus_one(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs)
-    tl.device_assert(x > 0, "x must be positive")
-    tl.store(out_ptr + offs, x + 1)
-
-
 def test_device_assert_raises_and_the_context_survives(cuda):
+    from anytile_conformance.catalogue.control_flow import assert_kernel
     x = np.arange(1, 129, dtype=np.int32)
     out = at.empty((128,), np.int32, device=cuda)
-    _positive_plus_one[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
+    assert_kernel[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
     np.testing.assert_array_equal(out.numpy(), x + 1)
     x[100] = 0
     with pytest.raises(at.DeviceAssertError, match="x must be positive"):
-        _positive_plus_one[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
+        assert_kernel[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
     x[100] = 5   # the error word was cleared and the context is still usable
-    _positive_plus_one[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
+    assert_kernel[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
     np.testing.assert_array_equal(out.numpy(), x + 1)

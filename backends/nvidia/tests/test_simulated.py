@@ -183,14 +183,15 @@ def test_while_and_if(rng):
 
 
 @at.jit
-def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+               PRECISION: tl.constexpr = "tf32"):
     rm = tl.arange(0, M)
     rn = tl.arange(0, N)
     rk = tl.arange(0, K)
     a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
     b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
     c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c))
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c, input_precision=PRECISION))
 
 
 @pytest.mark.parametrize("M,N,K,num_warps,sig", [(16, 16, 16, 1, "*fp16"), (64, 32, 32, 4, "*fp16"),
@@ -209,18 +210,6 @@ def test_tensor_core_dot(rng, M, N, K, num_warps, sig):
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
 
 
-@at.jit
-def tf32_dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
-                    PRECISION: tl.constexpr):
-    rm = tl.arange(0, M)
-    rn = tl.arange(0, N)
-    rk = tl.arange(0, K)
-    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
-    c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c, input_precision=PRECISION))
-
-
 def _tf32(x):
     bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
     return ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
@@ -236,13 +225,13 @@ def test_tf32_dot(rng, M, N, K, num_warps):
     sig = {"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32"}
     for precision, (ea, eb) in (("tf32", (_tf32(a), _tf32(b))), ("ieee", (a, b))):
         c = c0.copy()
-        module = ir_of(tf32_dot_kernel, sig, {"M": M, "N": N, "K": K, "PRECISION": precision},
+        module = ir_of(dot_kernel, sig, {"M": M, "N": N, "K": K, "PRECISION": precision},
                        num_warps=num_warps)
         text = simulate_kernel(module, (1,), [a, b, c], num_warps)
         assert ("anytile_sim_scratch" in text) == (precision == "tf32")
         expected = c0.astype(np.float64) + ea.astype(np.float64) @ eb.astype(np.float64)
         np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
-    ptx = at.compile(tf32_dot_kernel, target="nvidia:sm_80", signature=sig,
+    ptx = at.compile(dot_kernel, target="nvidia:sm_80", signature=sig,
                      constexprs={"M": M, "N": N, "K": K, "PRECISION": "tf32"}, num_warps=num_warps).asm["ptx"]
     assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx and "cvt.rna.tf32.f32" in ptx
 
@@ -390,14 +379,6 @@ def test_pipeline_ptx_uses_cp_async():
     assert k.metadata["shared"] >= 4 * (64 * 40 + 32 * 72) * 2
 
 
-@at.jit
-def assert_positive_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs)
-    tl.device_assert(x > 0, "x must be positive")
-    tl.store(out_ptr + offs, x + 1)
-
-
 @pytest.fixture
 def gpusim(monkeypatch):
     """The opt-in ``gpusim`` device, with discovery refreshed before and after (other tests'
@@ -411,21 +392,22 @@ def gpusim(monkeypatch):
 
 
 def test_device_assert_reports_message_and_line(gpusim):
+    from anytile_conformance.catalogue.control_flow import assert_kernel
     """With ``debug=True`` a failed ``tl.device_assert`` sets the kernel's error word (no
     trap, so a GPU context stays usable) and the launch raises ``DeviceAssertError`` naming
     the assert's line; without debug the assert is compiled out."""
     dev = gpusim
     x = np.arange(1, 65, dtype=np.int32)
     out = at.empty((64,), np.int32, device=dev)
-    assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
+    assert_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
     np.testing.assert_array_equal(out.numpy(), x + 1)
     x[7] = -1
     with pytest.raises(at.DeviceAssertError) as info:
-        assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
-    assert "x must be positive" in str(info.value) and "test_simulated.py" in str(info.value)
+        assert_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64, debug=True)
+    assert "x must be positive" in str(info.value) and "control_flow.py" in str(info.value)
     assert "tl.device_assert(x > 0" in str(info.value)
-    assert_positive_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64)   # no debug: no check
-    ptx = at.compile(assert_positive_kernel, target="nvidia:sm_90", signature={"x_ptr": "*i32", "out_ptr": "*i32"},
+    assert_kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=64)   # no debug: no check
+    ptx = at.compile(assert_kernel, target="nvidia:sm_90", signature={"x_ptr": "*i32", "out_ptr": "*i32"},
                      constexprs={"BLOCK": 64}, debug=True)
     assert re.search(r"atom\.\S*cas", ptx.asm["ptx"]) and "trap" not in ptx.asm["ptx"]
     assert ptx.metadata["asserts"][0][0] == "x must be positive"

@@ -156,8 +156,38 @@ class SimulatedGpuTarget(GpuTarget):
     has_mma = True
 
     def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
-        """The warp-wide product emulated from the PTX ISA's fragment tables: every thread
-        publishes its 6 fragment registers, then computes its 4 outputs from its warp's."""
+        """The warp-wide product emulated from the PTX ISA's fragment tables (see ``_mma``):
+        A (row, k) sits in lane 4 * row + k % 8 // 2, register (row >= 8) + 2 * (k >= 8), half
+        k % 2; B (k, col) in lane 4 * col + k % 8 // 2, register 4 + (k >= 8), half k % 2."""
+        def a_at(k: int, high_row: bool) -> tuple:
+            return (k % 8) // 2, high_row + 2 * (k >= 8), k % 2
+
+        def b_at(k: int) -> tuple:
+            return (k % 8) // 2, 4 + (k >= 8), k % 2
+        return self._mma(b, in_type, a, bfrag, c, 16, a_at, b_at)
+
+    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+        """Round to 10 mantissa bits, ties away from zero (``cvt.rna``; finite inputs)."""
+        bits = b.bitcast(x, I32)
+        return b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
+
+    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
+        """Like ``mma_m16n8k16`` from the m16n8k8 tf32 table: A (row, k) sits in lane
+        4 * row + k % 4, register (row >= 8) + 2 * (k >= 4); B (k, col) in lane 4 * col + k % 4,
+        register 4 + (k >= 4); one element per register."""
+        def a_at(k: int, high_row: bool) -> tuple:
+            return k % 4, high_row + 2 * (k >= 4), None
+
+        def b_at(k: int) -> tuple:
+            return k % 4, 4 + (k >= 4), None
+        return self._mma(b, "tf32", a, bfrag, c, 8, a_at, b_at)
+
+    def _mma(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list, depth: int,
+             a_at, b_at) -> list:
+        """Every thread publishes its 6 fragment registers, then computes its 4 outputs (rows
+        g and g + 8, columns 2t and 2t + 1 for lane 4g + t) from its warp's.  ``a_at(k,
+        high_row)`` / ``b_at(k)``: (lane offset within the row's or column's 4 lanes,
+        register, 16-bit half or ``None`` for a 32-bit element) holding that element."""
         scratch = self.scratch(b)
         tid = self.thread_id(b)
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
@@ -171,9 +201,13 @@ class SimulatedGpuTarget(GpuTarget):
         g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
         f32 = ir.FloatType()
 
-        def element(holder_lane: ir.Value, reg: int, half: int) -> ir.Value:
-            index = b.add(b.add(k32(_MAX_THREADS), b.mul(b.add(warp_base, holder_lane), k32(8))), k32(reg))
+        def element(row_or_col: ir.Value, where: tuple) -> ir.Value:
+            offset, reg, half = where
+            holder = b.add(b.mul(row_or_col, k32(4)), k32(offset))
+            index = b.add(b.add(k32(_MAX_THREADS), b.mul(b.add(warp_base, holder), k32(8))), k32(reg))
             word = b.load(b.gep(scratch, [index], source_etype=I32), typ=I32)
+            if half is None:
+                return b.bitcast(word, f32)
             bits = b.trunc(b.lshr(word, k32(16 * half)), ir.IntType(16))
             if in_type == "f16":
                 return b.fpext(b.bitcast(bits, ir.HalfType()), f32)
@@ -184,49 +218,8 @@ class SimulatedGpuTarget(GpuTarget):
         for ci in range(4):
             col = b.add(b.mul(t, k32(2)), k32(ci & 1))
             acc = c[ci]
-            for k in range(16):
-                va = element(b.add(b.mul(g, k32(4)), k32((k % 8) // 2)), (ci >= 2) + 2 * (k >= 8), k % 2)
-                vb = element(b.add(b.mul(col, k32(4)), k32((k % 8) // 2)), 4 + (k >= 8), k % 2)
-                acc = b.call(fma, [va, vb, acc])
-            out.append(acc)
-        self.barrier(b)
-        return out
-
-    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        """Round to 10 mantissa bits, ties away from zero (``cvt.rna``; finite inputs)."""
-        bits = b.bitcast(x, I32)
-        return b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
-
-    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
-        """Emulated like ``mma_m16n8k16``, from the PTX ISA's m16n8k8 tf32 fragment table."""
-        scratch = self.scratch(b)
-        tid = self.thread_id(b)
-        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
-        slot = b.add(k32(_MAX_THREADS), b.mul(tid, k32(8)))
-        self.barrier(b)
-        for j, v in enumerate(list(a) + list(bfrag)):
-            b.store(v, b.gep(scratch, [b.add(slot, k32(j))], source_etype=I32))
-        self.barrier(b)
-        lane = b.and_(tid, k32(31))
-        warp_base = b.sub(tid, lane)
-        g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
-        f32 = ir.FloatType()
-
-        def element(holder_lane: ir.Value, reg: int) -> ir.Value:
-            index = b.add(b.add(k32(_MAX_THREADS), b.mul(b.add(warp_base, holder_lane), k32(8))), k32(reg))
-            return b.bitcast(b.load(b.gep(scratch, [index], source_etype=I32), typ=I32), f32)
-
-        fma = self.declare(b.module, "llvm.fma.f32", f32, [f32, f32, f32])
-        out = []
-        for ci in range(4):
-            col = b.add(b.mul(t, k32(2)), k32(ci & 1))
-            acc = c[ci]
-            for k in range(8):
-                # A (row, k) sits in lane 4 * row + k % 4, register (row >= 8) + 2 * (k >= 4)
-                va = element(b.add(b.mul(g, k32(4)), k32(k % 4)), (ci >= 2) + 2 * (k >= 4))
-                # B (k, col) sits in lane 4 * col + k % 4, register 4 + (k >= 4)
-                vb = element(b.add(b.mul(col, k32(4)), k32(k % 4)), 4 + (k >= 4))
-                acc = b.call(fma, [va, vb, acc])
+            for k in range(depth):
+                acc = b.call(fma, [element(g, a_at(k, ci >= 2)), element(col, b_at(k)), acc])
             out.append(acc)
         self.barrier(b)
         return out
