@@ -23,7 +23,8 @@ from anytile.codegen.gpu import assign_layouts
 from anytile.codegen.gpu.lowering import lower_kernel
 from anytile.codegen.gpu.mma import mma_warps
 from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
-from anytile.errors import BackendError
+from anytile.codegen.gpu.shared import plan_persistent_shared
+from anytile.errors import BackendError, CompilationError
 
 from .target import NvidiaTarget
 
@@ -111,6 +112,7 @@ def laid_out_stage(options: CompileOptions, arch: str):
                 module.kernel, options.num_stages, _mma_dot(options.num_warps),
                 shared_memory_limit(arch))
             metadata["prefetched_loads"] = pipeline_loops(module.kernel)
+        metadata["pipelined_shared"] = plan_persistent_shared(module.kernel)[1]
         laid = assign_layouts(module, options.num_warps, NvidiaTarget.warp_size,
                               use_mma=NvidiaTarget.has_mma)
         metadata["num_warps"] = options.num_warps
@@ -119,9 +121,16 @@ def laid_out_stage(options: CompileOptions, arch: str):
     return run
 
 
-def llir_stage(options: CompileOptions):
+def llir_stage(options: CompileOptions, arch: str):
     def run(laid: Any, metadata: dict) -> str:
         module, shared, checks = lower_kernel(laid, NvidiaTarget(), debug=options.debug)
+        limit = shared_memory_limit(arch)
+        if shared > limit:
+            raise CompilationError(
+                f"kernel '{laid.kernel.name}' needs {shared} bytes of shared memory, more than "
+                f"{arch} gives one program ({limit}): use smaller blocks or fewer num_stages "
+                f"(the pipelined loops took {metadata.get('pipelined_shared', 0)} bytes)",
+                laid.kernel.loc)
         metadata["shared"] = shared
         if checks:
             metadata["asserts"] = checks
@@ -202,7 +211,7 @@ def parse_ptxas_report(text: str, metadata: dict) -> None:
 
 def nvidia_stages(target: Target, options: CompileOptions, use_ptxas: bool = True) -> list[Stage]:
     arch = target.arch
-    stages = [Stage("laid-out ir", laid_out_stage(options, arch)), Stage("llir", llir_stage(options)),
+    stages = [Stage("laid-out ir", laid_out_stage(options, arch)), Stage("llir", llir_stage(options, arch)),
               Stage("ptx", ptx_stage(arch))]
     ptxas = find_ptxas() if use_ptxas else None
     if ptxas is not None:

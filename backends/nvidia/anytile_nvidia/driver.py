@@ -183,7 +183,8 @@ class Driver:
                                     list(signature) + [("error word", PointerType(i32))])
         loaded.checks = list(checks)
         loaded.error_word = self.alloc(index, 4)
-        self.copy_htod(index, loaded.error_word, ctypes.addressof(ctypes.c_int32(0)), 4)
+        zero = ctypes.c_int32(0)   # kept alive until the copy returns
+        self.copy_htod(index, loaded.error_word, ctypes.addressof(zero), 4)
         loaded.slots[-1].value = loaded.error_word
         return loaded
 
@@ -268,7 +269,8 @@ class LoadedKernel:
         word = ctypes.c_int32(0)
         drv.copy_dtoh(self.device_index, ctypes.addressof(word), self.error_word, 4)
         if word.value:
-            drv.copy_htod(self.device_index, self.error_word, ctypes.addressof(ctypes.c_int32(0)), 4)
+            zero = ctypes.c_int32(0)
+            drv.copy_htod(self.device_index, self.error_word, ctypes.addressof(zero), 4)
             raise device_assert_error(*self.checks[word.value - 1])
 
     def raw_launcher(self) -> Optional[Any]:

@@ -219,3 +219,67 @@ def test_rows_of_an_odd_stride_are_not_vector_accessed():
     ptx = at.compile(tile2d_kernel, target="nvidia:sm_90", signature=sig,
                      constexprs={"BM": 16, "BN": 16, "stride_sn": 1}).asm["ptx"]
     assert re.search(r"ld\.global\.v\d", ptx) is None
+
+
+@at.jit
+def _two_k_loops(a_ptr, b_ptr, d_ptr, e_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.constexpr,
+                 BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :]),
+                     tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :]), acc)
+    for k in range(0, K, BK):
+        acc = tl.dot(tl.load(d_ptr + rm[:, None] * K + (k + rk)[None, :]),
+                     tl.load(e_ptr + (k + rk)[:, None] * BN + rn[None, :]), acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_pipelines_share_the_shared_memory_budget():
+    """Each pipelined loop keeps its own buffers: later loops get fewer stages so the kernel
+    fits sm_90's 227 KiB; a kernel that cannot fit is a clear compile error."""
+    from anytile.errors import CompilationError
+    from anytile_nvidia.compiler import shared_memory_limit
+    sig = {n: "*fp16:16" for n in ("a_ptr", "b_ptr", "d_ptr", "e_ptr")}
+    sig.update({"c_ptr": "*fp32:16", "K": "i32:16"})
+    k = at.compile(_two_k_loops, target="nvidia:sm_90", signature=sig,
+                   constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=4)
+    assert k.metadata["pipelined_dot_operands"] == 4
+    assert k.metadata["shared"] <= shared_memory_limit("sm_90")
+    with pytest.raises(CompilationError, match="bytes of shared memory"):
+        at.compile(tk.matmul_relu_kernel, target="nvidia:sm_80", signature={
+            "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{n: "i32" for n in (
+                "M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")}},
+            constexprs={"BM": 256, "BN": 256, "BK": 256})
+
+
+@at.jit
+def _store_each_step(x_ptr, w_ptr, STEPS, B: tl.constexpr):
+    r = tl.arange(0, B)
+    w = tl.load(w_ptr + r[:, None] * B + r[None, :])
+    for k in range(0, STEPS):
+        x = tl.load(x_ptr + k * B * B + r[:, None] * B + r[None, :])
+        tl.store(x_ptr + (k + 1) * B * B + r[:, None] * B + r[None, :], tl.dot(x, w).to(tl.float16))
+
+
+def test_loops_that_store_keep_their_loads_in_order():
+    """A loop whose iteration reads what the previous one stored is not pipelined."""
+    k = at.compile(_store_each_step, target="nvidia:sm_90", signature={
+        "x_ptr": "*fp16:16", "w_ptr": "*fp16:16", "STEPS": "i32"}, constexprs={"B": 16})
+    assert k.metadata["pipelined_dot_operands"] == 0 and "cp.async" not in k.asm["ptx"]
+
+
+@at.jit
+def _even_row_starts(x_ptr, out_ptr):
+    r = tl.arange(0, 16)
+    c = tl.arange(0, 8)
+    x = tl.load(x_ptr + (r + r)[:, None] + c[None, :])   # row i starts at element 2i
+    tl.store(out_ptr + r[:, None] * 8 + c[None, :], x)
+
+
+def test_sum_of_runs_keeps_only_what_every_run_start_has():
+    ptx = at.compile(_even_row_starts, target="nvidia:sm_90",
+                     signature={"x_ptr": "*fp16:16", "out_ptr": "*fp16:16"}, num_warps=1).asm["ptx"]
+    assert re.search(r"ld\.global\.v\d\.b32", ptx) is None

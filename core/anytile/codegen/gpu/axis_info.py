@@ -198,7 +198,12 @@ class _Analysis:
             return self.scalar(gcd(a.div(), b.div() * scale))
         contig = tuple(max(gcd(ca, kb), 1 if subtract else gcd(ka, cb))
                        for ca, cb, ka, kb in zip(a.contiguity, b.contiguity, a.constancy, b.constancy))
-        div = tuple(gcd(da, db * scale) for da, db in zip(a.divisibility, b.divisibility))
+        # a run of the sum may start inside an operand's longer run, where only its first
+        # element's divisibility is known: there, steps of ``c`` elements are all it keeps
+        # (units: ``a`` counts ``scale`` per element when it is an address)
+        div = tuple(gcd(da if ca <= c else gcd(da, c * scale), db * scale if cb <= c else gcd(db, c) * scale)
+                    for da, db, ca, cb, c in zip(a.divisibility, b.divisibility, a.contiguity,
+                                                 b.contiguity, contig))
         const = tuple(gcd(ka, kb) for ka, kb in zip(a.constancy, b.constancy))
         return AxisInfo(contig, div, const)
 

@@ -159,7 +159,10 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
         if isinstance(op, ops.ForOp):
             stages = op.num_stages if op.num_stages is not None else num_stages
             if stages >= 2:
-                count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, shared_limit)
+                # every loop's buffers get their own place: what earlier loops took is gone
+                left = shared_limit - sum(a.result.type.nbytes for a in walk(fn.body)
+                                          if isinstance(a, SharedAllocOp))
+                count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left)
     return count
 
 
@@ -232,7 +235,8 @@ def _slice_of(v: Value, inside: set) -> set:
 
 def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int) -> int:
     body = loop.body
-    if body.terminator is None:
+    # a copy started iterations ahead must not miss a write of the iterations in between
+    if body.terminator is None or any(isinstance(op, _SIDE_EFFECTS) for op in walk(body)):
         return 0
     inside = _defined_in(body)
     iv = body.args[0]
@@ -274,6 +278,10 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         return 0
     buffers = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, stages,
                                 ld.result.type.shape[-1] + PAD_ELEMENTS) for ld in loads]
+    # the dots' operands left out still pass through the scratch space after the buffers
+    moved = {ld.result for ld in loads}
+    shared_limit -= max([sum(_padded_bytes(v) for v in (dot.a, dot.b) if v not in moved)
+                         for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
     while stages > 2 and sum(b.slot_bytes for b in buffers) * stages > shared_limit:
         stages -= 1
     if sum(b.slot_bytes for b in buffers) * stages > shared_limit:
@@ -330,6 +338,12 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # refills the slots while another still reads the last one
     parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, True, loc=loc))
     return len(loads)
+
+
+def _padded_bytes(v: Value) -> int:
+    """Shared bytes of a 2-D dot operand written row-padded to the scratch space."""
+    rows, cols = v.type.shape
+    return (rows * (cols + PAD_ELEMENTS) * elem_type(v.type).nbytes + 15) // 16 * 16
 
 
 def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[Op]:
