@@ -21,7 +21,7 @@ from typing import Any, Optional
 from anytile.backend import CompileOptions, Stage, Target
 from anytile.codegen.gpu import assign_layouts
 from anytile.codegen.gpu.lowering import lower_kernel
-from anytile.codegen.gpu.mma import mma_warps
+from anytile.codegen.gpu.mma import mma_warps, wgmma_fits
 from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
 from anytile.codegen.gpu.shared import plan_persistent_shared
 from anytile.errors import BackendError, CompilationError
@@ -105,12 +105,22 @@ def _mma_dot(num_warps: int):
     return ok
 
 
+def _wgmma_dot(arch: str, num_warps: int):
+    """Hopper's warpgroup MMA for dots that fit it (``ANYTILE_NO_WGMMA=1``: never)."""
+    if not NvidiaTarget(arch).has_wgmma or os.environ.get("ANYTILE_NO_WGMMA") == "1":
+        return None
+
+    def ok(dot: Any) -> int:
+        return num_warps if wgmma_fits(dot, num_warps) else 0
+    return ok
+
+
 def laid_out_stage(options: CompileOptions, arch: str):
     def run(module: Any, metadata: dict) -> Any:
         if options.num_stages > 1:
             metadata["pipelined_dot_operands"] = pipeline_dot_operands(
                 module.kernel, options.num_stages, _mma_dot(options.num_warps),
-                shared_memory_limit(arch))
+                shared_memory_limit(arch), _wgmma_dot(arch, options.num_warps))
             metadata["prefetched_loads"] = pipeline_loops(module.kernel)
         metadata["pipelined_shared"] = plan_persistent_shared(module.kernel)[1]
         laid = assign_layouts(module, options.num_warps, NvidiaTarget.warp_size,
@@ -123,7 +133,9 @@ def laid_out_stage(options: CompileOptions, arch: str):
 
 def llir_stage(options: CompileOptions, arch: str):
     def run(laid: Any, metadata: dict) -> str:
-        module, shared, checks = lower_kernel(laid, NvidiaTarget(), debug=options.debug)
+        module, shared, checks = lower_kernel(laid, NvidiaTarget(arch), debug=options.debug)
+        if "wgmma.mma_async" in str(module):
+            metadata["wgmma"] = True     # the ptx and cubin stages target sm_90a
         limit = shared_memory_limit(arch)
         if shared > limit:
             raise CompilationError(
@@ -139,11 +151,16 @@ def llir_stage(options: CompileOptions, arch: str):
     return run
 
 
+def _arch_for(arch: str, metadata: dict) -> str:
+    """``sm_90a`` (Hopper's architecture-specific features) for kernels using wgmma."""
+    return arch + "a" if metadata.get("wgmma") and not arch.endswith("a") else arch
+
+
 def ptx_stage(arch: str):
     def run(llir: str, metadata: dict) -> str:
         llvm = _llvm()
         with _LLVM_LOCK:
-            tm = _target_machine(arch)
+            tm = _target_machine(_arch_for(arch, metadata))
             mod = llvm.parse_assembly(llir)
             mod.data_layout = str(tm.target_data)
             if "__nv_" in llir:
@@ -183,7 +200,8 @@ def cubin_stage(arch: str, ptxas: str):
             src, out = os.path.join(tmp, "k.ptx"), os.path.join(tmp, "k.cubin")
             with open(src, "w") as f:
                 f.write(ptx)
-            proc = subprocess.run([ptxas, "-v", "-O3", "--gpu-name", arch, src, "-o", out],
+            proc = subprocess.run([ptxas, "-v", "-O3", "--gpu-name", _arch_for(arch, metadata), src,
+                                   "-o", out],
                                   capture_output=True, text=True)
             if proc.returncode != 0:
                 raise BackendError(f"ptxas rejected the generated PTX for {arch}:\n{proc.stderr.strip()}")

@@ -89,6 +89,44 @@ class NvidiaTarget(GpuTarget):
         call = b.asm(fty, asm, "=r,=r,=r,=r,l", [b.ptrtoint(address, i64)], side_effect=True)
         return [b.extract_value(call, i) for i in range(4)]
 
+    def __init__(self, arch: str = "sm_80") -> None:
+        self.arch = arch
+
+    @property
+    def has_wgmma(self) -> bool:  # Hopper's warpgroup MMA (compiled for sm_90a)
+        return self.arch in ("sm_90", "sm_90a")
+
+    def wgmma_m64k16(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value,
+                     desc_b: ir.Value, acc: list) -> list:
+        f32 = ir.FloatType()
+        count = n // 2
+        regs = ", ".join(f"${i}" for i in range(count))
+        # scale-d is a predicate: always accumulate; A K-major (0), B N-major (1)
+        asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(count + 2) + ", 0; "
+               f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{in_type}.{in_type} "
+               f"{{{regs}}}, ${count}, ${count + 1}, p, 1, 1, 0, 1; }}")
+        constraint = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
+        fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [ir.IntType(64)] * 2 + [I32] + [f32] * count)
+        call = b.asm(fty, asm, constraint, [desc_a, desc_b, ir.Constant(I32, 1)] + list(acc), side_effect=True)
+        return [b.extract_value(call, i) for i in range(count)]
+
+    def wgmma_fence(self, b: ir.IRBuilder) -> None:
+        b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
+              side_effect=True)
+
+    def wgmma_commit_and_wait(self, b: ir.IRBuilder, acc: list) -> list:
+        f32 = ir.FloatType()
+        count = len(acc)
+        asm = "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"
+        constraint = ",".join(["=f"] * count + [str(i) for i in range(count)] + ["~{memory}"])
+        fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [f32] * count)
+        call = b.asm(fty, asm, constraint, list(acc), side_effect=True)
+        return [b.extract_value(call, i) for i in range(count)]
+
+    def fence_proxy_async(self, b: ir.IRBuilder) -> None:
+        b.asm(ir.FunctionType(ir.VoidType(), []), "fence.proxy.async.shared::cta;", "~{memory}", [],
+              side_effect=True)
+
     has_async_copy = True  # cp.async (sm_80+)
 
     def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,

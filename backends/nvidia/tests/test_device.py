@@ -112,3 +112,25 @@ def test_device_assert_raises_and_the_context_survives(cuda):
     x[100] = 5   # the error word was cleared and the context is still usable
     assert_kernel[(1,)](at.asarray(x, device=cuda), out, BLOCK=128, debug=True)
     np.testing.assert_array_equal(out.numpy(), x + 1)
+
+
+@pytest.mark.parametrize("BM,BN,BK,num_warps,K", [(64, 64, 16, 4, 96), (128, 128, 32, 4, 200),
+                                                  (128, 256, 64, 8, 256), (64, 128, 32, 4, 40),
+                                                  (128, 64, 32, 8, 64)])
+@pytest.mark.parametrize("loop", ["k_loop_matmul", "carried_pointer_matmul"])
+def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop):
+    """The cp.async pipeline and, on sm_90, the warpgroup MMA (wgmma) against NumPy: several
+    warpgroups, masked K tails, both loop shapes."""
+    import test_simulated as ts
+    kernel = getattr(ts, loop)
+    M, N = 2 * BM, 2 * BN
+    rng = np.random.default_rng(K)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = at.empty((M, N), np.float32, device=cuda)
+    compiled = kernel[(M // BM, N // BN)](at.asarray(a, device=cuda), at.asarray(b, device=cuda), c,
+                                          M, N, K, BM=BM, BN=BN, BK=BK, num_warps=num_warps)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.numpy(), ref, rtol=2e-3, atol=2e-3)
+    if cuda.properties["compute_capability"] == (9, 0):   # Hopper: every shape here fits wgmma
+        assert compiled.metadata.get("wgmma") and "wgmma.mma_async" in compiled.asm["ptx"]

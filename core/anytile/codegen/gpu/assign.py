@@ -25,7 +25,7 @@ from ...ir.core import Block, Function, Module, Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
-from .mma import mma_layout, mma_warps
+from .mma import mma_layout, mma_warps, wgmma_operands
 from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp
 
 __all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
@@ -179,6 +179,8 @@ class _Assigner:
             layout = self.anchored_layout(op.srcs) or self.default(shape)
         elif isinstance(op, ops.DotOp):
             warps = mma_warps(op, self.num_warps, self.warp_size) if self.out.use_mma else None
+            if wgmma_operands(op):   # the pipeline pass chose a warpgroup MMA: warps along M
+                warps = (self.num_warps, 1)
             layout = mma_layout(warps) if warps else self.dot_layout(shape)
         elif isinstance(op, ops.ReshapeOp):
             layout = self.default(shape)

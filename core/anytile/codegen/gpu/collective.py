@@ -230,7 +230,10 @@ class CollectiveLowering:
 
     # -- dot -----------------------------------------------------------------------------------
     def lower_dot(self, op: ops.DotOp) -> None:
-        from .mma import mma_layout, mma_warps
+        from .mma import mma_layout, mma_warps, wgmma_operands
+        if wgmma_operands(op) and self.target.has_wgmma:
+            self.lower_dot_wgmma(op)
+            return
         warps = mma_warps(op, self.laid.num_warps, self.laid.warp_size) if self.target.has_mma else None
         if warps is not None and op.result.type.layout == mma_layout(warps):
             self.lower_dot_mma(op, warps)

@@ -33,7 +33,7 @@ from ..llvm.types import I32
 from .layouts import BlockedLayout
 from .shared_ops import PAD_ELEMENTS as _PAD  # 16 bytes a row: 8 ldmatrix rows hit 32 banks
 
-__all__ = ["mma_warps", "mma_layout", "MmaLowering", "MMA_INPUTS"]
+__all__ = ["mma_warps", "mma_layout", "MmaLowering", "MMA_INPUTS", "wgmma_operands", "wgmma_fits"]
 
 MMA_INPUTS = ("f16", "bf16")
 
@@ -215,3 +215,67 @@ class MmaLowering:
                     for x, v in zip(slots, out):
                         values[x] = v
         self.set_result(op, self.new_regs(layout, (M, N), values))
+
+    def lower_dot_wgmma(self, op: ops.DotOp) -> None:
+        """Both operands sit in pipeline slots in the warpgroup-MMA layouts (``"wgmma-a"``,
+        ``"wgmma-b"``): each warpgroup runs ``wgmma.m64nNk16`` per 64-row M-tile and K step,
+        reading A and B by descriptor; the accumulator keeps the blocked layout
+        ``mma_layout((num_warps, 1))``, whose rows the A buffer was permuted to match."""
+        b = self.b
+        layout = op.result.type.layout
+        warps = self.laid.num_warps
+        groups = warps // 4
+        elem = elem_type(op.a.type)
+        (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
+        acc = self.tile(op.acc, layout)
+        a_view, b_view = self.shared_views[op.a], self.shared_views[op.b]
+        i64 = ir.IntType(64)
+        k64 = lambda v: ir.Constant(i64, v)  # noqa: E731
+
+        def descriptor(address: ir.Value, leading: int, stride: int) -> ir.Value:
+            start = b.lshr(b.and_(b.ptrtoint(address, i64), k64(0x3FFFF)), k64(4))
+            return b.or_(start, k64(((leading >> 4) << 16) | ((stride >> 4) << 32)))
+        group = b.lshr(self.warp, ir.Constant(I32, 2))
+        n_regs_1 = 2 * (N // 8)
+        values = list(acc.values)
+        touched: list[int] = []
+        self.target.wgmma_fence(b)
+        for i in range(M // (64 * groups)):
+            slots = []
+            for s in range(N // 8):
+                slots += [(2 * i) * n_regs_1 + 2 * s, (2 * i) * n_regs_1 + 2 * s + 1,
+                          (2 * i + 1) * n_regs_1 + 2 * s, (2 * i + 1) * n_regs_1 + 2 * s + 1]
+            current = [values[x] for x in slots]
+            block = b.add(b.mul(ir.Constant(I32, i), ir.Constant(I32, groups)), group)
+            a_tile = b.gep(a_view.base, [b.mul(block, ir.Constant(I32, 8 * 16 * K))], source_etype=ir.IntType(8))
+            for kk in range(0, K, 16):
+                a_at = b.gep(a_tile, [ir.Constant(I32, kk * 16)], source_etype=ir.IntType(8))
+                b_at = b.gep(b_view.base, [ir.Constant(I32, kk * 2 * N)], source_etype=ir.IntType(8))
+                current = self.target.wgmma_m64k16(b, elem.name, N, descriptor(a_at, 128, 16 * K),
+                                                   descriptor(b_at, 16 * N, 128), current)
+            for x, v in zip(slots, current):
+                values[x] = v
+            touched += slots
+        done = self.target.wgmma_commit_and_wait(b, [values[x] for x in touched])
+        for x, v in zip(touched, done):
+            values[x] = v
+        self.set_result(op, self.new_regs(layout, (M, N), values))
+
+
+def wgmma_operands(op: ops.DotOp) -> bool:
+    """Whether ``op`` reads both operands from warpgroup-MMA pipeline buffers."""
+    from .shared_ops import SharedLoadOp
+    a, b = op.a.owner, op.b.owner
+    return isinstance(a, SharedLoadOp) and isinstance(b, SharedLoadOp) and \
+        a.buffer.type.kind == "wgmma-a" and b.buffer.type.kind == "wgmma-b"
+
+
+def wgmma_fits(op: ops.DotOp, num_warps: int) -> bool:
+    """Whether a warpgroup MMA can compute ``op`` with ``num_warps`` warps, all along M:
+    fp16/bf16 into f32, M a multiple of 64 per warpgroup, N a multiple of 8 up to 256, K of
+    16."""
+    a, acc = elem_type(op.a.type), elem_type(op.acc.type)
+    if a.name not in MMA_INPUTS or elem_type(op.b.type) != a or acc.name != "f32":
+        return False
+    (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+    return num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 8 == 0 and n <= 256 and k % 16 == 0

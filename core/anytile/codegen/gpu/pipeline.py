@@ -143,7 +143,8 @@ def _slice(load: ops.LoadOp, inside: set) -> set:
 # Multi-stage shared-memory pipelines for the operands of tensor-core dots
 # ---------------------------------------------------------------------------------------------
 def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.DotOp], bool],
-                          shared_limit: int) -> int:
+                          shared_limit: int,
+                          wgmma_ok: Optional[Callable[[ops.DotOp], bool]] = None) -> int:
     """Rewrite each ``for`` loop whose loads feed only tensor-core dots into the
     ``async_copy`` pipeline of ``shared_ops`` (``stages`` = the loop's ``num_stages`` or
     ``num_stages``, reduced until its buffers fit ``shared_limit`` bytes); returns how many
@@ -153,7 +154,11 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     elements, is used only as an operand of such dots, has no ``other`` or a zero one, and
     its pointer and mask can be computed ``stages - 1`` iterations ahead: from the
     induction variable, values defined outside the loop, and loop-carried pointer tiles
-    advanced by a loop-invariant offset (``a_ptrs += BK``)."""
+    advanced by a loop-invariant offset (``a_ptrs += BK``).
+
+    ``wgmma_ok(dot)``: the target can run this dot as a Hopper warpgroup MMA; when both its
+    operands move here (and feed no other dot), their buffers take the ``"wgmma-a"`` /
+    ``"wgmma-b"`` layouts that instruction reads, and the dot then runs on it."""
     count = 0
     for op in list(walk(fn.body)):
         if isinstance(op, ops.ForOp):
@@ -162,7 +167,8 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
                 # every loop's buffers get their own place: what earlier loops took is gone
                 left = shared_limit - sum(a.result.type.nbytes for a in walk(fn.body)
                                           if isinstance(a, SharedAllocOp))
-                count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left)
+                count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left,
+                                        wgmma_ok)
     return count
 
 
@@ -233,7 +239,8 @@ def _slice_of(v: Value, inside: set) -> set:
     return needed
 
 
-def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int) -> int:
+def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int,
+                   wgmma_ok=None) -> int:
     body = loop.body
     # a copy started iterations ahead must not miss a write of the iterations in between
     if body.terminator is None or any(isinstance(op, _SIDE_EFFECTS) for op in walk(body)):
@@ -276,8 +283,10 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         loads.append(op)
     if not loads:
         return 0
+    kinds = _buffer_kinds(loads, uses, wgmma_ok)
     buffers = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, stages,
-                                ld.result.type.shape[-1] + PAD_ELEMENTS) for ld in loads]
+                                ld.result.type.shape[-1] + PAD_ELEMENTS, *kinds[ld])
+               for ld in loads]
     # the dots' operands left out still pass through the scratch space after the buffers
     moved = {ld.result for ld in loads}
     shared_limit -= max([sum(_padded_bytes(v) for v in (dot.a, dot.b) if v not in moved)
@@ -286,7 +295,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         stages -= 1
     if sum(b.slot_bytes for b in buffers) * stages > shared_limit:
         return 0
-    buffers = [SharedBufferType(b.shape, b.elem, stages, b.row) for b in buffers]
+    buffers = [SharedBufferType(b.shape, b.elem, stages, b.row, b.kind, b.warps) for b in buffers]
     loc = loop.loc
 
     # before the loop: the buffers, then iterations 0 .. stages-2 in flight
@@ -303,7 +312,8 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # in the body: wait for this iteration's slot, start iteration k + stages - 1's copies
     counter = Value(i32, body, len(body.args), "stage")
     body.args.append(counter)
-    top: list[Op] = [AsyncWaitOp(stages - 2, True, loc=loc)]
+    wgmma = any(b.kind != "rows" for b in buffers)
+    top: list[Op] = [AsyncWaitOp(stages - 2, True, wgmma, loc=loc)]
 
     def emit(op: Op) -> Value:
         top.append(op)
@@ -338,6 +348,27 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # refills the slots while another still reads the last one
     parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, True, loc=loc))
     return len(loads)
+
+
+def _buffer_kinds(loads: list, uses: dict, wgmma_ok) -> dict:
+    """``(kind, warps)`` of each load's buffer: the warpgroup-MMA layouts for both operands
+    of a dot ``wgmma_ok`` accepts when each of them feeds that dot only, else ``"rows"``."""
+    kinds = {ld: ("rows", 0) for ld in loads}
+    if wgmma_ok is None:
+        return kinds
+    by_value = {ld.result: ld for ld in loads}
+    for ld in loads:
+        users = uses.get(ld.result, [])
+        if len(users) != 1:
+            continue
+        dot = users[0]
+        a, b = by_value.get(dot.a), by_value.get(dot.b)
+        if a is None or b is None or a is b or len(uses.get(b.result if ld is a else a.result, [])) != 1:
+            continue
+        warps = wgmma_ok(dot)
+        if warps:
+            kinds[ld] = ("wgmma-a" if ld is a else "wgmma-b", warps)
+    return kinds
 
 
 def _padded_bytes(v: Value) -> int:

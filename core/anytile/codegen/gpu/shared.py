@@ -29,6 +29,7 @@ class SharedView:
 
     base: ir.Value
     row: int
+    kind: str = "rows"
 
 
 def plan_persistent_shared(kernel) -> tuple[dict, int]:
@@ -73,15 +74,50 @@ class SharedLowering:
                 continue   # another register of this thread copies the same element
             mask = masks[first] if masks is not None else None
             if asynchronous:
-                dst = self.shared_element(slot, coords[first], t.row, storage)
+                dst = self.slot_element(t, slot, coords[first], storage)
                 self.target.async_copy(self.b, dst, ptrs[first], nbytes, mask)
                 continue
             for i in group:
-                dst = self.shared_element(slot, coords[i], t.row, storage)
+                dst = self.slot_element(t, slot, coords[i], storage)
                 m = masks[i] if masks is not None else None
                 value = self.guarded(m, lambda i=i: [self.b.load(ptrs[i], typ=storage)],
                                      [self.zero_of(storage)] if m is not None else [])[0]
                 self.b.store(value, dst)
+
+    def slot_element(self, t, slot: ir.Value, coord: tuple, storage: ir.Type) -> ir.Value:
+        """The address of element ``coord`` (i32 values) in a slot of a buffer of type ``t``
+        (its ``kind`` says where elements live: see ``SharedBufferType``)."""
+        if t.kind == "rows":
+            return self.shared_element(slot, coord, t.row, storage)
+        b = self.b
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        r, c = coord
+        if t.kind == "wgmma-a":          # (m, k): K-major core matrices, permuted rows
+            r = self.wgmma_row(r, t.warps)
+            group_stride, chunk_stride = 16 * t.shape[1], 128
+        else:                            # "wgmma-b", (k, n): MN-major core matrices
+            r, c = c, r                  # n picks the 16-byte core-matrix row's column
+            group_stride, chunk_stride = 128, 16 * t.shape[1]
+            # n groups side by side, k groups 16 N bytes apart, k % 8 picks the row
+            offset = b.add(b.add(b.mul(b.lshr(r, k32(3)), k32(group_stride)),
+                                 b.mul(b.lshr(c, k32(3)), k32(chunk_stride))),
+                           b.add(b.mul(b.and_(c, k32(7)), k32(16)), b.mul(b.and_(r, k32(7)), k32(2))))
+            return b.gep(slot, [offset], source_etype=I8)
+        offset = b.add(b.add(b.mul(b.lshr(r, k32(3)), k32(group_stride)),
+                             b.mul(b.lshr(c, k32(3)), k32(chunk_stride))),
+                       b.add(b.mul(b.and_(r, k32(7)), k32(16)), b.mul(b.and_(c, k32(7)), k32(2))))
+        return b.gep(slot, [offset], source_etype=I8)
+
+    def wgmma_row(self, m: ir.Value, warps: int) -> ir.Value:
+        """``shared_ops.wgmma_row`` on an i32 value (``warps`` a power of two)."""
+        b = self.b
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        rep, rest = b.udiv(m, k32(8 * warps)), b.urem(m, k32(8 * warps))
+        warp, g = b.lshr(rest, k32(3)), b.and_(rest, k32(7))
+        tile, half = b.lshr(rep, k32(1)), b.and_(rep, k32(1))
+        group, w = b.lshr(warp, k32(2)), b.and_(warp, k32(3))
+        block = b.add(b.mul(tile, k32(warps // 4)), group)
+        return b.add(b.add(b.mul(block, k32(64)), b.mul(w, k32(16))), b.add(b.mul(half, k32(8)), g))
 
     def shared_element(self, slot: ir.Value, coord: tuple, row: int, storage: ir.Type) -> ir.Value:
         b = self.b
@@ -95,11 +131,13 @@ class SharedLowering:
 
     def lower_async_wait(self, op: AsyncWaitOp) -> None:
         self.target.async_wait(self.b, op.pending)
+        if op.proxy_fence:
+            self.target.fence_proxy_async(self.b)
         if op.barrier:
             self.target.barrier(self.b)
 
     def lower_shared_load(self, op: SharedLoadOp) -> None:
         self.shared_views[op.result] = SharedView(self.slot_address(op.buffer, self.scalar(op.slot)),
-                                                  op.buffer.type.row)
+                                                  op.buffer.type.row, op.buffer.type.kind)
         if elem_type(op.result.type).nbytes != 2:
             self.fail(op, "shared_load of a non-16-bit tile")  # the pipeline pass never makes one

@@ -27,7 +27,7 @@ from typing import Optional
 from ...ir.core import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.types import ScalarType, TileType
 
-__all__ = ["SharedBufferType", "SharedLayout", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
+__all__ = ["SharedBufferType", "SharedLayout", "wgmma_row", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
            "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
@@ -36,20 +36,36 @@ PAD_ELEMENTS = 8
 
 @dataclass(frozen=True)
 class SharedBufferType:
-    """``stages`` slots of a ``shape`` tile of ``elem`` in shared memory, rows of ``row``
-    elements (the tile's last dimension plus padding)."""
+    """``stages`` slots of a ``shape`` tile of ``elem`` in shared memory.
+
+    ``kind`` says where element (r, c) of a slot lives:
+
+    * ``"rows"``: row-major, rows of ``row`` elements (the tile's width plus padding), read
+      by ``ldmatrix``;
+    * ``"wgmma-a"``: the K-major canonical layout of Hopper's warpgroup MMA for an ``M x K``
+      operand, without swizzling: 8 x 8 core matrices of 128 bytes, the K-chunks of one
+      8-row group side by side (leading byte offset 128), row groups ``16 K`` bytes apart;
+      rows are permuted so that warpgroup row ``16 w + 8 h + g`` holds the accumulator
+      layout's row of warp ``w``, repetition ``h``, lane row ``g`` (``wgmma_row``);
+    * ``"wgmma-b"``: the MN-major canonical layout for a ``K x N`` operand: 8 x 8 core
+      matrices (8 N-elements a 16-byte row, 8 K-rows), N-groups side by side (stride byte
+      offset 128), K-groups ``16 N`` bytes apart.
+    """
 
     shape: tuple[int, ...]
     elem: ScalarType
     stages: int
     row: int
+    kind: str = "rows"
+    warps: int = 0          # "wgmma-a": the program's warps (all along M)
 
     @property
     def slot_bytes(self) -> int:
         rows = 1
         for s in self.shape[:-1]:
             rows *= s
-        return (rows * self.row * self.elem.nbytes + 15) // 16 * 16
+        width = self.row if self.kind == "rows" else self.shape[-1]
+        return (rows * width * self.elem.nbytes + 15) // 16 * 16
 
     @property
     def nbytes(self) -> int:
@@ -57,9 +73,23 @@ class SharedBufferType:
 
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape)
-        return f"shared<{self.stages}x{dims}x{self.elem}, row {self.row}>"
+        where = f"row {self.row}" if self.kind == "rows" else self.kind
+        return f"shared<{self.stages}x{dims}x{self.elem}, {where}>"
 
     __repr__ = __str__
+
+
+def wgmma_row(m: int, warps: int) -> int:
+    """The shared-memory row of accumulator row ``m`` in a ``"wgmma-a"`` buffer (see
+    ``SharedBufferType``): the accumulator layout puts row ``m`` in repetition ``m // (8 W)``,
+    warp ``m % (8 W) // 8``, lane row ``m % 8``; warpgroup ``G`` of M-tile ``i`` (two
+    repetitions) reads rows ``64 (i G_count + G) .. + 64`` in its own order."""
+    groups = warps // 4
+    rep, rest = divmod(m, 8 * warps)
+    warp, g = divmod(rest, 8)
+    tile, half = divmod(rep, 2)
+    group, w = divmod(warp, 4)
+    return (tile * groups + group) * 64 + 16 * w + 8 * half + g
 
 
 @dataclass(frozen=True)
@@ -114,10 +144,11 @@ class AsyncWaitOp(Op):
     have landed, and every thread is done with what it read before)."""
 
     NAME = "async_wait"
-    ATTRS = ("pending", "barrier")
+    ATTRS = ("pending", "barrier", "proxy_fence")
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     pending: int = 0
     barrier: bool = True
+    proxy_fence: bool = False   # the copies are next read by the tensor cores' async proxy
 
 
 @dataclass(eq=False)

@@ -96,6 +96,28 @@ class GpuTarget(abc.ABC):
     def async_wait(self, b: ir.IRBuilder, pending: int) -> None:
         """Wait until at most ``pending`` committed groups of this thread are in flight."""
 
+    #: whether the Hopper warpgroup MMA hooks (``wgmma_*``, ``fence_proxy_async``) exist
+    has_wgmma: bool = False
+
+    def wgmma_m64k16(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value,
+                     desc_b: ir.Value, acc: list) -> list:
+        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile, A K-major and
+        B N-major in shared memory (64-bit descriptors); ``acc``: the thread's ``n / 2``
+        floats.  Results are valid after ``wgmma_commit_and_wait``."""
+        raise NotImplementedError("this target has no warpgroup MMA")
+
+    def wgmma_fence(self, b: ir.IRBuilder) -> None:
+        """Order register writes before the next warpgroup MMAs."""
+
+    def wgmma_commit_and_wait(self, b: ir.IRBuilder, acc: list) -> list:
+        """Close the group of warpgroup MMAs and wait for it; ``acc`` pass through (their
+        values are those the MMAs wrote)."""
+        raise NotImplementedError("this target has no warpgroup MMA")
+
+    def fence_proxy_async(self, b: ir.IRBuilder) -> None:
+        """Make this thread's shared-memory writes visible to the async proxy (the tensor
+        cores reading shared memory by descriptor)."""
+
     def trap(self, b: ir.IRBuilder) -> None:
         fn = b.module.globals.get("llvm.trap") or ir.Function(
             b.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap")
