@@ -106,8 +106,8 @@ def _mma_dot(num_warps: int):
 
 
 def _wgmma_dot(arch: str, num_warps: int):
-    """Hopper's warpgroup MMA for dots that fit it (``ANYTILE_NO_WGMMA=1``: never)."""
-    if not NvidiaTarget(arch).has_wgmma or os.environ.get("ANYTILE_NO_WGMMA") == "1":
+    """Hopper's warpgroup MMA for dots that fit it."""
+    if not NvidiaTarget(arch).has_wgmma:
         return None
 
     def ok(dot: Any) -> int:

@@ -121,6 +121,7 @@ def test_device_assert_raises_and_the_context_survives(cuda):
 def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop):
     """The cp.async pipeline and, on sm_90, the warpgroup MMA (wgmma) against NumPy: several
     warpgroups, masked K tails, both loop shapes."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     import test_simulated as ts
     kernel = getattr(ts, loop)
     M, N = 2 * BM, 2 * BN

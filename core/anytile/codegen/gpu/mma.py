@@ -32,6 +32,7 @@ from ...ir.types import elem_type, shape_of
 from ..llvm.types import I32
 from .layouts import BlockedLayout
 from .shared_ops import PAD_ELEMENTS as _PAD  # 16 bytes a row: 8 ldmatrix rows hit 32 banks
+from .shared_ops import WGMMA_B_GROUP
 
 __all__ = ["mma_warps", "mma_layout", "MmaLowering", "MMA_INPUTS", "wgmma_operands", "wgmma_fits"]
 
@@ -250,9 +251,10 @@ class MmaLowering:
             a_tile = b.gep(a_view.base, [b.mul(block, ir.Constant(I32, 8 * 16 * K))], source_etype=ir.IntType(8))
             for kk in range(0, K, 16):
                 a_at = b.gep(a_tile, [ir.Constant(I32, kk * 16)], source_etype=ir.IntType(8))
-                b_at = b.gep(b_view.base, [ir.Constant(I32, kk * 2 * N)], source_etype=ir.IntType(8))
+                k_groups = N // 8 * WGMMA_B_GROUP      # bytes between B's 8-row K-groups
+                b_at = b.gep(b_view.base, [ir.Constant(I32, kk // 8 * k_groups)], source_etype=ir.IntType(8))
                 current = self.target.wgmma_m64k16(b, elem.name, N, descriptor(a_at, 128, 16 * K),
-                                                   descriptor(b_at, 16 * N, 128), current)
+                                                   descriptor(b_at, k_groups, WGMMA_B_GROUP), current)
             for x, v in zip(slots, current):
                 values[x] = v
             touched += slots

@@ -19,7 +19,8 @@ from ...ir.core import walk
 from ...ir.types import elem_type, shape_of
 from ..llvm.types import I8, I32
 from .layouts import register_indices
-from .shared_ops import AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp, SharedLoadOp
+from .shared_ops import (WGMMA_B_GROUP, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
+                         SharedLoadOp)
 
 
 @dataclass
@@ -97,7 +98,7 @@ class SharedLowering:
             group_stride, chunk_stride = 16 * t.shape[1], 128
         else:                            # "wgmma-b", (k, n): MN-major core matrices
             r, c = c, r                  # n picks the 16-byte core-matrix row's column
-            group_stride, chunk_stride = 128, 16 * t.shape[1]
+            group_stride, chunk_stride = WGMMA_B_GROUP, t.shape[1] // 8 * WGMMA_B_GROUP
             # n groups side by side, k groups 16 N bytes apart, k % 8 picks the row
             offset = b.add(b.add(b.mul(b.lshr(r, k32(3)), k32(group_stride)),
                                  b.mul(b.lshr(c, k32(3)), k32(chunk_stride))),

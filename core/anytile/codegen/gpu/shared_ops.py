@@ -27,11 +27,13 @@ from typing import Optional
 from ...ir.core import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.types import ScalarType, TileType
 
-__all__ = ["SharedBufferType", "SharedLayout", "wgmma_row", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
+__all__ = ["SharedBufferType", "SharedLayout", "wgmma_row", "WGMMA_B_GROUP", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
            "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
 PAD_ELEMENTS = 8
+#: bytes between the 8 x 8 core matrices of neighbouring N-groups of a "wgmma-b" buffer
+WGMMA_B_GROUP = 144
 
 
 @dataclass(frozen=True)
@@ -48,8 +50,9 @@ class SharedBufferType:
       rows are permuted so that warpgroup row ``16 w + 8 h + g`` holds the accumulator
       layout's row of warp ``w``, repetition ``h``, lane row ``g`` (``wgmma_row``);
     * ``"wgmma-b"``: the MN-major canonical layout for a ``K x N`` operand: 8 x 8 core
-      matrices (8 N-elements a 16-byte row, 8 K-rows), N-groups side by side (stride byte
-      offset 128), K-groups ``16 N`` bytes apart.
+      matrices (8 N-elements a 16-byte row, 8 K-rows), N-groups ``WGMMA_B_GROUP`` = 144 bytes
+      apart (the stride byte offset: 16 bytes of padding, so a warp's copies of one K-row's
+      chunks spread over all banks), K-groups ``144 N / 8`` bytes apart.
     """
 
     shape: tuple[int, ...]
@@ -65,6 +68,8 @@ class SharedBufferType:
         for s in self.shape[:-1]:
             rows *= s
         width = self.row if self.kind == "rows" else self.shape[-1]
+        if self.kind == "wgmma-b":
+            return rows // 8 * (self.shape[-1] // 8) * WGMMA_B_GROUP
         return (rows * width * self.elem.nbytes + 15) // 16 * 16
 
     @property
