@@ -107,3 +107,48 @@ def test_unwritable_folders_and_odd_values_are_not_errors(tmp_path):
     assert cache.load_entry(tmp_path, "cd" * 32) is None
     assert cache.store_entry(tmp_path, "ab" * 32, {"ir": "x", "bin": b"\0\1"}, {"n": 1})
     assert cache.load_entry(tmp_path, "ab" * 32) == ({"ir": "x", "bin": b"\0\1"}, {"n": 1})
+
+
+def _factory_module(tmp_path, name):
+    path = tmp_path / f"{name}.py"
+    path.write_text(textwrap.dedent("""
+        import anytile as at, anytile.language as tl
+
+        class Cfg:
+            SCALE = 5.0
+
+        def make(scale):
+            S = tl.constexpr(scale)
+
+            @at.jit
+            def scaled(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+                offs = tl.arange(0, BLOCK)
+                mask = offs < n
+                tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * S, mask=mask)
+            return scaled
+
+        @at.jit
+        def by_class(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * Cfg.SCALE, mask=mask)
+    """))
+    namespace = {"__name__": name, "__file__": str(path)}
+    exec(compile(path.read_text(), str(path), "exec"), namespace)
+    return namespace
+
+
+def test_closures_are_in_the_key_and_class_attributes_skip_the_cache(cached_backend, tmp_path):
+    """A kernel made by a factory reads its closure (keyed); one reading a class attribute
+    (which no key can follow) is compiled without the disk cache."""
+    mod = _factory_module(tmp_path, "k5")
+    for scale in (2.0, 3.0, 2.0):
+        compiled, out = _run(mod["make"](scale))
+        np.testing.assert_array_equal(out, scale * np.arange(8, dtype=np.float32))
+    assert "cache_hit_s" in compiled.metadata          # the second 2.0 came from disk
+    compiled, out = _run(mod["by_class"])
+    np.testing.assert_array_equal(out, 5.0 * np.arange(8, dtype=np.float32))
+    mod["Cfg"].SCALE = 7.0
+    compiled, out = _run(_factory_module(tmp_path, "k5")["by_class"])
+    assert "cache_hit_s" not in compiled.metadata
+    np.testing.assert_array_equal(out, 5.0 * np.arange(8, dtype=np.float32))   # a new module: 5.0 again

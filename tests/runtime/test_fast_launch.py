@@ -210,3 +210,28 @@ def test_rebinding_a_called_jit_function_leaves_the_fast_path(gpu, tmp_path, mon
     rebind_mod.f = other_mod.f
     rebind_mod.k[(1,)](x, out, BLOCK=16)
     assert np.all(out.numpy() == 2.0)
+
+
+@at.jit
+def times_s(x_ptr, out_ptr, S: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * S)
+
+
+@pytest.mark.parametrize("order", [(1.0, 1, True), (1, True, 1.0)])
+def test_equal_constexprs_of_other_types_compile_apart(order):
+    """1, 1.0 and True hash alike; they must not share a compiled kernel."""
+    x = np.full(4, 2 ** 24 + 1, np.int32)
+    for s in order:
+        out = np.zeros(4, np.int32)
+        compiled = times_s[(1,)](x, out, s, BLOCK=4, device="interpreter")
+        assert type(compiled.constexprs["S"]) is type(s)
+        assert out[0] - 2 ** 24 == (0 if type(s) is float else 1)
+
+
+def test_numpy_bools_are_scalars():
+    out = np.zeros(4, np.float32)
+    axpy[(1,)](np.ones(4, np.float32), out, 4, np.float32(3.0), BLOCK=4, device="interpreter")
+    np.testing.assert_array_equal(out, 3.0)
+    from anytile.runtime.launch import _device_of_foreign
+    assert _device_of_foreign((np.bool_(True), 1)) is None

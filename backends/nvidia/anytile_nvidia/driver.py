@@ -210,6 +210,7 @@ class LoadedKernel:
     is_pointer: list = field(default_factory=list)
     params: Any = None                                # (c_void_p * n) of the slots' addresses
     params_address: int = 0
+    lock: Any = field(default_factory=threading.Lock)  # the argument block is shared
     checks: list = field(default_factory=list)        # device_asserts ([message, file, line])
     error_word: int = 0                               # their hidden parameter's device address
 
@@ -231,6 +232,10 @@ class LoadedKernel:
     def launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
         """Fill the argument block from ``args`` and launch.  ``stream`` ``None``: the current
         stream of the framework (torch, cupy) owning the first imported array, else 0."""
+        with self.lock:   # the argument block is shared by the threads launching this kernel
+            self._fill_and_launch(grid, args, stream)
+
+    def _fill_and_launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
         owner = None
         try:
             for slot, pointer, arg in zip(self.slots, self.is_pointer, args):
@@ -312,14 +317,17 @@ class LoadedKernel:
             "            stream = get(_index) if get is not None else _framework_stream(owner, _index)",
             "    elif type(stream) is not int:",
             "        stream = _stream_handle(stream)",
-            "    try:",
-            f"        _pack(_block, 0, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, "
-            f"0, 0{''.join(', ' + n for n in names)})",
-            "    except (struct.error, TypeError):",
-            "        _bad_argument()",
-            "    result = _launch(_config, _function, _params, None)",
-            "    if result:",
-            "        _failed(result, (gx, gy, gz), _again)",
+            # one argument block per kernel: threads take turns (ctypes lets go of the GIL
+            # while the driver reads it)
+            "    with _lock:",
+            "        try:",
+            f"            _pack(_block, 0, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, "
+            f"stream, 0, 0{''.join(', ' + n for n in names)})",
+            "        except (struct.error, TypeError, OverflowError):",
+            "            _bad_argument()",
+            "        result = _launch(_config, _function, _params, None)",
+            "        if result:",
+            "            _failed(result, (gx, gy, gz), _again)",
             ""])
         namespace: dict[str, Any] = {
             "_getters": _STREAM_GETTERS, "_index": self.device_index,
@@ -327,7 +335,7 @@ class LoadedKernel:
             "_pack": struct.Struct(fmt).pack_into, "_block": block, "struct": struct,
             "_bad_argument": self._bad_argument, "_launch": launch_ex,
             "_config": ctypes.c_void_p(base), "_function": ctypes.c_void_p(int(self.function)),
-            "_params": params, "_failed": self._raw_failed}
+            "_params": params, "_failed": self._raw_failed, "_lock": self.lock}
         namespace["_again"] = lambda: launch_ex(namespace["_config"], namespace["_function"],
                                                 params, None)
         exec(compile(src, f"<launcher of {self.name}>", "exec"), namespace)

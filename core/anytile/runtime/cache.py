@@ -62,17 +62,31 @@ def _source_fingerprint(folder: str) -> str:
     return digest.hexdigest()
 
 
-def _package_folder(module_name: str) -> Optional[str]:
+def _backend_folder(backend: Any) -> Optional[str]:
+    """The folder of the backend's own modules (a namespace package has no ``__file__``:
+    use the module defining the backend class, and its siblings)."""
     import sys
-    module = sys.modules.get(module_name.split(".")[0])
+    module = sys.modules.get(type(backend).__module__)
     path = getattr(module, "__file__", None)
     return os.path.dirname(path) if path else None
 
 
+class _Uncacheable(Exception):
+    """The kernel reads something the key cannot capture: compile without the disk cache."""
+
+
+def _trusted(value: Any) -> bool:
+    """Library objects whose behaviour the anytile (or NumPy, or stdlib) sources fix."""
+    module = getattr(value, "__module__", None) or getattr(value, "__name__", "")
+    return module.split(".")[0] in ("anytile", "numpy", "math", "builtins", "ml_dtypes", "typing")
+
+
 def _global_facts(fn: Any) -> list[str]:
     """The plain values (numbers, strings, dtypes, constexprs...) that ``fn`` and the jit
-    functions it reaches read from their globals: editing ``BLOCK = 128`` at module level
-    changes the code without changing the kernel's source."""
+    functions it reaches read from their globals and closures: editing ``BLOCK = 128`` at
+    module level changes the code without changing the kernel's source.  Raises
+    ``_Uncacheable`` when a kernel reads what no fact captures (a user's class attribute,
+    plain function, or a deeper attribute path of a user's module)."""
     from .jit import JITFunction
 
     facts: list[str] = []
@@ -83,20 +97,33 @@ def _global_facts(fn: Any) -> list[str]:
         if id(current) in seen:
             continue
         seen.add(id(current))
+        closure = dict(zip(current.fn.__code__.co_freevars,
+                           (c.cell_contents for c in current.fn.__closure__ or ())))
         for node in ast.walk(ast.parse(current.src)):
             if isinstance(node, ast.Name):
-                name, value = node.id, current.globals.get(node.id, _ABSENT)
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
-                    isinstance(current.globals.get(node.value.id), types.ModuleType):
+                name = node.id
+                value = closure.get(name, current.globals.get(name, _ABSENT))
+            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+                root = closure.get(node.value.id, current.globals.get(node.value.id, _ABSENT))
+                if not isinstance(root, types.ModuleType) or _trusted(root):
+                    continue          # a user's object: its Name node decides below
                 name = f"{node.value.id}.{node.attr}"
-                value = getattr(current.globals[node.value.id], node.attr, _ABSENT)
+                value = getattr(root, node.attr, _ABSENT)
+                if isinstance(value, types.ModuleType) and not _trusted(value):
+                    raise _Uncacheable(name)          # pkg.sub.X: not followed
             else:
                 continue
+            code_like = isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type))
             if isinstance(value, JITFunction):
                 pending.append(value)
-            elif value is not _ABSENT and not isinstance(
-                    value, (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)):
+            elif value is _ABSENT or isinstance(value, types.ModuleType):
+                continue
+            elif not code_like and (isinstance(value, (int, float, str, bool, bytes, tuple, type(None)))
+                                    or _trusted(type(value))):
+                # plain values and library objects (dtypes, constexprs) by their repr
                 facts.append(f"{current.__name__}:{name}={type(value).__qualname__}:{value!r}")
+            elif not (code_like and _trusted(value)):   # library functions and classes are fixed
+                raise _Uncacheable(name)
     return sorted(set(facts))
 
 
@@ -104,19 +131,25 @@ _ABSENT = object()
 
 
 def kernel_key(fn: Any, backend: Any, target: Any, options: Any, arg_types: Mapping[str, Any],
-               constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> str:
-    """The cache key of one compilation (see the module docstring)."""
+               constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> Optional[str]:
+    """The cache key of one compilation (see the module docstring); ``None`` when the kernel
+    reads something a key cannot capture."""
     import anytile
 
-    backend_folder = _package_folder(type(backend).__module__)
+    try:
+        globals_read = _global_facts(fn)
+    except _Uncacheable:
+        return None
+    backend_folder = _backend_folder(backend)
     parts = [
         f"format {_FORMAT}", f"anytile {anytile.__version__}",
         _source_fingerprint(os.path.dirname(anytile.__file__)),
         f"backend {type(backend).__module__}.{type(backend).__qualname__} {backend.name}",
         _source_fingerprint(backend_folder) if backend_folder else "",
         backend.cache_facts(target),
-        f"kernel {fn.__name__} {fn.dependencies_key()}",
-        *_global_facts(fn),
+        f"kernel {fn.__name__} {fn.dependencies_key()} {fn.fn.__code__.co_filename}:"
+        f"{fn.fn.__code__.co_firstlineno}",
+        *globals_read,
         "types " + ", ".join(f"{k}: {v}" for k, v in arg_types.items()),
         "constexprs " + ", ".join(f"{k}={type(v).__qualname__}:{v!r}"
                                   for k, v in sorted(constexprs.items())),

@@ -85,7 +85,7 @@ def _device_of_foreign(values: tuple) -> Optional[Device]:
     """The device a non-host backend claims for the first foreign array argument (a torch
     CUDA tensor goes to ``cuda:N``), or ``None``."""
     for v in values:
-        if type(v) in _PLAIN or v is None or isinstance(v, (np.ndarray, np.number, int, float)):
+        if type(v) in _PLAIN or v is None or isinstance(v, (np.ndarray, np.number, np.bool_, int, float)):
             continue
         if not _is_array_like(v):
             continue
@@ -151,7 +151,7 @@ def _to_arrays(fn: Any, values: list, dev: Device) -> list[tuple[np.ndarray, Arr
     writebacks: list[tuple[np.ndarray, Array]] = []
     for index, value in enumerate(values):
         if type(value) in _PLAIN or index in fn._constexpr_positions or value is None or \
-                isinstance(value, (int, float, np.number)):
+                isinstance(value, (int, float, np.number, np.bool_)):
             continue
         name = fn.arg_names[index]
         if not _is_array_like(value):
@@ -274,7 +274,10 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
     if fn._fast_deps != deps:      # a called jit function was rebound: fast entries are stale
         fn._fast_cache.clear()
         fn._fast_deps = deps
-    key = (dev.name, tuple(fingerprints), tuple(sorted(options.items())) if options else (), deps)
+    # constexpr values by type too: 1, 1.0 and True are equal keys but compile differently
+    kinds = tuple(type(fp[1]) for fp in fingerprints if type(fp) is tuple and fp[0] == "constexpr")
+    key = (dev.name, tuple(fingerprints), kinds, tuple(sorted(options.items())) if options else (),
+           deps)
     plan = fn._launcher_cache.get(key)
     if plan is None:
         plan = fn._launcher_cache[key] = _compile_plan(fn, values, fingerprints, dev, options,
