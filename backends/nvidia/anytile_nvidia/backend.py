@@ -91,6 +91,12 @@ class NvidiaBackend(Backend):
         options.pop("num_ctas", None)  # one CTA per program (Hopper clusters are not used)
         return super().parse_options(**options)
 
+    def extra_option_names(self) -> tuple:
+        """``wgmma=True`` (sm_90): run pipelined fp16/bf16 dots on Hopper's warpgroup MMA.
+        Experimental: correct on an H200, but slower than the default ``mma.sync`` path
+        today (BENCHMARKS.md)."""
+        return ("wgmma",)
+
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
         from .compiler import nvidia_stages
         return nvidia_stages(target, options)

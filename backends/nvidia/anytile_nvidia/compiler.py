@@ -105,10 +105,11 @@ def _mma_dot(num_warps: int):
     return ok
 
 
-def _wgmma_dot(arch: str, num_warps: int):
-    """Hopper's warpgroup MMA for dots that fit it."""
-    if not NvidiaTarget(arch).has_wgmma:
+def _wgmma_dot(arch: str, options: CompileOptions):
+    """Hopper's warpgroup MMA for dots that fit it, when the ``wgmma=True`` option asks."""
+    if not (options.get("wgmma", False) and NvidiaTarget(arch).has_wgmma):
         return None
+    num_warps = options.num_warps
 
     def ok(dot: Any) -> int:
         return num_warps if wgmma_fits(dot, num_warps) else 0
@@ -120,7 +121,7 @@ def laid_out_stage(options: CompileOptions, arch: str):
         if options.num_stages > 1:
             metadata["pipelined_dot_operands"] = pipeline_dot_operands(
                 module.kernel, options.num_stages, _mma_dot(options.num_warps),
-                shared_memory_limit(arch), _wgmma_dot(arch, options.num_warps))
+                shared_memory_limit(arch), _wgmma_dot(arch, options))
             metadata["prefetched_loads"] = pipeline_loops(module.kernel)
         metadata["pipelined_shared"] = plan_persistent_shared(module.kernel)[1]
         laid = assign_layouts(module, options.num_warps, NvidiaTarget.warp_size,

@@ -283,3 +283,23 @@ def test_sum_of_runs_keeps_only_what_every_run_start_has():
     ptx = at.compile(_even_row_starts, target="nvidia:sm_90",
                      signature={"x_ptr": "*fp16:16", "out_ptr": "*fp16:16"}, num_warps=1).asm["ptx"]
     assert re.search(r"ld\.global\.v\d\.b32", ptx) is None
+
+
+@pytest.mark.parametrize("num_warps,BM", [(4, 64), (4, 128), (8, 128)])
+def test_wgmma_is_opt_in_and_assembles_for_sm_90a(num_warps, BM):
+    """``wgmma=True`` on sm_90 runs the pipelined dot on the warpgroup MMA (checked against
+    NumPy on an H200 by test_device.py); the default stays on mma.sync."""
+    from anytile.codegen.gpu.shared_ops import wgmma_row
+    assert sorted(wgmma_row(m, num_warps) for m in range(BM)) == list(range(BM))
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16",
+           "sam": "i32:16", "sbk": "i32:16", "scm": "i32:16"}
+    consts = {"BM": BM, "BN": 128, "BK": 32}
+    on = at.compile(_matmul_pointer_increments, target="nvidia:sm_90", signature=sig, constexprs=consts,
+                    num_warps=num_warps, wgmma=True)
+    off = at.compile(_matmul_pointer_increments, target="nvidia:sm_90", signature=sig, constexprs=consts,
+                     num_warps=num_warps)
+    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in on.asm["ptx"]
+    assert ".target sm_90a" in on.asm["ptx"] and "fence.proxy.async" in on.asm["ptx"]
+    assert "wgmma" not in off.asm["ptx"] and "mma.sync" in off.asm["ptx"]
+    if find_ptxas():
+        assert on.asm.get("cubin")

@@ -118,9 +118,10 @@ def test_device_assert_raises_and_the_context_survives(cuda):
                                                   (128, 256, 64, 8, 256), (64, 128, 32, 4, 40),
                                                   (128, 64, 32, 8, 64)])
 @pytest.mark.parametrize("loop", ["k_loop_matmul", "carried_pointer_matmul"])
-def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop):
-    """The cp.async pipeline and, on sm_90, the warpgroup MMA (wgmma) against NumPy: several
-    warpgroups, masked K tails, both loop shapes."""
+@pytest.mark.parametrize("wgmma", [False, True])
+def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop, wgmma):
+    """The cp.async pipeline with mma.sync and, on sm_90 with ``wgmma=True``, the warpgroup
+    MMA against NumPy: several warpgroups, masked K tails, both loop shapes."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import test_simulated as ts
     kernel = getattr(ts, loop)
@@ -130,8 +131,9 @@ def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop):
     b = rng.standard_normal((K, N)).astype(np.float16)
     c = at.empty((M, N), np.float32, device=cuda)
     compiled = kernel[(M // BM, N // BN)](at.asarray(a, device=cuda), at.asarray(b, device=cuda), c,
-                                          M, N, K, BM=BM, BN=BN, BK=BK, num_warps=num_warps)
+                                          M, N, K, BM=BM, BN=BN, BK=BK, num_warps=num_warps,
+                                          wgmma=wgmma)
     ref = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c.numpy(), ref, rtol=2e-3, atol=2e-3)
-    if cuda.properties["compute_capability"] == (9, 0):   # Hopper: every shape here fits wgmma
-        assert compiled.metadata.get("wgmma") and "wgmma.mma_async" in compiled.asm["ptx"]
+    hopper = cuda.properties["compute_capability"] == (9, 0)   # every shape here fits wgmma
+    assert bool(compiled.metadata.get("wgmma")) == (wgmma and hopper)
