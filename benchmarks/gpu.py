@@ -23,10 +23,13 @@ import triton.language as ttl
 from triton.testing import do_bench
 
 import anytile as at
-from kernels import add_kernel as at_add  # noqa: E402  (this folder is sys.path[0])
-from kernels import layernorm_kernel as at_layernorm, matmul_kernel as at_matmul  # noqa: E402
-from kernels import softmax_kernel as at_softmax  # noqa: E402
+from kernels import ANYTILE, make_kernels  # noqa: E402  (this folder is sys.path[0])
 import anytile.language as tl
+
+# the same kernel sources for both sides (Triton's matmul is its own tuned, grouped kernel)
+at_add, at_softmax, at_layernorm, at_matmul = ANYTILE.add, ANYTILE.softmax, ANYTILE.layernorm, ANYTILE.matmul
+_TRITON = make_kernels(triton.jit, ttl)
+tr_add, tr_softmax, tr_layernorm = _TRITON.add, _TRITON.softmax, _TRITON.layernorm
 
 ROWS: list = []  # Row objects of this process
 # ANYTILE_BENCH_SMALL=1: tiny sizes, to smoke-test this script on any device (not a benchmark)
@@ -81,13 +84,6 @@ def checker(name: str, got: torch.Tensor, want, rtol: float, atol: float):
 
 
 # -- vector add -----------------------------------------------------------------------------------
-@triton.jit
-def tr_add(x_ptr, y_ptr, out_ptr, n, BLOCK: ttl.constexpr):
-    offs = ttl.program_id(0) * BLOCK + ttl.arange(0, BLOCK)
-    mask = offs < n
-    ttl.store(out_ptr + offs, ttl.load(x_ptr + offs, mask=mask) + ttl.load(y_ptr + offs, mask=mask), mask=mask)
-
-
 def bench_add() -> None:
     n = 1 << (12 if SMALL else 26)
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
@@ -101,17 +97,6 @@ def bench_add() -> None:
 
 
 # -- softmax --------------------------------------------------------------------------------------
-@triton.jit
-def tr_softmax(out_ptr, in_ptr, in_stride, out_stride, n_cols, BLOCK: ttl.constexpr):
-    row = ttl.program_id(0)
-    cols = ttl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = ttl.load(in_ptr + row * in_stride + cols, mask=mask, other=-float("inf"))
-    x = x - ttl.max(x, axis=0)
-    num = ttl.exp(x)
-    ttl.store(out_ptr + row * out_stride + cols, num / ttl.sum(num, axis=0), mask=mask)
-
-
 def softmax_warps(block: int) -> int:
     return 16 if block >= 16384 else 8 if block >= 2048 else 4
 
@@ -188,20 +173,6 @@ def bench_matmul() -> None:
 
 
 # -- layer norm -----------------------------------------------------------------------------------
-@triton.jit
-def tr_layernorm(x_ptr, y_ptr, w_ptr, b_ptr, stride, N, eps, BLOCK: ttl.constexpr):
-    row = ttl.program_id(0)
-    cols = ttl.arange(0, BLOCK)
-    mask = cols < N
-    x = ttl.load(x_ptr + row * stride + cols, mask=mask, other=0.0)
-    mean = ttl.sum(x, axis=0) / N
-    diff = ttl.where(mask, x - mean, 0.0)
-    rstd = 1 / ttl.sqrt(ttl.sum(diff * diff, axis=0) / N + eps)
-    w = ttl.load(w_ptr + cols, mask=mask)
-    b = ttl.load(b_ptr + cols, mask=mask)
-    ttl.store(y_ptr + row * stride + cols, diff * rstd * w + b, mask=mask)
-
-
 def bench_layernorm() -> None:
     R, N = (8, 256) if SMALL else (4096, 4096)
     x = torch.randn(R, N, device="cuda")

@@ -7,30 +7,10 @@ import triton
 import triton.language as ttl
 from triton.testing import do_bench
 
-import anytile as at
-import anytile.language as tl
-from kernels import matmul_kernel  # this folder is sys.path[0]
+from kernels import ANYTILE, make_kernels  # this folder is sys.path[0]
 
-
-def carried(lang):
-    def mm_carried(a_ptr, b_ptr, c_ptr, K, sam, sbk, scm,
-                   BM: lang.constexpr, BN: lang.constexpr, BK: lang.constexpr):
-        rm = lang.program_id(0) * BM + lang.arange(0, BM)
-        rn = lang.program_id(1) * BN + lang.arange(0, BN)
-        rk = lang.arange(0, BK)
-        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
-        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
-        acc = lang.zeros((BM, BN), dtype=lang.float32)
-        for _ in range(0, K, BK):
-            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
-            a_ptrs += BK
-            b_ptrs += BK * sbk
-        lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
-    return mm_carried
-
-
-at_carried = at.jit(carried(tl))
-tr_carried = triton.jit(carried(ttl))
+matmul_kernel, at_carried = ANYTILE.matmul, ANYTILE.matmul_carried
+tr_carried = make_kernels(triton.jit, ttl).matmul_carried
 S = 4096
 a = torch.randn(S, S, device="cuda", dtype=torch.float16)
 b = torch.randn(S, S, device="cuda", dtype=torch.float16)

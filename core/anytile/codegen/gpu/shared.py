@@ -92,21 +92,17 @@ class SharedLowering:
             return self.shared_element(slot, coord, t.row, storage)
         b = self.b
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
-        r, c = coord
-        if t.kind == "wgmma-a":          # (m, k): K-major core matrices, permuted rows
-            r = self.wgmma_row(r, t.warps)
-            group_stride, chunk_stride = 16 * t.shape[1], 128
-        else:                            # "wgmma-b", (k, n): MN-major core matrices
-            r, c = c, r                  # n picks the 16-byte core-matrix row's column
-            group_stride, chunk_stride = WGMMA_B_GROUP, t.shape[1] // 8 * WGMMA_B_GROUP
-            # n groups side by side, k groups 16 N bytes apart, k % 8 picks the row
-            offset = b.add(b.add(b.mul(b.lshr(r, k32(3)), k32(group_stride)),
-                                 b.mul(b.lshr(c, k32(3)), k32(chunk_stride))),
-                           b.add(b.mul(b.and_(c, k32(7)), k32(16)), b.mul(b.and_(r, k32(7)), k32(2))))
-            return b.gep(slot, [offset], source_etype=I8)
-        offset = b.add(b.add(b.mul(b.lshr(r, k32(3)), k32(group_stride)),
-                             b.mul(b.lshr(c, k32(3)), k32(chunk_stride))),
-                       b.add(b.mul(b.and_(r, k32(7)), k32(16)), b.mul(b.and_(c, k32(7)), k32(2))))
+        # 8 x 8 core matrices of 16-byte rows: (row, col) of the core-matrix grid, strides
+        # between neighbouring core matrices along each
+        if t.kind == "wgmma-a":          # (m, k): K-major, rows permuted
+            row, col = self.wgmma_row(coord[0], t.warps), coord[1]
+            row_stride, col_stride = 16 * t.shape[1], 128
+        else:                            # "wgmma-b", (k, n): MN-major
+            row, col = coord
+            row_stride, col_stride = t.shape[1] // 8 * WGMMA_B_GROUP, WGMMA_B_GROUP
+        offset = b.add(b.add(b.mul(b.lshr(row, k32(3)), k32(row_stride)),
+                             b.mul(b.lshr(col, k32(3)), k32(col_stride))),
+                       b.add(b.mul(b.and_(row, k32(7)), k32(16)), b.mul(b.and_(col, k32(7)), k32(2))))
         return b.gep(slot, [offset], source_etype=I8)
 
     def wgmma_row(self, m: ir.Value, warps: int) -> ir.Value:
