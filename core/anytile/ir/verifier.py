@@ -15,6 +15,7 @@ Problems raise ``IRVerificationError`` naming the op, its location and what is w
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Optional
 
 from . import ops as O
@@ -23,7 +24,8 @@ from .printer import ValueNamer, op_header
 from .types import (PointerType, ScalarType, TileType, Type, elem_type, i1, shape_of,
                     with_shape)
 
-__all__ = ["IRVerificationError", "verify_module", "verify_function"]
+__all__ = ["IRVerificationError", "verify_module", "verify_function", "verification_enabled",
+           "verify_if_enabled"]
 
 
 class IRVerificationError(Exception):
@@ -521,3 +523,20 @@ def verify_module(module: Module) -> None:
         if name != fn.name:
             raise IRVerificationError(f"function @{fn.name} is registered as @{name}")
         verify_function(fn, module)
+
+
+def verification_enabled() -> bool:
+    """Whether ``ANYTILE_VERIFY`` asks for the IR to be verified after every pass and every
+    compile stage that produces IR (on in the test configuration)."""
+    return os.environ.get("ANYTILE_VERIFY", "") not in ("", "0")
+
+
+def verify_if_enabled(module: Module, after: str) -> None:
+    """``verify_module(module)`` when ``verification_enabled()``; a problem names the pass or
+    stage (``after``) that produced the module."""
+    if not verification_enabled():
+        return
+    try:
+        verify_module(module)
+    except IRVerificationError as e:
+        raise IRVerificationError(f"after {after}: {e}", e.op) from None
