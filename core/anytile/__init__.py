@@ -11,7 +11,7 @@ OpenCL device.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401
 
 from . import language  # noqa: F401  (``anytile.language`` is ``tl``)
 from .backend import API_VERSION, CompiledKernel, Target  # noqa: F401
@@ -19,7 +19,7 @@ from .errors import (AnytileError, BackendError, CompilationError, DeviceAssertE
                      LaunchError, OutOfBoundsError)
 from .runtime.arrays import (Array, asarray, empty, empty_like, full, zeros,  # noqa: F401
                              zeros_like)
-from .runtime.compiler import compile  # noqa: F401
+from .runtime.compile import compile  # noqa: F401
 from .runtime.devices import Device, default_device, device, devices  # noqa: F401
 from .runtime.discovery import get_backend, list_backends, register_backend  # noqa: F401
 from .runtime.jit import JITFunction, jit  # noqa: F401

@@ -15,8 +15,9 @@ What core does, and what it asks of a backend:
 1. The frontend compiles the user's kernel to device-independent tile IR and runs the
    generic passes; the result is stage ``ir`` (text in ``CompiledKernel.asm["ir"]``).
 2. ``Backend.stages(target, options)`` returns ordered, named stages.  Each takes the previous
-   stage's output (first the IR ``Module``) and the kernel's ``metadata`` dict (which it may
-   fill in) and returns its own output; its text or bytes are kept in ``asm[stage.name]``.
+   stage's output (first the IR ``Module``) and the kernel's ``KernelMetadata`` (which it
+   fills in: what ``load`` and ``launch`` will need) and returns its own output; its text or
+   bytes are kept in ``asm[stage.name]``.
    Typical lists: ``laid-out ir -> llir -> ptx -> cubin`` (LLVM-to-GPU),
    ``laid-out ir -> llir -> asm`` (LLVM-to-host), ``opencl-c`` (source-emitting).
 3. ``Backend.load`` turns the compiled kernel into something launchable on a device;
@@ -36,7 +37,7 @@ import abc
 import dataclasses
 import functools
 import importlib.metadata
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 
 import ml_dtypes
@@ -46,7 +47,8 @@ from .ir.core import Module
 from .ir.types import ScalarType, Type, from_numpy
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",
-           "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "CompiledKernel",
+           "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "KernelMetadata",
+           "CompiledKernel",
            "Availability", "Backend", "CAPABILITIES", "HostArrayView", "host_array_view"]
 
 API_VERSION = 1
@@ -161,12 +163,75 @@ class ImportedArray(NamedTuple):
     dtype: ScalarType
 
 
+@dataclass(eq=False)
+class KernelMetadata:
+    """Facts about one compiled kernel, carried from its compile to its load and launch.
+
+    Core fills ``name`` to ``num_stages`` and the timings; a backend's stages fill what its
+    ``load`` and ``launch`` need and what users read (registers, spills); facts of its own go
+    in ``extra``.  Every value is plain JSON data (the on-disk cache stores it).  Item access
+    (``meta["shared"]``, ``meta.get(...)``, ``meta[k] = v``) reaches fields and ``extra``
+    alike, so a backend may keep facts by name without declaring them."""
+
+    name: str = ""
+    target: str = ""
+    num_warps: int = 4
+    num_stages: int = 3
+    kernel_name: str = ""          # the entry point's symbol in the binary
+    threads_per_block: int = 0     # GPU threads of one program (0 where programs are not blocks)
+    shared: int = 0                # bytes of dynamic shared memory one program needs
+    registers: Optional[int] = None
+    spills: Optional[int] = None
+    asserts: list = field(default_factory=list)   # one entry per tl.device_assert, in id order
+    compile_time_s: float = 0.0
+    stage_times_s: dict = field(default_factory=dict)
+    cache_hit_s: Optional[float] = None
+    extra: dict = field(default_factory=dict)
+
+    def _is_field(self, key: str) -> bool:
+        return key != "extra" and key in _METADATA_FIELDS
+
+    def __getitem__(self, key: str) -> Any:
+        if self._is_field(key):
+            return getattr(self, key)
+        return self.extra[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if self._is_field(key):
+            setattr(self, key, value)
+        else:
+            self.extra[key] = value
+
+    def __contains__(self, key: str) -> bool:
+        return self._is_field(key) or key in self.extra
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+    def to_json(self) -> dict[str, Any]:
+        """The facts as one JSON-ready dict (``extra``'s entries beside the fields)."""
+        out = {name: getattr(self, name) for name in _METADATA_FIELDS if name != "extra"}
+        out.update(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "KernelMetadata":
+        """The inverse of ``to_json``."""
+        meta = cls()
+        for key, value in data.items():
+            meta[key] = value
+        return meta
+
+
+_METADATA_FIELDS = frozenset(f.name for f in dataclasses.fields(KernelMetadata))
+
+
 @dataclass(frozen=True)
 class Stage:
     """A named step of a backend's compile: ``run(previous_output, metadata) -> output``."""
 
     name: str
-    run: Callable[[Any, dict], Any]
+    run: Callable[[Any, KernelMetadata], Any]
 
 
 @dataclass(eq=False)
@@ -180,7 +245,7 @@ class CompiledKernel:
     signature: list[tuple[str, Type]]        # the runtime parameters, constexprs removed
     constexprs: dict[str, Any]
     asm: dict[str, Any]
-    metadata: dict[str, Any]
+    metadata: KernelMetadata
     module: Module                            # device-independent IR after the generic passes
     binary: Any = None                        # the last stage's output (``module`` if none)
 

@@ -85,7 +85,7 @@ def _literal(text: str) -> Any:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    from .runtime.compiler import compile as aot_compile
+    from .runtime.compile import compile as aot_compile
     from .runtime.jit import JITFunction
 
     file_part, sep, kernel_name = args.kernel.rpartition(":")

@@ -10,13 +10,13 @@ from typing import Any, Mapping
 from ..errors import CompilationError
 from ..ir.core import Module
 from ..ir.types import Type
-from ..runtime.jit import JITFunction
+from ..language.source import KernelSource
 from .context import ModuleContext
 
 __all__ = ["compile_to_ir"]
 
 
-def compile_to_ir(fn: JITFunction, arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
+def compile_to_ir(fn: KernelSource, arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
                   arg_attrs: Mapping[str, dict]) -> Module:
     """The IR module of kernel ``fn``: the kernel ``Function`` (one block argument per runtime
     parameter, in order; ``is_kernel=True``) and one ``Function`` per specialisation of each

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Optional
 
-from ..language.core import tensor, unwrap
+from ..language.objects import tensor, unwrap
 
 _NUMBERS = (bool, int, float)
 

@@ -12,8 +12,8 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.core import Block, Function, Loc, Module
 from ..language import semantic
-from ..language.core import constexpr, dtype, tensor, unwrap
-from ..runtime.jit import JITFunction
+from ..language.objects import constexpr, dtype, tensor, unwrap
+from ..language.source import KernelSource
 from .aggregates import is_aggregate, rebuild_tensors, structure_key, tensor_leaves
 from .names import wrap_static
 
@@ -54,7 +54,7 @@ class ModuleContext:
         self._specializations: dict[Any, Specialization] = {}
         self._in_progress: set[Any] = set()
 
-    def tree_of(self, fn: JITFunction) -> ast.FunctionDef:
+    def tree_of(self, fn: KernelSource) -> ast.FunctionDef:
         tree = self._trees.get(id(fn))
         if tree is None:
             node = ast.parse(fn.src).body[0]
@@ -63,11 +63,11 @@ class ModuleContext:
         return tree
 
     @staticmethod
-    def def_loc(fn: JITFunction) -> Loc:
+    def def_loc(fn: KernelSource) -> Loc:
         return Loc(fn.file, fn.first_line, fn.col_offset, fn.__name__)
 
     # -- the kernel --------------------------------------------------------------------------
-    def compile_kernel(self, fn: JITFunction, arg_types: Mapping[str, irt.Type],
+    def compile_kernel(self, fn: KernelSource, arg_types: Mapping[str, irt.Type],
                        constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> Module:
         from .generator import FunctionGenerator
         runtime_params = [n for n in fn.arg_names if n not in constexprs]
@@ -86,7 +86,7 @@ class ModuleContext:
         return self.module
 
     # -- calls to @jit functions ----------------------------------------------------------------
-    def call_jit(self, fn: JITFunction, args: list, kwargs: dict,
+    def call_jit(self, fn: KernelSource, args: list, kwargs: dict,
                  caller: "FunctionGenerator") -> Any:
         """Emit a ``call`` to ``fn`` specialised for these arguments; returns its result."""
         try:
@@ -132,7 +132,7 @@ class ModuleContext:
             return tuple(results)
         return results[0] if results else None
 
-    def _specialize(self, fn: JITFunction, dynamic: list[tuple[str, tensor]],
+    def _specialize(self, fn: KernelSource, dynamic: list[tuple[str, tensor]],
                     static: dict[str, Any], composites: dict[str, Any]) -> Specialization:
         from .generator import FunctionGenerator
         name = self._mangle(fn, dynamic, static)
@@ -168,7 +168,7 @@ class ModuleContext:
                 out.append(semantic.to_tensor(item, generator.builder))
         return out, isinstance(value, tuple)
 
-    def _mangle(self, fn: JITFunction, dynamic: list[tuple[str, tensor]],
+    def _mangle(self, fn: KernelSource, dynamic: list[tuple[str, tensor]],
                 static: dict[str, Any]) -> str:
         parts = [str(t.type) for _, t in dynamic]
         for n, v in static.items():

@@ -12,9 +12,9 @@ from typing import Any, Optional
 from ..ir import ops
 from ..ir import types as irt
 from ..ir.core import Block
-from ..language import core as lc
+from ..language import objects as lc
 from ..language import semantic
-from ..language.core import constexpr, tensor, unwrap
+from ..language.objects import constexpr, tensor, unwrap
 from .aggregates import flatten, is_aggregate, rebuild, same_structure
 from .names import assigned_names
 

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Function, Loc
-from ..language import core as lc
+from ..language import objects as lc
 from ..language import math as tl_math
 from ..language import semantic
 from ..language import standard
-from ..language.core import NotConstexprError, constexpr, is_builtin, tensor, unwrap
-from ..runtime.jit import JITFunction
+from ..language.objects import NotConstexprError, constexpr, is_builtin, tensor, unwrap
+from ..language.source import KernelSource
 from .control_flow import ControlFlowMixin
 from .names import call_static, is_static_builtin, resolve_global, wrap_static
 
@@ -96,7 +96,7 @@ def _error_message(e: BaseException) -> str:
 class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
     """Builds the body of ``function`` from ``fn``'s source, starting from ``scope``."""
 
-    def __init__(self, ctx: "ModuleContext", fn: JITFunction, function: Function,
+    def __init__(self, ctx: "ModuleContext", fn: KernelSource, function: Function,
                  scope: dict[str, Any], is_kernel: bool) -> None:
         self.ctx = ctx
         self.fn = fn
@@ -387,7 +387,7 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         """The user's expression passed for parameter ``param`` (for error messages)."""
         try:
             target = unwrap(fn)
-            sig = target.signature if isinstance(target, JITFunction) else inspect.signature(target)
+            sig = target.signature if isinstance(target, KernelSource) else inspect.signature(target)
             bound = sig.bind_partial(*node.args, **{k.arg: k.value for k in node.keywords if k.arg})
         except (TypeError, ValueError):
             return param
@@ -408,7 +408,7 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
     def call(self, fn: Any, args: list, kwargs: dict) -> Any:
         """Call ``fn`` (a @jit function, a builtin or a compile-time Python callable)."""
         fn = unwrap(fn)
-        if isinstance(fn, JITFunction):
+        if isinstance(fn, KernelSource):
             return self.ctx.call_jit(fn, args, kwargs, self)
         if is_builtin(fn):
             return self._call_builtin(fn, args, kwargs)
@@ -429,7 +429,7 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
             return call_static(fn, args, kwargs, name)
         raise TypeError(f"{_describe(fn)} is not callable")
 
-    def call_function(self, fn: JITFunction, args: list) -> Any:
+    def call_function(self, fn: KernelSource, args: list) -> Any:
         """Call a @jit function from a builtin (the combine function of tl.reduce)."""
         return self.ctx.call_jit(fn, list(args), {}, self)
 

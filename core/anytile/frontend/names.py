@@ -7,9 +7,9 @@ import builtins
 import types
 from typing import Any, Iterable
 
-from ..language import core as lc
-from ..language.core import constexpr, tensor, unwrap
-from ..runtime.jit import JITFunction
+from ..language import objects as lc
+from ..language.objects import constexpr, tensor, unwrap
+from ..language.source import KernelSource, is_constexpr_annotation
 
 _STATIC_TYPES = (bool, int, float, str, type(None))
 
@@ -30,10 +30,10 @@ def _is_language_object(value: Any) -> bool:
     return module.startswith("anytile.language") or isinstance(value, lc.dtype)
 
 
-def resolve_global(name: str, fn: JITFunction) -> Any:
+def resolve_global(name: str, fn: KernelSource) -> Any:
     """The value of global ``name`` as seen from ``fn``, or an error if kernels may not use it."""
     g = fn.globals
-    closure = _closure_vars(fn)
+    closure = fn.closure_vars()
     if name in closure:
         value, annotation = closure[name], None
     elif name in g:
@@ -42,9 +42,9 @@ def resolve_global(name: str, fn: JITFunction) -> Any:
         return getattr(builtins, name)
     else:
         raise NameError(f"name `{name}` is not defined")
-    if isinstance(value, (constexpr, JITFunction, types.ModuleType)) or _is_language_object(value):
+    if isinstance(value, (constexpr, KernelSource, types.ModuleType)) or _is_language_object(value):
         return value
-    if annotation is not None and _is_constexpr_annotation(annotation):
+    if annotation is not None and is_constexpr_annotation(annotation):
         return constexpr(value)
     if isinstance(value, type) or callable(value):
         return value
@@ -53,25 +53,6 @@ def resolve_global(name: str, fn: JITFunction) -> Any:
         f"function: only tl.constexpr globals are allowed. Define it as "
         f"`{name} = tl.constexpr({value!r})` or `{name}: tl.constexpr = {value!r}`, or pass "
         "it as an argument")
-
-
-def _closure_vars(fn: JITFunction) -> dict[str, Any]:
-    """The variables ``fn`` captured from enclosing functions (treated like globals)."""
-    code = getattr(fn.fn, "__code__", None)
-    cells = getattr(fn.fn, "__closure__", None) or ()
-    out = {}
-    for name, cell in zip(code.co_freevars if code else (), cells):
-        try:
-            out[name] = cell.cell_contents
-        except ValueError:  # not assigned yet
-            continue
-    return out
-
-
-def _is_constexpr_annotation(annotation: Any) -> bool:
-    if isinstance(annotation, str):
-        return annotation.split(".")[-1] == "constexpr"
-    return annotation is constexpr or isinstance(annotation, constexpr)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..ir.core import Loc, Module, Op
 from ..ir.ops import AtomicCASOp, AtomicRMWOp
 from ..ir.types import PointerType, ScalarType
 from .arith import UnsupportedOp, round_f64_to
-from .compiler import CompiledBlock, CompiledFunction, FunctionCompiler
+from .steps import CompiledBlock, CompiledFunction, FunctionCompiler
 from .memory import AccessViolation, VirtualMemory
 
 T = TypeVar("T")

@@ -12,7 +12,7 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
-from .core import builtin, dtype_of, int32, int64, shape_list, static_value, tensor, unwrap
+from .objects import builtin, dtype_of, int32, int64, shape_list, static_value, tensor, unwrap
 from .standard import check_tile_shape, reshape
 
 __all__ = ["block_pointer", "make_block_ptr", "advance", "load_block", "store_block"]

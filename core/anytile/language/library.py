@@ -10,7 +10,7 @@ from ..ir import types as irt
 from ..ir.builder import Builder
 from ..ir.core import Block
 from . import semantic
-from .core import builtin, dtype_of, int32, static_int, tensor, tensor_method, unwrap
+from .objects import builtin, dtype_of, int32, static_int, tensor, tensor_method, unwrap
 from .math import fdiv
 from .reduction import max as _max
 from .reduction import sum as _sum

@@ -7,7 +7,7 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
-from .core import builtin, tensor, tensor_method
+from .objects import builtin, tensor, tensor_method
 from .standard import cdiv
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "tanh",

@@ -11,7 +11,7 @@ from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
 from .block_pointer import block_pointer, load_block, store_block
-from .core import builtin, dtype_of, tensor, unwrap
+from .objects import builtin, dtype_of, tensor, unwrap
 
 __all__ = ["load", "store", "atomic_add", "atomic_max", "atomic_min", "atomic_xchg",
            "atomic_and", "atomic_or", "atomic_xor", "atomic_cas"]

@@ -14,7 +14,7 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
-from .core import builtin, int32, int64, static_int, tensor, uint32, uint64
+from .objects import builtin, int32, int64, static_int, tensor, uint32, uint64
 
 __all__ = ["philox", "randint", "randint4x", "rand", "rand4x", "randn", "randn4x",
            "uint_to_uniform_float", "pair_uniform_to_normal"]

@@ -12,8 +12,9 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from ..ir.core import Block
+from .source import KernelSource
 from . import semantic
-from .core import builtin, dtype, dtype_of, static_int, tensor, tensor_method, unwrap
+from .objects import builtin, dtype, dtype_of, static_int, tensor, tensor_method, unwrap
 from .standard import expand_dims, reshape
 
 __all__ = ["sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
@@ -229,9 +230,8 @@ def argmin(input: Any, axis: Any = None, tie_break_left: Any = True, keep_dims: 
 
 
 def _user_combine(combine_fn: Any, generator: Any, what: str) -> Combine:
-    from ..runtime.jit import JITFunction
     fn = unwrap(combine_fn)
-    if not isinstance(fn, JITFunction):
+    if not isinstance(fn, KernelSource):
         raise TypeError(f"the combine function of {what} must be a @jit function, got {fn!r}")
 
     def combine(args: list[tensor]) -> list[tensor]:

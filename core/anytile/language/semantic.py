@@ -20,7 +20,7 @@ from typing import Any, Sequence
 from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
-from .core import check_supported, dtype, dtype_of, pointer_type, tensor, unwrap
+from .objects import check_supported, dtype, dtype_of, pointer_type, tensor, unwrap
 
 Number = (bool, int, float)
 

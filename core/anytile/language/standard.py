@@ -8,7 +8,7 @@ from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
-from .core import (NotConstexprError, builtin, check_supported, constexpr, dtype, dtype_of,
+from .objects import (NotConstexprError, builtin, check_supported, constexpr, dtype, dtype_of,
                    float32, shape_list, static_int, static_value, tensor, tensor_method, unwrap)
 
 _MAX_NUMEL = 1 << 20

@@ -67,9 +67,9 @@ class Array:
         # facts the launch fast path reads (an Array's buffer and offset never change)
         self._address = None if base is None else base + offset
         self._owner = buffer.owner
+        self._aligned = ((base or 0) + offset) % 16 == 0
         self._nospec_key = device.info.name + self._pointer_key
-        self._spec_key = self._nospec_key + \
-            (":16" if ((base or 0) + offset) % 16 == 0 else "")
+        self._spec_key = self._nospec_key + (":16" if self._aligned else "")
         if owns:
             weakref.finalize(self, _free, device.backend, buffer)
 

@@ -28,6 +28,11 @@ import types
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
+from ..language.source import ABSENT, KernelSource
+from ..version import __version__
+
+_CORE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
 __all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry"]
 
 _FORMAT = 1
@@ -81,42 +86,34 @@ def _trusted(value: Any) -> bool:
     return module.split(".")[0] in ("anytile", "numpy", "math", "builtins", "ml_dtypes", "typing")
 
 
-def _global_facts(fn: Any) -> list[str]:
-    """The plain values (numbers, strings, dtypes, constexprs...) that ``fn`` and the jit
+def _global_facts(source: Any) -> list[str]:
+    """The plain values (numbers, strings, dtypes, constexprs...) that the kernel and the jit
     functions it reaches read from their globals and closures: editing ``BLOCK = 128`` at
     module level changes the code without changing the kernel's source.  Raises
     ``_Uncacheable`` when a kernel reads what no fact captures (a user's class attribute,
     plain function, or a deeper attribute path of a user's module)."""
-    from .jit import JITFunction
-
     facts: list[str] = []
     seen: set[int] = set()
-    pending = [fn]
+    pending = [source]
     while pending:
         current = pending.pop()
         if id(current) in seen:
             continue
         seen.add(id(current))
-        closure = dict(zip(current.fn.__code__.co_freevars,
-                           (c.cell_contents for c in current.fn.__closure__ or ())))
-        for node in ast.walk(ast.parse(current.src)):
-            if isinstance(node, ast.Name):
-                name = node.id
-                value = closure.get(name, current.globals.get(name, _ABSENT))
-            elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
-                root = closure.get(node.value.id, current.globals.get(node.value.id, _ABSENT))
-                if not isinstance(root, types.ModuleType) or _trusted(root):
-                    continue          # a user's object: its Name node decides below
-                name = f"{node.value.id}.{node.attr}"
-                value = getattr(root, node.attr, _ABSENT)
+        for root_name, attr in current.reads():
+            value = current.lookup(root_name)
+            name = root_name
+            if attr is not None:
+                if not isinstance(value, types.ModuleType) or _trusted(value):
+                    continue          # a user's object: its plain name decides
+                name = f"{root_name}.{attr}"
+                value = getattr(value, attr, ABSENT)
                 if isinstance(value, types.ModuleType) and not _trusted(value):
                     raise _Uncacheable(name)          # pkg.sub.X: not followed
-            else:
-                continue
             code_like = isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type))
-            if isinstance(value, JITFunction):
+            if isinstance(value, KernelSource):
                 pending.append(value)
-            elif value is _ABSENT or isinstance(value, types.ModuleType):
+            elif value is ABSENT or isinstance(value, types.ModuleType):
                 continue
             elif not code_like and (isinstance(value, (int, float, str, bool, bytes, tuple, type(None)))
                                     or _trusted(type(value))):
@@ -127,34 +124,28 @@ def _global_facts(fn: Any) -> list[str]:
     return sorted(set(facts))
 
 
-_ABSENT = object()
-
-
-def kernel_key(fn: Any, backend: Any, target: Any, options: Any, arg_types: Mapping[str, Any],
-               constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> Optional[str]:
-    """The cache key of one compilation (see the module docstring); ``None`` when the kernel
-    reads something a key cannot capture."""
-    import anytile
-
+def kernel_key(request: Any) -> Optional[str]:
+    """The cache key of one compile (a ``CompileRequest``; see the module docstring);
+    ``None`` when the kernel reads something a key cannot capture."""
+    source, backend, spec = request.source, request.backend, request.spec
     try:
-        globals_read = _global_facts(fn)
+        globals_read = _global_facts(source)
     except _Uncacheable:
         return None
     backend_folder = _backend_folder(backend)
     parts = [
-        f"format {_FORMAT}", f"anytile {anytile.__version__}",
-        _source_fingerprint(os.path.dirname(anytile.__file__)),
+        f"format {_FORMAT}", f"anytile {__version__}", _source_fingerprint(_CORE_FOLDER),
         f"backend {type(backend).__module__}.{type(backend).__qualname__} {backend.name}",
         _source_fingerprint(backend_folder) if backend_folder else "",
-        backend.cache_facts(target),
-        f"kernel {fn.__name__} {fn.dependencies_key()} {fn.fn.__code__.co_filename}:"
-        f"{fn.fn.__code__.co_firstlineno}",
+        backend.cache_facts(request.target),
+        f"kernel {source.__name__} {source.dependencies_key()} {source.fn.__code__.co_filename}:"
+        f"{source.fn.__code__.co_firstlineno}",
         *globals_read,
-        "types " + ", ".join(f"{k}: {v}" for k, v in arg_types.items()),
+        "types " + ", ".join(f"{k}: {v}" for k, v in spec.arg_types.items()),
         "constexprs " + ", ".join(f"{k}={type(v).__qualname__}:{v!r}"
-                                  for k, v in sorted(constexprs.items())),
-        "attrs " + repr(sorted((k, sorted(v.items())) for k, v in arg_attrs.items())),
-        f"options {options!r}", f"target {target}",
+                                  for k, v in sorted(spec.constexprs.items())),
+        "attrs " + repr(sorted((k, sorted(v.items())) for k, v in spec.arg_attrs.items())),
+        f"options {request.options!r}", f"target {request.target}",
     ]
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 

@@ -13,7 +13,7 @@ from ...ir.builder import Builder
 from .. import math as _math
 from .. import semantic
 from .. import standard as _standard
-from ..core import builtin, tensor
+from ..objects import builtin, tensor
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf",
            "floor", "ceil", "trunc", "fabs", "abs", "fma", "fmin", "fmax", "isnan", "isinf",

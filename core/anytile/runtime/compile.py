@@ -1,0 +1,145 @@
+"""Compiling a kernel: frontend -> generic passes -> the backend's named stages.
+
+``compile_kernel(request)`` is the one path every compile takes (a launch's ``plan_for`` and
+``at.compile`` alike): it looks in the on-disk cache for backends that keep one, else
+1. ``frontend.compile_to_ir``       Python AST -> tile IR, for the request's specialisation;
+2. ``passes.run_default_pipeline``  inline, canonicalise, fold, CSE, DCE;
+3. each ``Backend.stages`` stage    in order, its output kept in ``asm[stage.name]`` and its
+                                    facts in the typed ``KernelMetadata``.
+With ``ANYTILE_VERIFY=1`` the IR is verified after every pass and every stage producing IR."""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from ..backend import Backend, CompiledKernel, CompileOptions, KernelMetadata, Target
+from ..errors import AnytileError, BackendError
+from ..ir.core import Module
+from ..ir.verifier import verify_if_enabled
+from ..language.source import KernelSource
+from . import cache
+from .discovery import get_backend
+from .specialize import Signature, Specialization
+
+__all__ = ["CompileRequest", "compile_kernel", "compile"]
+
+
+@dataclass(frozen=True)
+class CompileRequest:
+    """Everything one compile depends on: the kernel's source, the backend and target, the
+    options and the specialisation (types, constexprs, attributes)."""
+
+    source: KernelSource
+    backend: Backend
+    target: Target
+    options: CompileOptions
+    spec: Specialization
+
+    @property
+    def signature(self) -> list[tuple[str, Any]]:
+        """The runtime parameters and their IR types, in order (constexprs removed)."""
+        return [(name, self.spec.arg_types[name]) for name in self.source.arg_names
+                if name in self.spec.arg_types]
+
+
+def compile_kernel(request: CompileRequest) -> CompiledKernel:
+    """Compile for ``request.target``: every stage's output is kept in ``asm``.  Backends
+    declaring ``disk_cacheable`` go through the on-disk cache (``runtime/cache.py``)."""
+    started = time.perf_counter()
+    folder = cache.cache_dir() if getattr(request.backend, "disk_cacheable", False) else None
+    key = None
+    if folder is not None:
+        try:
+            key = cache.kernel_key(request)
+        except Exception:  # noqa: BLE001 -- an odd global's repr must not stop a compile
+            key = None
+        hit = cache.load_entry(folder, key) if key is not None else None
+        if hit is not None:
+            kernel = _from_cache(request, *hit)
+            if kernel is not None:
+                kernel.metadata.cache_hit_s = time.perf_counter() - started
+                return kernel
+    kernel = _compile_stages(request, started)
+    if key is not None:
+        cache.store_entry(folder, key, kernel.asm, kernel.metadata.to_json())
+    return kernel
+
+
+def _from_cache(request: CompileRequest, asm: dict[str, Any],
+                metadata: dict[str, Any]) -> Optional[CompiledKernel]:
+    """A ``CompiledKernel`` from a cache entry (``None`` if its IR does not parse)."""
+    from ..ir.parser import parse_module
+    try:
+        module = parse_module(asm["ir"])
+    except Exception:  # noqa: BLE001 -- a corrupt entry is a miss
+        return None
+    last = list(asm)[-1]
+    return CompiledKernel(name=request.source.__name__, target=request.target,
+                          options=request.options, signature=request.signature,
+                          constexprs=dict(request.spec.constexprs), asm=asm,
+                          metadata=KernelMetadata.from_json(metadata), module=module,
+                          binary=module if last == "ir" else asm[last])
+
+
+def _compile_stages(request: CompileRequest, started: float) -> CompiledKernel:
+    from ..frontend import compile_to_ir
+    from ..ir.printer import print_module
+    from ..passes import run_default_pipeline
+
+    source, backend, target, options, spec = (request.source, request.backend, request.target,
+                                              request.options, request.spec)
+    module = compile_to_ir(source, spec.arg_types, spec.constexprs, spec.arg_attrs)
+    verify_if_enabled(module, after="the frontend")
+    module = run_default_pipeline(module)
+    asm: dict[str, Any] = {"ir": print_module(module)}
+    metadata = KernelMetadata(name=source.__name__, target=str(target),
+                              num_warps=options.num_warps, num_stages=options.num_stages)
+    out: Any = copy.deepcopy(module)  # stages may rewrite their input; keep ``module`` pristine
+    stage_times: dict[str, float] = {"ir": time.perf_counter() - started}
+    for stage in backend.stages(target, options):
+        stage_started = time.perf_counter()
+        try:
+            out = stage.run(out, metadata)
+        except AnytileError:
+            raise
+        except Exception as exc:
+            raise BackendError(
+                f"backend '{backend.name}' failed in stage '{stage.name}' while compiling "
+                f"'{source.__name__}' for {target}: {type(exc).__name__}: {exc}") from exc
+        produced = out if isinstance(out, Module) else getattr(out, "module", None)
+        if isinstance(produced, Module):
+            verify_if_enabled(produced, after=f"stage '{stage.name}' of backend '{backend.name}'")
+        asm[stage.name] = out if isinstance(out, (str, bytes)) else str(out)
+        stage_times[stage.name] = time.perf_counter() - stage_started
+    metadata.compile_time_s = time.perf_counter() - started
+    metadata.stage_times_s = stage_times
+    return CompiledKernel(name=source.__name__, target=target, options=options,
+                          signature=request.signature, constexprs=dict(spec.constexprs), asm=asm,
+                          metadata=metadata, module=module, binary=out)
+
+
+def compile(kernel: Any, target: str, signature: Mapping[str, str],
+            constexprs: Optional[Mapping[str, Any]] = None, **options: Any) -> CompiledKernel:
+    """Ahead-of-time compilation for a target that need not be present here::
+
+        at.compile(add_kernel, target="nvidia:sm_90",
+                   signature={"x_ptr": "*fp32", "n": "i32"}, constexprs={"BLOCK": 1024},
+                   num_warps=4)
+
+    ``signature`` gives every runtime parameter's type (``"*fp32"`` for a pointer, ``"i32"``,
+    ``"fp16"``...; append ``":16"`` to declare it divisible by 16)."""
+    from .jit import JITFunction
+
+    if not isinstance(kernel, JITFunction):
+        raise TypeError("at.compile takes a function decorated with @anytile.jit")
+    tgt = Target.parse(target)
+    backend = get_backend(tgt.backend)
+    if tgt.arch not in backend.targets():
+        raise BackendError(f"backend '{backend.name}' cannot compile for '{tgt.arch}'; "
+                           f"its targets: {', '.join(backend.targets())}")
+    rules: Signature = kernel.launch_signature
+    specs = rules.from_text(signature, dict(constexprs or {}))
+    return compile_kernel(CompileRequest(kernel, backend, tgt, backend.parse_options(**options),
+                                         rules.compile_inputs(specs)))

@@ -1,0 +1,229 @@
+"""The fast path of ``kernel[grid](*args)``: a function generated per kernel.
+
+It binds the arguments (Python does, with the kernel's own parameter names), reads a few cheap
+facts of each into one key (``Signature.fast_key_lines``: an ``Array``'s precomputed key, an
+int's range, divisibility and equality to 1, a foreign array's ``Backend.foreign_reader``
+key) and looks that key up in ``fn._fast_cache``.  A hit launches through the backend's raw
+``Backend.launcher``: no ``Array``, ``KernelArg`` or ``ArgSpec`` is built.  A miss goes to
+the general path (``launch.launch_bound``), which calls ``remember`` to store an entry when
+every argument can be read this way and the arguments (not the default device) decided the
+device, so that the key decides it too."""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..errors import AnytileError
+from .arrays import Array
+from .discovery import on_change
+from .launch import foreign_claimants, forget_plans, is_array_like, launch_bound, normalise_grid
+from .specialize import FAST_SCALARS, fast_constexpr_key, fast_int_key
+
+__all__ = ["make_fast_launcher", "make_key_function", "remember"]
+
+#: foreign array type -> the reader of the backend that claims it (``Backend.foreign_reader``)
+_readers: dict[type, Callable[[Any], tuple[Any, Any]]] = {}
+_reader_owner: dict[type, Any] = {}
+_no_reader: set[type] = set()
+
+
+def _forget() -> None:
+    """Discovery changed (a backend registered or refreshed): readers, plans and fast entries
+    may hold backend objects of before."""
+    _readers.clear()
+    _reader_owner.clear()
+    _no_reader.clear()
+    forget_plans()
+
+
+on_change(_forget)
+
+
+def _learn_reader(cls: type) -> None:
+    if cls in _readers or cls in _no_reader or cls in FAST_SCALARS:
+        return
+    for backend in foreign_claimants():
+        try:
+            reader = backend.foreign_reader(cls)
+        except Exception:  # noqa: BLE001 -- a plugin's bug only costs it the fast path
+            reader = None
+        if reader is not None:
+            _readers[cls] = reader
+            _reader_owner[cls] = backend
+            return
+    _no_reader.add(cls)
+
+
+def remember(fn: Any, key: Any, plan: Any, bound: tuple, values: list, dev: Any) -> None:
+    """Store ``plan`` under the fast ``key`` when a later launch with the same key can go
+    straight to the backend's raw launcher."""
+    if plan.runner is False:
+        plan.runner = dev.backend.launcher(plan.loaded, dev.info)
+    if plan.runner is None:
+        return
+    constexprs = fn.launch_signature.constexpr_positions
+    decided_by_arguments = False
+    for index, value in enumerate(bound):
+        cls = type(value)
+        if index in constexprs or value is None or cls in FAST_SCALARS or cls in (int, float, bool):
+            continue
+        if cls is Array:
+            if value._address is None:
+                return
+            decided_by_arguments = True
+            continue
+        _learn_reader(cls)
+        seen = values[index]
+        if _reader_owner.get(cls) is not dev.backend or type(seen) is not Array or \
+                seen._owner is not value or seen._address is None:
+            return                       # not imported in place by this device's backend
+        decided_by_arguments = True
+    if not decided_by_arguments:         # the default device decided: the key does not
+        return
+    runtime = fn.launch_signature.runtime_positions
+    kept = [index for index, _, _ in plan.runtime]
+    run = plan.runner
+    if kept != list(runtime):
+        run = _dropping_runner(run, kept, runtime)
+    fn._fast_cache[key] = (run, plan.compiled)
+
+
+def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -> Callable:
+    """``run`` behind a function taking every runtime position's value and passing on only
+    those the plan kept (ints equal to 1 and ``None`` became constants)."""
+    names = [f"v{i}" for i in range(len(runtime))]
+    passed = [names[runtime.index(i)] for i in kept]
+    src = (f"def run(g0, g1, g2, stream, owner, {', '.join(names)}):\n"
+           f"    return _run(g0, g1, g2, stream, owner{''.join(', ' + n for n in passed)})\n")
+    namespace: dict[str, Any] = {"_run": run}
+    exec(compile(src, "<anytile runner>", "exec"), namespace)
+    return namespace["run"]
+
+
+def _miss(fn: Any, grid: Any, bound: tuple, options: dict, stream: Any, key: Any) -> Any:
+    """A launch the fast path could not serve: ``key`` is ``None`` when an argument's type
+    was unknown to it (ask the backends for readers of such types, and start again when one
+    was found) or when the key cannot be hashed (the general path reports the bad value)."""
+    if key is None and "device" not in options:
+        learned = False
+        for value in bound:
+            cls = type(value)
+            if cls not in _readers and cls not in _no_reader and cls not in FAST_SCALARS and \
+                    is_array_like(value):
+                _learn_reader(cls)
+                learned = learned or cls in _readers
+        if learned:
+            if stream is not None:
+                options["stream"] = stream
+            return fn._fast(grid, *bound, **options)
+    try:
+        hash(key)
+    except TypeError:             # an unhashable constexpr: the general path says so
+        key = None
+    try:
+        return launch_bound(fn, bound, options, grid, False, stream, key)
+    except AnytileError as exc:   # the user's error: show their line, not our internals
+        raise exc.with_traceback(None) from None
+
+
+def _grid(fn: Any, grid: Any, bound: tuple, options: dict) -> tuple[int, int, int]:
+    try:
+        return normalise_grid(fn, grid, bound, options)
+    except AnytileError as exc:
+        raise exc.with_traceback(None) from None
+
+
+def _prefix(names: list[str]) -> str:
+    """A prefix no parameter name starts with, for the generated code's own names."""
+    p = "_at_"
+    while any(n.startswith(p) for n in names):
+        p += "_"
+    return p
+
+
+def _namespace(fn: Any, p: str) -> dict[str, Any]:
+    return {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
+            f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
+            f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": _grid,
+            f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}cache": fn._fast_cache}
+
+
+def _key_expression(fn: Any, p: str) -> str:
+    sig = fn.launch_signature
+    parts = [sig.constexpr_key(param.name, p) if param.is_constexpr else f"{p}k{param.index}"
+             for param in sig.params]
+    return f"({''.join(k + ', ' for k in parts)}{p}ok)"
+
+
+def make_fast_launcher(fn: Any) -> Callable[..., Any]:
+    """A function ``(grid, *args, **kwargs)`` with the kernel's own parameters that launches
+    through ``fn._fast_cache`` (see the module docstring), falling back to ``launch_bound``.
+    Too many positional arguments are reported without counting the grid."""
+    names = fn.arg_names
+    p = _prefix(names)
+    bound = f"({''.join(n + ', ' for n in names)})"
+    required = len([n for n in names if n not in fn.defaults])
+    taken = (f"{len(names)} positional argument{'s' if len(names) != 1 else ''}"
+             if required == len(names) else f"from {required} to {len(names)} positional arguments")
+    params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
+    raws = [f"{p}v{i}" for i in fn.launch_signature.runtime_positions]
+    src = "\n".join([
+        f"def {fn.__name__}({p}grid{', ' if names else ''}{params}, *{p}extra, **{p}options):",
+        f"    if {p}extra:",
+        f"        raise TypeError(f\"{fn.__name__}() takes {taken} but "
+        f"{{{len(names)} + len({p}extra)}} were given\")",
+        *fn.launch_signature.fast_key_lines(
+            names, p, f"return {p}miss({p}self, {p}grid, {bound}, {p}options, None, None)"),
+        f"    if {p}options:",
+        f'        {p}s = {p}options.pop("stream", None)',
+        f'        if "device" in {p}options:',
+        f"            return {p}miss({p}self, {p}grid, {bound}, {p}options, {p}s, None)",
+        f"        {p}ok = tuple({p}options.items())",
+        "    else:",
+        f"        {p}s = None",
+        f"        {p}ok = ()",
+        f"    {p}key = {_key_expression(fn, p)}",
+        "    try:",
+        f"        {p}entry = {p}cache.get({p}key)",
+        "    except TypeError:",
+        f"        {p}entry = None",
+        f"    if {p}entry is None or ({p}self._deps[1] and not {p}self.dependencies_current()):",
+        f"        return {p}miss({p}self, {p}grid, {bound}, {p}options, {p}s, {p}key)",
+        # the common grid, (n,), inline; everything else through the one rule
+        f"    {p}g = {p}grid",
+        f"    if type({p}g) is tuple and len({p}g) == 1 and type({p}g[0]) is int and "
+        f"0 < {p}g[0] < 2147483648:",
+        f"        {p}x, {p}y, {p}z = {p}g[0], 1, 1",
+        "    else:",
+        f"        {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
+        f"        if not ({p}x and {p}y and {p}z):",
+        f"            return {p}entry[1]",
+        "    try:",
+        f"        {p}entry[0]({p}x, {p}y, {p}z, {p}s, {p}o{''.join(', ' + v for v in raws)})",
+        f"    except {p}AnytileError as {p}exc:   # the user's error, not our internals",
+        f"        raise {p}exc.with_traceback(None) from None",
+        f"    return {p}entry[1]",
+        "",
+    ])
+    namespace = _namespace(fn, p)
+    exec(compile(src, f"<fast launcher of {fn.__name__}>", "exec"), namespace)
+    return namespace[fn.__name__]
+
+
+def make_key_function(fn: Any) -> Callable[..., Any]:
+    """The fast launcher's key computation alone, from the same generated lines:
+    ``key_of(*args, **options)`` returns the key the launcher would look up, or ``None``
+    where it would go to the general path unconditionally (for tests)."""
+    names = fn.arg_names
+    p = _prefix(names)
+    params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
+    src = "\n".join([
+        f"def key_of({params}{', ' if names else ''}**{p}options):",
+        *fn.launch_signature.fast_key_lines(names, p, "return None"),
+        f'    {p}options.pop("stream", None)',
+        f"    {p}ok = tuple({p}options.items())",
+        f"    return {_key_expression(fn, p)}",
+        "",
+    ])
+    namespace = _namespace(fn, p)
+    exec(compile(src, f"<fast key of {fn.__name__}>", "exec"), namespace)
+    return namespace["key_of"]
