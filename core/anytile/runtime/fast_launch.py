@@ -140,11 +140,14 @@ def _prefix(names: list[str]) -> str:
     return p
 
 
-def _namespace(fn: Any, p: str) -> dict[str, Any]:
-    return {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
-            f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
-            f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": _grid,
-            f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}cache": fn._fast_cache}
+def _define(fn: Any, p: str, src: str, name: str, filename: str) -> Callable[..., Any]:
+    """Run the generated ``src`` with the names its code uses; return its function ``name``."""
+    namespace = {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
+                 f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
+                 f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": _grid,
+                 f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}cache": fn._fast_cache}
+    exec(compile(src, filename, "exec"), namespace)
+    return namespace[name]
 
 
 def _key_expression(fn: Any, p: str) -> str:
@@ -204,9 +207,7 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         f"    return {p}entry[1]",
         "",
     ])
-    namespace = _namespace(fn, p)
-    exec(compile(src, f"<fast launcher of {fn.__name__}>", "exec"), namespace)
-    return namespace[fn.__name__]
+    return _define(fn, p, src, fn.__name__, f"<fast launcher of {fn.__name__}>")
 
 
 def make_key_function(fn: Any) -> Callable[..., Any]:
@@ -224,6 +225,4 @@ def make_key_function(fn: Any) -> Callable[..., Any]:
         f"    return {_key_expression(fn, p)}",
         "",
     ])
-    namespace = _namespace(fn, p)
-    exec(compile(src, f"<fast key of {fn.__name__}>", "exec"), namespace)
-    return namespace["key_of"]
+    return _define(fn, p, src, "key_of", f"<fast key of {fn.__name__}>")
