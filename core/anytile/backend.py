@@ -43,6 +43,7 @@ from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 import ml_dtypes
 import numpy as np
 
+from .errors import LaunchArgumentError, LaunchValueError
 from .ir.core import Module
 from .ir.types import ScalarType, Type, from_numpy
 
@@ -307,21 +308,27 @@ class Backend(abc.ABC):
         """The target to compile for to run on ``device``."""
 
     def parse_options(self, **options: Any) -> CompileOptions:
-        """Launch keyword options -> ``CompileOptions``.  Unknown keys raise ``TypeError``
-        unless the backend accepts them (override ``extra_option_names``)."""
+        """Launch keyword options -> ``CompileOptions``.  Unknown keys raise
+        ``LaunchArgumentError`` unless the backend accepts them (override
+        ``extra_option_names``); bad values ``LaunchValueError``."""
         known = {f.name for f in dataclasses.fields(CompileOptions)} - {"extra"}
         base = {k: v for k, v in options.items() if k in known}
         extra = {k: v for k, v in options.items() if k not in known}
         unknown = set(extra) - set(self.extra_option_names())
         if unknown:
-            raise TypeError(f"backend '{self.name}' has no option(s) {sorted(unknown)}; "
-                            f"known: {sorted(known | set(self.extra_option_names()))}")
+            raise LaunchArgumentError(
+                f"backend '{self.name}' has no option(s) {sorted(unknown)}; "
+                f"known: {sorted(known | set(self.extra_option_names()))}")
+        for name in ("num_warps", "num_stages", "num_ctas"):
+            value = base.get(name)
+            if value is not None and (type(value) is not int or value < 1):
+                raise LaunchValueError(f"option {name}={value!r}: expected a positive int")
         nw = base.get("num_warps", 4)
-        if not isinstance(nw, int) or nw < 1 or nw & (nw - 1):
-            raise ValueError(f"num_warps must be a power of 2, got {nw!r}")
+        if nw & (nw - 1):
+            raise LaunchValueError(f"option num_warps={nw!r}: expected a power of 2 (1, 2, 4, 8...)")
         if base.get("num_ctas", 1) != 1:
-            raise ValueError(f"num_ctas={base['num_ctas']!r}: thread-block clusters are not "
-                             f"supported; use num_ctas=1")
+            raise LaunchValueError(f"option num_ctas={base['num_ctas']!r}: thread-block clusters "
+                                   f"are not supported; use num_ctas=1")
         return CompileOptions(**base, extra=tuple(sorted(extra.items())))
 
     def extra_option_names(self) -> Sequence[str]:

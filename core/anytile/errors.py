@@ -9,7 +9,8 @@ from typing import Optional
 
 from .ir.core import Loc
 
-__all__ = ["AnytileError", "CompilationError", "LaunchError", "OutOfBoundsError",
+__all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
+           "LaunchValueError", "OutOfBoundsError",
            "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error"]
 
 
@@ -54,6 +55,16 @@ class LaunchError(AnytileError):
         self.loc = loc
         excerpt = format_source_excerpt(loc, source_line)
         super().__init__(f"{excerpt}\n{message}" if excerpt else message)
+
+
+class LaunchArgumentError(LaunchError, TypeError):
+    """A launch was given an argument, grid or option of a kind the kernel cannot take (also a
+    ``TypeError``); the message names it and says what was expected."""
+
+
+class LaunchValueError(LaunchError, ValueError):
+    """A launch was given an argument, grid or option whose value the kernel cannot take (also
+    a ``ValueError``); the message names it and says what was expected."""
 
 
 class OutOfBoundsError(LaunchError):

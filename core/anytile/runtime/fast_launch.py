@@ -119,17 +119,7 @@ def _miss(fn: Any, grid: Any, bound: tuple, options: dict, stream: Any, key: Any
         hash(key)
     except TypeError:             # an unhashable constexpr: the general path says so
         key = None
-    try:
-        return launch_bound(fn, bound, options, grid, False, stream, key)
-    except AnytileError as exc:   # the user's error: show their line, not our internals
-        raise exc.with_traceback(None) from None
-
-
-def _grid(fn: Any, grid: Any, bound: tuple, options: dict) -> tuple[int, int, int]:
-    try:
-        return normalise_grid(fn, grid, bound, options)
-    except AnytileError as exc:
-        raise exc.with_traceback(None) from None
+    return launch_bound(fn, bound, options, grid, False, stream, key)
 
 
 def _prefix(names: list[str]) -> str:
@@ -144,7 +134,7 @@ def _define(fn: Any, p: str, src: str, name: str, filename: str) -> Callable[...
     """Run the generated ``src`` with the names its code uses; return its function ``name``."""
     namespace = {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
                  f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
-                 f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": _grid,
+                 f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": normalise_grid,
                  f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}cache": fn._fast_cache}
     exec(compile(src, filename, "exec"), namespace)
     return namespace[name]
@@ -169,17 +159,23 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
              if required == len(names) else f"from {required} to {len(names)} positional arguments")
     params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
     raws = [f"{p}v{i}" for i in fn.launch_signature.runtime_positions]
+
+    def miss(stream: str, key: str, indent: str) -> list[str]:
+        # the general path, its user errors re-raised here: one anytile frame in the traceback
+        return [f"{indent}try:",
+                f"{indent}    return {p}miss({p}self, {p}grid, {bound}, {p}options, {stream}, {key})",
+                f"{indent}except {p}AnytileError as {p}exc:",
+                f"{indent}    raise {p}exc.with_traceback(None) from None"]
     src = "\n".join([
         f"def {fn.__name__}({p}grid{', ' if names else ''}{params}, *{p}extra, **{p}options):",
         f"    if {p}extra:",
         f"        raise TypeError(f\"{fn.__name__}() takes {taken} but "
         f"{{{len(names)} + len({p}extra)}} were given\")",
-        *fn.launch_signature.fast_key_lines(
-            names, p, f"return {p}miss({p}self, {p}grid, {bound}, {p}options, None, None)"),
+        *fn.launch_signature.fast_key_lines(names, p, "\n".join(miss("None", "None", ""))),
         f"    if {p}options:",
         f'        {p}s = {p}options.pop("stream", None)',
         f'        if "device" in {p}options:',
-        f"            return {p}miss({p}self, {p}grid, {bound}, {p}options, {p}s, None)",
+        *miss(f"{p}s", "None", "            "),
         f"        {p}ok = tuple({p}options.items())",
         "    else:",
         f"        {p}s = None",
@@ -190,14 +186,17 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         "    except TypeError:",
         f"        {p}entry = None",
         f"    if {p}entry is None or ({p}self._deps[1] and not {p}self.dependencies_current()):",
-        f"        return {p}miss({p}self, {p}grid, {bound}, {p}options, {p}s, {p}key)",
+        *miss(f"{p}s", f"{p}key", "        "),
         # the common grid, (n,), inline; everything else through the one rule
         f"    {p}g = {p}grid",
         f"    if type({p}g) is tuple and len({p}g) == 1 and type({p}g[0]) is int and "
         f"0 < {p}g[0] < 2147483648:",
         f"        {p}x, {p}y, {p}z = {p}g[0], 1, 1",
         "    else:",
-        f"        {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
+        "        try:",
+        f"            {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
+        f"        except {p}AnytileError as {p}exc:",
+        f"            raise {p}exc.with_traceback(None) from None",
         f"        if not ({p}x and {p}y and {p}z):",
         f"            return {p}entry[1]",
         "    try:",

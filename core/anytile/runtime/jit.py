@@ -37,17 +37,18 @@ class JITFunction(KernelSource):
 
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Specialise, compile (cached) and launch; returns the ``CompiledKernel``."""
-        return self._general(args, kwargs, grid, warmup=False)
+        from .launch import launch
+        try:
+            return launch(self, args, kwargs, grid, warmup=False)
+        except AnytileError as exc:  # the user's error: show their line, not our internals
+            raise exc.with_traceback(None) from None
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the ``CompiledKernel``."""
-        return self._general(args, kwargs, grid, warmup=True)
-
-    def _general(self, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Any:
         from .launch import launch
         try:
-            return launch(self, args, kwargs, grid, warmup)
-        except AnytileError as exc:  # the user's error: show their line, not our internals
+            return launch(self, args, kwargs, grid, warmup=True)
+        except AnytileError as exc:
             raise exc.with_traceback(None) from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -20,7 +20,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from ..backend import CompiledKernel, KernelArg, PointerArg
-from ..errors import BackendError
+from ..errors import AnytileError, BackendError, LaunchArgumentError, LaunchValueError
 from .arrays import Array, asarray, import_foreign
 from .compile import CompileRequest, compile_kernel
 from .devices import Device, _device as _device_for, default_device
@@ -125,11 +125,18 @@ def import_arrays(fn: Any, bound: tuple, dev: Device) -> tuple[list, list[tuple[
             continue
         name = fn.arg_names[index]
         if not is_array_like(value):
-            raise TypeError(f"{fn.__name__}: argument '{name}' is a {type(value).__name__}; "
-                            f"kernel arguments are arrays, ints, floats, bools or constexprs")
-        seen = import_foreign(value, dev)
-        if seen is None:
-            seen = asarray(np.asarray(value), device=dev)
+            raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' is a "
+                                      f"{type(value).__name__}; kernel arguments are arrays, "
+                                      f"ints, floats, bools or constexprs")
+        try:
+            seen = import_foreign(value, dev)
+            if seen is None:
+                seen = asarray(np.asarray(value), device=dev)
+        except AnytileError:
+            raise
+        except (TypeError, ValueError) as exc:      # a dtype anytile lacks, a ragged list...
+            raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' cannot be passed to a "
+                                      f"kernel: {exc}") from None
             if isinstance(value, np.ndarray) and value.flags.writeable:
                 writebacks.append((value, seen))  # a copy went to the device: bring results back
         values[index] = seen
@@ -184,20 +191,31 @@ def normalise_grid(fn: Any, grid: Any, values: Any, options: dict[str, Any]) -> 
             return (grid[0], 1, 1)
         if len(grid) == 3:
             return grid
+    what = "the grid"
     if callable(grid):
+        what = "the grid callable's result"
         grid = grid({**dict(zip(fn.arg_names, values)), **options})
-    if isinstance(grid, (int, np.integer)):
+    if isinstance(grid, (int, np.integer)) and not isinstance(grid, (bool, np.bool_)):
         grid = (grid,)
-    try:
-        dims = [int(g) for g in grid]
-    except TypeError:
-        raise TypeError(f"{fn.__name__}: the grid must be 1 to 3 ints or a callable returning "
-                        f"them, got {grid!r}") from None
-    if not 1 <= len(dims) <= 3 or any(d < 0 for d in dims):
-        raise ValueError(f"{fn.__name__}: the grid must be 1 to 3 non-negative ints, got {tuple(dims)}")
+    if not isinstance(grid, (tuple, list)):
+        raise LaunchArgumentError(f"{fn.__name__}: {what} must be 1 to 3 ints (or a callable "
+                                  f"returning them), got {grid!r}")
+    if not 1 <= len(grid) <= 3:
+        raise LaunchValueError(f"{fn.__name__}: {what} must be 1 to 3 non-negative ints, got "
+                               f"{len(grid)} of them: {tuple(grid)!r}")
+    for axis, g in enumerate(grid):
+        if not isinstance(g, (int, np.integer)) or isinstance(g, (bool, np.bool_)):
+            raise LaunchArgumentError(f"{fn.__name__}: {what} must be 1 to 3 ints, but axis "
+                                      f"{axis} is {g!r} ({type(g).__name__}); use at.cdiv for "
+                                      f"a rounded-up count")
+    dims = [int(g) for g in grid]
+    if any(d < 0 for d in dims):
+        raise LaunchValueError(f"{fn.__name__}: {what} must be 1 to 3 non-negative ints, got "
+                               f"{tuple(dims)}")
     dims += [1] * (3 - len(dims))
     if any(d >= 2**31 for d in dims):
-        raise ValueError(f"{fn.__name__}: grid {tuple(dims)} is too large")
+        raise LaunchValueError(f"{fn.__name__}: grid {tuple(dims)} is too large (each axis must "
+                               f"be below 2**31)")
     return dims[0], dims[1], dims[2]
 
 

@@ -26,7 +26,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..errors import AnytileError, CompilationError
+from ..errors import AnytileError, CompilationError, LaunchArgumentError, LaunchValueError
 from ..ir.types import PointerType, ScalarType, Type, f32, i1, i32, i64, parse_type, scalar_type, u64
 from ..language.source import KernelSource
 from .arrays import Array
@@ -146,8 +146,9 @@ def constexpr_value(kernel: str, name: str, value: Any) -> Any:
     try:
         hash(value)
     except TypeError:
-        raise TypeError(f"{kernel}: constexpr '{name}' must be hashable (an int, float, "
-                        f"bool, str, dtype or tuple), got {type(value).__name__}") from None
+        raise LaunchArgumentError(f"{kernel}: constexpr '{name}' must be hashable (an int, "
+                                  f"float, bool, str, dtype or tuple), got "
+                                  f"{type(value).__name__}") from None
     return value
 
 
@@ -182,11 +183,16 @@ class Signature:
             value = int(value)
             if value == 1 and param.specialize:
                 return _ONE
-            return _INTS[int_type(value).name, param.specialize and value % 16 == 0]
+            try:
+                t = int_type(value)
+            except AnytileError:
+                raise LaunchValueError(f"{self.kernel}: argument '{param.name}' is {value}, which "
+                                       f"does not fit in 64 bits") from None
+            return _INTS[t.name, param.specialize and value % 16 == 0]
         if cls is float or isinstance(value, (float, np.floating)):
             return _FLOAT
-        raise TypeError(f"{self.kernel}: argument '{param.name}' is a {cls.__name__}; kernel "
-                        f"arguments are arrays, ints, floats, bools or constexprs")
+        raise LaunchArgumentError(f"{self.kernel}: argument '{param.name}' is a {cls.__name__}; "
+                                  f"kernel arguments are arrays, ints, floats, bools or constexprs")
 
     def specialise(self, values: Sequence[Any]) -> tuple[ArgSpec, ...]:
         """One ``ArgSpec`` per parameter for bound argument values (arrays already imported
@@ -254,7 +260,7 @@ class Signature:
         determines its ``ArgSpec`` on this device) and ``{p}v{i}`` (its raw launch value), and
         ``{p}o`` (the first foreign array, whose framework may choose the stream).  ``names``
         are the variables holding the arguments.  An argument type without an inline rule
-        runs the statement ``on_unknown`` (the general path then decides).  Must agree with
+        runs the statements ``on_unknown`` (the general path then decides).  Must agree with
         ``spec_of``; names starting with ``p`` come from ``fast_launch``'s namespace."""
         lines = [f"    {p}o = None"]
         for param in self.params:
@@ -291,7 +297,7 @@ class Signature:
                 "        else:",
                 f"            {p}r = {p}scalars.get({p}t)",
                 f"            if {p}r is None:",
-                f"                {on_unknown}",
+                *(f"                {line}" for line in on_unknown.splitlines()),
                 f"            {v}, {k} = {p}r({name}, {spec})",
             ]
         return lines
@@ -305,6 +311,8 @@ def fast_int_key(value: int, specialize: bool) -> Any:
     """The fast key of an int outside ``i32`` (the inline code handles ``i32``)."""
     if value == 1 and specialize:
         return "c1"
+    if not -2**63 <= value < 2**64:
+        return None         # no plan has this key: the general path reports the argument
     return (int_type(value).name, specialize and value % 16 == 0)
 
 

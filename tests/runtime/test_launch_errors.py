@@ -1,0 +1,81 @@
+"""Launch errors a user can act on: each names the argument, grid or option and what was
+expected, and its traceback shows the user's call and at most one anytile frame (the generated
+launcher), on the fast path, the general path (``run``/``warmup``) and for NumPy arguments."""
+import traceback
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.errors import LaunchArgumentError, LaunchValueError
+
+
+@at.jit
+def scale(x_ptr, out_ptr, n, factor, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * factor, mask=offs < n)
+
+
+def _anytile_frames(exc):
+    """The frames of ``exc``'s traceback that are anytile's own code (not this test)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    assert frames[0].filename == __file__, frames
+    return [f for f in frames[1:] if f.filename != __file__]
+
+
+@pytest.fixture
+def arrays():
+    x = at.asarray(np.arange(16, dtype=np.float32), device="interpreter")
+    return x, at.empty_like(x)
+
+
+CASES = [
+    # (grid, args, options, error type, message)
+    ((1,), ("two",), {}, LaunchArgumentError, "argument 'factor' is a str"),
+    ((2.5,), (1.0,), {}, LaunchArgumentError, r"axis 0 is 2\.5 \(float\)"),
+    (lambda meta: (16 / 8,), (1.0,), {}, LaunchArgumentError, r"grid callable's result .* axis 0 is 2\.0"),
+    (lambda meta: "abc", (1.0,), {}, LaunchArgumentError, "grid callable's result must be 1 to 3 ints"),
+    (lambda meta: None, (1.0,), {}, LaunchArgumentError, "got None"),
+    ((1, 1, 1, 1), (1.0,), {}, LaunchValueError, "1 to 3 non-negative ints, got 4"),
+    ((-1,), (1.0,), {}, LaunchValueError, "non-negative"),
+    ((2**31,), (1.0,), {}, LaunchValueError, "too large"),
+    ((1,), (1.0,), {"num_warps": 3}, LaunchValueError, "num_warps=3: expected a power of 2"),
+    ((1,), (1.0,), {"num_warps": 2.0}, LaunchValueError, "num_warps=2.0: expected a positive int"),
+    ((1,), (1.0,), {"num_wraps": 4}, LaunchArgumentError, r"no option\(s\) \['num_wraps'\]"),
+    ((1,), (1.0,), {"BLOCK": [16]}, LaunchArgumentError, "constexpr 'BLOCK' must be hashable"),
+]
+
+
+@pytest.mark.parametrize("grid, args, options, error, message", CASES)
+@pytest.mark.parametrize("path", ["fast", "run"])
+def test_launch_errors(arrays, grid, args, options, error, message, path):
+    x, out = arrays
+    options = {"BLOCK": 16, **options}
+    with pytest.raises(error, match=message) as info:
+        if path == "fast":
+            scale[grid](x, out, 16, *args, **options)
+        else:
+            scale.run(x, out, 16, *args, grid=grid, **options)
+    assert len(_anytile_frames(info.value)) <= 1
+    assert isinstance(info.value, TypeError if error is LaunchArgumentError else ValueError)
+
+
+def test_an_int_too_large_names_the_argument(arrays):
+    x, out = arrays
+    with pytest.raises(LaunchValueError, match="argument 'n' is 36893488147419103232") as info:
+        scale[(1,)](x, out, 2**65, 1.0, BLOCK=16)
+    assert len(_anytile_frames(info.value)) <= 1
+
+
+def test_an_unsupported_numpy_dtype_names_the_argument():
+    x = np.arange(16, dtype=np.complex64)
+    with pytest.raises(LaunchArgumentError, match="argument 'x_ptr' cannot be passed") as info:
+        scale[(1,)](x, np.empty(16, np.float32), 16, 1.0, BLOCK=16, device="interpreter")
+    assert len(_anytile_frames(info.value)) <= 1
+
+
+def test_numpy_grid_sizes_are_ints(arrays):
+    x, out = arrays
+    scale[(np.int64(1),)](x, out, 16, 2.0, BLOCK=16)
+    np.testing.assert_array_equal(out.numpy(), 2 * np.arange(16, dtype=np.float32))
