@@ -74,14 +74,7 @@ def resolve_device(args: argparse.Namespace):
     import anytile as at
     if args.device:
         return at.device(args.device)
-    if args.backend:
-        backend = at.get_backend(args.backend)
-        infos = backend.devices()
-        if not infos:
-            from anytile.errors import BackendError
-            raise BackendError(f"backend '{args.backend}' has no usable device here")
-        return at.device(infos[0].name)
-    return at.device(None)
+    return at.device(args.backend)      # a backend name gives its first device; None the default
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

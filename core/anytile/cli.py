@@ -21,7 +21,7 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 # -- anytile backends -------------------------------------------------------------------------
 def cmd_backends(args: argparse.Namespace) -> int:
-    from .runtime.discovery import list_backends
+    from .runtime.discovery import ProbeFailed, list_backends, probe
 
     rows, report = [], []
     for record in list_backends():
@@ -29,12 +29,12 @@ def cmd_backends(args: argparse.Namespace) -> int:
         devices: list[str] = []
         extra: dict[str, Any] = {}
         if record.backend is not None and avail.usable:
+            devices = [f"{d.name} ({d.description})" if d.description else d.name
+                       for d in record.devices]
             try:
-                devices = [f"{d.name} ({d.description})" if d.description else d.name
-                           for d in record.backend.devices()]
-                extra = record.backend.describe()
-            except Exception as exc:
-                extra = {"error": f"{type(exc).__name__}: {exc}"}
+                extra = probe(f"{record.name}: describe()", record.backend.describe)
+            except ProbeFailed as exc:
+                extra = {"error": str(exc)}
         why = "" if avail.usable else avail.reason
         notes = ", ".join(f"{k}={v}" for k, v in extra.items()) if avail.usable else why
         rows.append([record.name, record.version, str(record.api_version or "?"),

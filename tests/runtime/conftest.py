@@ -13,6 +13,9 @@ numpy-source = numpy_source_backend:NumpySourceBackend
 broken = broken_import:Anything
 from-the-future = wrong_api:FutureBackend
 not-a-backend = wrong_api:NotABackend
+exits = exits_on_import:Anything
+hanging = misbehaving:HangingDevices
+raising-host = misbehaving:RaisingHostDevices
 """
 
 
@@ -28,13 +31,16 @@ def plugin_path(tmp_path, monkeypatch):
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: anytile-test-plugins\nVersion: 1.2.3\n")
     (info / "entry_points.txt").write_text(ENTRY_POINTS)
-    (info / "top_level.txt").write_text("numpy_source_backend\nbroken_import\nwrong_api\n")
+    (info / "top_level.txt").write_text("numpy_source_backend\nbroken_import\nwrong_api\n"
+                                        "exits_on_import\nmisbehaving\n")
     monkeypatch.syspath_prepend(str(site))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("ANYTILE_PLUGIN_TIMEOUT", "1")    # the hanging plugin costs 1 s, not 30
     from anytile.runtime import discovery
     discovery.discover(refresh=True)
     yield site
     monkeypatch.undo()
-    for mod in ("numpy_source_backend", "broken_import", "wrong_api"):
+    for mod in ("numpy_source_backend", "broken_import", "wrong_api", "exits_on_import",
+                "misbehaving"):
         sys.modules.pop(mod, None)
     discovery.discover(refresh=True)

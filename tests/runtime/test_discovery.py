@@ -108,3 +108,31 @@ def test_a_launch_with_only_foreign_arrays_runs_where_a_backend_claims_them(plug
     finally:
         from anytile.runtime.discovery import unregister_backend
         unregister_backend("fakegpu")
+
+
+def test_misbehaving_plugins_are_isolated(plugin_path):
+    records = discover()
+    assert "SystemExit" in records["exits"].error and "on purpose" in records["exits"].error
+    hanging = records["hanging"].availability
+    assert not hanging.usable and "did not return within 1 s" in hanging.reason
+    raising = records["raising-host"].availability
+    assert not raising.usable and "devices() is broken on purpose" in raising.reason
+    names = [d.name for d in at.devices()]
+    assert "interpreter:0" in names and "npsrc:0" in names
+
+
+def test_numpy_arrays_still_reach_the_default_host_device(plugin_path, monkeypatch):
+    monkeypatch.delenv("ANYTILE_DEVICE", raising=False)
+    xh = np.arange(64, dtype=np.float32)
+    out = np.full(64, np.nan, np.float32)
+    _add_kernel[(1,)](xh, xh, out, 64, BLOCK=64)
+    np.testing.assert_array_equal(out, 2 * xh)
+
+
+def test_cli_survives_misbehaving_plugins(plugin_path):
+    done = subprocess.run([sys.executable, "-m", "anytile", "backends"], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    for reason in ("on purpose", "did not return within 1 s", "devices() is broken on purpose"):
+        assert reason in done.stdout
+    assert "interpreter:0" in done.stdout

@@ -63,12 +63,7 @@ def devices() -> list[Device]:
     """Every usable device of every usable backend."""
     out = []
     for name, record in sorted(discover().items()):
-        if record.backend is not None and record.availability.usable:
-            try:
-                infos = record.backend.devices()
-            except Exception:
-                continue
-            out.extend(_device(record.backend, info) for info in infos)
+        out.extend(_device(record.backend, info) for info in record.devices)
     return out
 
 
@@ -107,7 +102,7 @@ def device(spec: Union[str, Device, None] = None) -> Device:
         if not avail.usable:
             reasons.append(f"backend '{record.name}' is not usable here: {avail.reason}")
             continue
-        for info in backend.devices():
+        for info in record.devices:
             if info.index == index:
                 return _device(backend, info)
         reasons.append(f"backend '{record.name}' has no device with index {index}")
@@ -137,7 +132,7 @@ def _find_default_device(env: Optional[str]) -> Device:
              if r.backend is not None and r.backend.host_memory and r.name != REFERENCE_BACKEND
              and r.availability.usable]
     for record in sorted(hosts, key=lambda r: r.name):
-        infos = record.backend.devices()
+        infos = record.devices
         if infos:
             return _device(record.backend, infos[0])
     return device(REFERENCE_BACKEND)

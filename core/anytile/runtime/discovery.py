@@ -1,13 +1,16 @@
 """Backend discovery: every installed plugin of the ``anytile.backends`` entry-point group.
 
-A plugin that fails to import, is not a ``Backend``, declares an API version core does not
-support, or raises while being constructed is *recorded* with the reason and never breaks the
-others.  ``anytile backends`` prints these records; asking for such a backend raises
-``BackendError`` with the same reason."""
+Stevedore lists the entry points; each plugin is then imported, constructed and probed
+(``availability()``, ``devices()``) on its own, inside a time limit (``ANYTILE_PLUGIN_TIMEOUT``
+seconds, default 10): a plugin that fails to import (even by ``sys.exit()``), is not a
+``Backend``, declares an API version core does not support, raises, or hangs is *recorded*
+with the reason and never stops the others.  ``anytile backends`` prints these records;
+asking for such a backend raises ``BackendError`` with the same reason."""
 from __future__ import annotations
 
 import functools
 import importlib.metadata
+import os
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -17,7 +20,46 @@ from ..errors import BackendError
 
 GROUP = "anytile.backends"
 
-__all__ = ["GROUP", "PluginRecord", "discover", "get_backend", "register_backend", "list_backends"]
+__all__ = ["GROUP", "PluginRecord", "discover", "get_backend", "register_backend", "list_backends",
+           "probe"]
+
+
+class ProbeFailed(Exception):
+    """A plugin's import, constructor or probe raised or did not return in time."""
+
+
+def _time_limit() -> float:
+    try:
+        return max(0.1, float(os.environ.get("ANYTILE_PLUGIN_TIMEOUT", "10")))
+    except ValueError:
+        return 10.0
+
+
+def probe(what: str, fn: Any) -> Any:
+    """``fn()`` run on a helper thread for at most ``ANYTILE_PLUGIN_TIMEOUT`` seconds; its
+    exception (any ``BaseException`` but ``KeyboardInterrupt``: ``sys.exit()`` in a plugin
+    included) or its hang becomes ``ProbeFailed`` naming ``what``.  A hung thread is left to
+    finish on its own (a daemon: it never holds the process open)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 -- a plugin may even call sys.exit()
+            outcome["error"] = exc
+
+    seconds = _time_limit()
+    worker = threading.Thread(target=run, name=f"anytile plugin probe: {what}", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    if worker.is_alive():
+        raise ProbeFailed(f"{what} did not return within {seconds:g} s (ANYTILE_PLUGIN_TIMEOUT)")
+    if "error" in outcome:
+        exc = outcome["error"]
+        if isinstance(exc, KeyboardInterrupt):
+            raise exc
+        raise ProbeFailed(f"{what} raised {_describe(exc)}")
+    return outcome["value"]
 
 
 @dataclass
@@ -32,6 +74,7 @@ class PluginRecord:
     _version: Optional[str] = None
     _availability: Optional[Availability] = None
     _from_entry_point: bool = False   # installed (its version is its distribution's)
+    _devices: tuple = ()
 
     @property
     def version(self) -> str:
@@ -53,15 +96,25 @@ class PluginRecord:
 
     @property
     def availability(self) -> Availability:
-        """Loaded and able to run here (computed once, lazily: it may probe a driver)."""
+        """Loaded, able to run here and listing its devices (computed once, lazily: it may
+        probe a driver; a probe that raises or hangs makes the plugin unusable, with why)."""
         if self.backend is None:
             return Availability(False, self.error)
         if self._availability is None:
+            backend = self.backend
             try:
-                self._availability = self.backend.availability()
-            except Exception as exc:  # a plugin's probe must not break discovery
-                self._availability = Availability(False, f"availability() raised {_describe(exc)}")
+                availability = probe(f"{self.name}: availability()", backend.availability)
+                if availability.usable:
+                    self._devices = list(probe(f"{self.name}: devices()", backend.devices))
+            except ProbeFailed as exc:
+                availability = Availability(False, str(exc))
+            self._availability = availability
         return self._availability
+
+    @property
+    def devices(self) -> list:
+        """The devices of a usable plugin (``[]`` otherwise), probed once."""
+        return list(self._devices) if self.availability.usable else []
 
 
 _lock = threading.Lock()
@@ -100,16 +153,20 @@ def _load_records(refresh: bool) -> dict[str, PluginRecord]:
 
     if refresh:  # stevedore keeps entry points per group for the life of the process
         getattr(ExtensionManager, "ENTRY_POINT_CACHE", {}).pop(GROUP, None)
-    failures: dict[str, PluginRecord] = {}
-
-    def on_failure(_manager: Any, entry_point: Any, exc: BaseException) -> None:
-        failures[entry_point.name] = PluginRecord(
-            entry_point.name, entry_point.value, error=f"failed to import: {_describe(exc)}")
-
-    manager = ExtensionManager(GROUP, invoke_on_load=False, on_load_failure_callback=on_failure)
-    records: dict[str, PluginRecord] = dict(failures)
-    for ext in manager.extensions:
-        record = records[ext.name] = _record_for(ext.name, ext.entry_point.value, ext.plugin)
+    # stevedore lists the entry points; each is imported here, alone, so that one plugin's
+    # failure (even SystemExit) or hang is recorded instead of stopping the others
+    listing = ExtensionManager.make_test_instance([], namespace=GROUP).list_entry_points()
+    records: dict[str, PluginRecord] = {}
+    for entry_point in listing:
+        name, where = entry_point.name, entry_point.value
+        if name in records:
+            continue
+        try:
+            plugin = probe(f"importing {where}", entry_point.load)
+        except ProbeFailed as exc:
+            records[name] = PluginRecord(name, where, error=f"failed to import: {exc}")
+            continue
+        record = records[name] = _record_for(name, where, plugin)
         record._from_entry_point = True
     _entry_point_versions.cache_clear()
     return records
@@ -145,10 +202,9 @@ def _record_for(name: str, where: str, plugin: Any) -> PluginRecord:
                         f"supports {sorted(SUPPORTED_API_VERSIONS)} (current {API_VERSION})")
         return record
     try:
-        record.backend = plugin()
-    except Exception as exc:
-        record.error = f"constructing {plugin.__name__} raised {_describe(exc)}"
-        return record
+        record.backend = probe(f"constructing {plugin.__name__}", plugin)
+    except ProbeFailed as exc:
+        record.error = str(exc)
     return record
 
 
