@@ -152,3 +152,39 @@ def test_closures_are_in_the_key_and_class_attributes_skip_the_cache(cached_back
     compiled, out = _run(_factory_module(tmp_path, "k5")["by_class"])
     assert compiled.metadata.cache_hit_s is None
     np.testing.assert_array_equal(out, 5.0 * np.arange(8, dtype=np.float32))   # a new module: 5.0 again
+
+
+def test_altered_or_truncated_entries_are_misses(cached_backend, tmp_path):
+    """A well-formed entry whose code was edited (or cut short) fails its checksum: the kernel
+    is compiled again, runs correctly, and the entry is written over."""
+    _run(_kernel_module(tmp_path, "k6"))
+    (entry,) = cached_backend.glob("kernels/*/*.json")
+    good = entry.read_text()
+    data = json.loads(good)
+    data["asm"][0][1]["text"] = data["asm"][0][1]["text"].replace("mul", "add")   # the IR
+    for damaged in (json.dumps(data), good[: len(good) // 2]):
+        entry.write_text(damaged)
+        compiled, out = _run(_kernel_module(tmp_path, "k6"))
+        assert compiled.metadata.cache_hit_s is None
+        np.testing.assert_array_equal(out, 2.0 * np.arange(8, dtype=np.float32))
+        assert json.loads(entry.read_text())["asm"] == json.loads(good)["asm"]   # written over
+
+
+def test_concurrent_writers_leave_one_whole_entry(tmp_path):
+    """Many threads storing and loading one key: every load sees a whole entry or none."""
+    import threading
+    key = "ef" * 32
+    payloads = [({"ir": f"kernel {i}", "bin": bytes([i]) * 4096}, {"n": i}) for i in range(8)]
+    seen = []
+
+    def work(i):
+        for _ in range(20):
+            cache.store_entry(tmp_path, key, *payloads[i])
+            seen.append(cache.load_entry(tmp_path, key))
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(hit in payloads for hit in seen if hit is not None) and any(seen)
+    assert not list(tmp_path.glob("kernels/*/*.tmp"))

@@ -11,9 +11,11 @@ but ``asm``, ``metadata`` and ``signature``).
   code), ``Backend.cache_facts`` (tool versions), the kernel's dependencies key (its source
   and that of every jit function it reaches), the plain global values those functions read,
   the parameter types, constexprs, attributes, options and target.
-* Entry: one JSON file per key (texts as they are, bytes in base64, the metadata).  It is
-  written to a temporary file and renamed into place, so concurrent processes never see half
-  an entry; an entry that cannot be read or parsed counts as a miss and is written over.
+* Entry: one JSON file per key (texts as they are, bytes in base64, the metadata) with a
+  SHA-256 checksum of that content.  It is written to a temporary file and renamed into place,
+  so concurrent processes never see half an entry; an entry that cannot be read or parsed, or
+  whose content no longer matches its checksum (truncated, edited), counts as a miss and is
+  written over.
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ _CORE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 __all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry"]
 
-_FORMAT = 1
+_FORMAT = 2
 
 
 def cache_dir() -> Optional[Path]:
@@ -154,16 +156,24 @@ def _entry_path(folder: Path, key: str) -> Path:
     return folder / "kernels" / key[:2] / f"{key}.json"
 
 
+def _checksum(key: str, items: list, metadata: Any) -> str:
+    body = json.dumps([key, items, metadata], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(body.encode()).hexdigest()
+
+
 def load_entry(folder: Path, key: str) -> Optional[tuple[dict[str, Any], dict[str, Any]]]:
-    """``(asm, metadata)`` stored under ``key``, or ``None`` (missing, unreadable, corrupt)."""
+    """``(asm, metadata)`` stored under ``key``, or ``None`` (missing, unreadable, corrupt,
+    or not matching its checksum)."""
     try:
         with open(_entry_path(folder, key), encoding="utf-8") as f:
             entry = json.load(f)
         if entry.get("format") != _FORMAT or entry.get("key") != key:
             return None
+        items, metadata = entry["asm"], entry["metadata"]
+        if entry.get("sha256") != _checksum(key, items, metadata):
+            return None
         asm = {name: base64.b64decode(item["base64"]) if "base64" in item else item["text"]
-               for name, item in entry["asm"]}
-        metadata = entry["metadata"]
+               for name, item in items}
         if not isinstance(metadata, dict) or not isinstance(asm.get("ir"), str):
             return None
         return asm, metadata
@@ -183,7 +193,9 @@ def store_entry(folder: Path, key: str, asm: Mapping[str, Any], metadata: Mappin
         else:
             return False
     try:
-        text = json.dumps({"format": _FORMAT, "key": key, "asm": items, "metadata": metadata})
+        metadata = json.loads(json.dumps(dict(metadata)))    # as a reader will see it
+        text = json.dumps({"format": _FORMAT, "key": key, "asm": items, "metadata": metadata,
+                           "sha256": _checksum(key, items, metadata)})
     except (TypeError, ValueError):
         return False
     path = _entry_path(folder, key)
