@@ -35,11 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="FILE", help="write a JSON report")
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED,
                         help=f"seed of all random inputs and generated kernels (default {DEFAULT_SEED})")
-    parser.add_argument("--fuzz", type=int, metavar="N",
+    parser.add_argument("--fuzz", type=_positive(int, "--fuzz"), metavar="N",
                         help="instead of the catalogue, compare N random kernels with the interpreter")
     parser.add_argument("--fuzz-dir", default="anytile-fuzz",
                         help="where shrunk reproducers of fuzz mismatches are written")
-    parser.add_argument("--timeout", type=float, default=300.0,
+    parser.add_argument("--timeout", type=_positive(float, "--timeout"), default=300.0,
                         help="seconds one case may run before it fails (default 300)")
     parser.add_argument("--shard", metavar="K/N", type=_shard, default=(0, 1),
                         help="run only every N-th selected case, starting with the K-th (0-based): "
@@ -48,6 +48,48 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tolerances", action="store_true", help="print the tolerance table and exit")
     parser.add_argument("--version", action="version", version=f"anytile-conformance {__version__}")
     return parser
+
+
+def _positive(kind: type, option: str):
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{option} wants a positive {kind.__name__}, "
+                                             f"got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"{option} wants a positive {kind.__name__}, "
+                                             f"got {text!r}")
+        return value
+    return parse
+
+
+#: options whose value may start with '-' (argparse would read "--shard -1/2" as two options)
+_VALUED = ("--shard", "--fuzz", "--timeout", "--seed")
+
+
+def _join_values(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in _VALUED and arg.startswith("-") and arg not in _VALUED:
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
+def _check_writable(path: str, option: str) -> Optional[str]:
+    """Why the report ``path`` cannot be written, or ``None`` (checked before a long run)."""
+    import os
+    existed = os.path.exists(path)
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+    except OSError as exc:
+        return f"{option} {path}: cannot write the report there ({exc.strerror or exc})"
+    if not existed:
+        os.unlink(path)
+    return None
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -79,7 +121,12 @@ def resolve_device(args: argparse.Namespace):
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``anytile conformance`` and ``python -m anytile_conformance``."""
-    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    args = build_parser().parse_args(_join_values(list(sys.argv[1:] if argv is None else argv)))
+    for option, path in (("--json", args.json), ("--junit", args.junit)):
+        problem = _check_writable(path, option) if path else None
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
     if args.tolerances:
         from .tolerances import table_rows
         for what, dtype, bound in table_rows():

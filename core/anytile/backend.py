@@ -211,7 +211,7 @@ class KernelMetadata:
 
     def to_json(self) -> dict[str, Any]:
         """The facts as one JSON-ready dict (``extra``'s entries beside the fields)."""
-        out = {name: getattr(self, name) for name in _METADATA_FIELDS if name != "extra"}
+        out = {name: getattr(self, name) for name in _METADATA_ORDER if name != "extra"}
         out.update(self.extra)
         return out
 
@@ -224,7 +224,8 @@ class KernelMetadata:
         return meta
 
 
-_METADATA_FIELDS = frozenset(f.name for f in dataclasses.fields(KernelMetadata))
+_METADATA_ORDER = tuple(f.name for f in dataclasses.fields(KernelMetadata))
+_METADATA_FIELDS = frozenset(_METADATA_ORDER)
 
 
 @dataclass(frozen=True)

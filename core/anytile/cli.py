@@ -54,6 +54,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
 
 # -- anytile compile --------------------------------------------------------------------------
 def _load_module(path: Path) -> Any:
+    if not path.is_file():
+        raise SystemExit(f"anytile: no such file: {path}")
     name = f"anytile_user_{abs(hash(str(path.resolve())))}"
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
@@ -104,7 +106,7 @@ def cmd_compile(args: argparse.Namespace) -> int:
         print("\n".join(compiled.asm))
         return 0
     if args.emit == "metadata":
-        print(json.dumps(compiled.metadata, indent=2, default=str))
+        print(json.dumps(compiled.metadata.to_json(), indent=2, default=str))
         return 0
     if args.emit not in compiled.asm:
         raise SystemExit(f"anytile: no stage '{args.emit}'; stages: {', '.join(compiled.asm)}")

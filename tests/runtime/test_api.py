@@ -235,3 +235,12 @@ def test_a_kernel_without_source_is_a_clear_error():
     exec("def k(x):\n    pass\n", namespace)
     with pytest.raises(TypeError, match="needs the source of 'k'"):
         at.jit(namespace["k"])
+
+
+def test_cli_compile_of_a_missing_file_is_one_line(tmp_path):
+    import subprocess
+    import sys
+    done = subprocess.run([sys.executable, "-m", "anytile", "compile", str(tmp_path / "nope.py:k"),
+                           "--target", "interpreter:reference"], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "no such file" in done.stderr and "Traceback" not in done.stderr
