@@ -2,6 +2,7 @@
 plain message; no internal file name appears in it."""
 import pathlib
 
+import numpy as np
 import pytest
 
 import anytile.language as tl
@@ -14,6 +15,7 @@ from fe_kit import compile_ir, ptr
 THIS_FILE = pathlib.Path(__file__)
 SOURCE = THIS_FILE.read_text().splitlines()
 PLAIN_GLOBAL = 3
+ARRAY_GLOBAL = np.arange(4)
 
 
 def compile_error(fn, constexprs=None, **arg_types) -> CompilationError:
@@ -231,6 +233,34 @@ def test_non_constexpr_global_is_rejected_with_a_fix():
           "global `PLAIN_GLOBAL` (int 3) cannot be used inside a @jit function: only "
           "tl.constexpr globals are allowed. Define it as `PLAIN_GLOBAL = tl.constexpr(3)`",
           "plain-global-here")
+
+
+@jit
+def array_global(x_ptr, n):
+    tl.store(x_ptr, n * ARRAY_GLOBAL[0])  # array-global-here
+
+
+def test_array_global_gets_advice_that_works():
+    check(compile_error(array_global),
+          "global `ARRAY_GLOBAL` is an array (ndarray of shape (4,)): a kernel cannot read host "
+          "arrays from its globals. Pass it as an argument", "array-global-here")
+
+
+@jit
+def needs_static_size(x_ptr, N: tl.constexpr):
+    return tl.load(x_ptr + tl.arange(0, N))
+
+
+@jit
+def passes_runtime_to_constexpr(x_ptr, n):
+    tl.store(x_ptr + tl.arange(0, 16), needs_static_size(x_ptr, n))  # runtime-to-constexpr-here
+
+
+def test_runtime_value_for_a_constexpr_parameter_blames_the_call():
+    err = compile_error(passes_runtime_to_constexpr)
+    check(err, "needs_static_size() needs compile-time values for `N` (annotated "
+               "tl.constexpr), but this call passes run-time values", "runtime-to-constexpr-here")
+    assert "tl.arange needs a static size" in err.message
 
 
 # -- dtypes ----------------------------------------------------------------------------------

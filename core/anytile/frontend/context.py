@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping
 
+from ..errors import CompilationError
 from ..ir import ops
 from ..ir import types as irt
 from ..ir.core import Block, Function, Loc, Module
@@ -122,6 +123,9 @@ class ModuleContext:
             self._in_progress.add(key)
             try:
                 spec = self._specialize(fn, dynamic, static, composites)
+            except CompilationError as err:
+                self._blame_the_call(fn, dynamic, err)
+                raise
             finally:
                 self._in_progress.discard(key)
             self._specializations[key] = spec
@@ -131,6 +135,21 @@ class ModuleContext:
         if spec.returns_tuple:
             return tuple(results)
         return results[0] if results else None
+
+    @staticmethod
+    def _blame_the_call(fn: KernelSource, dynamic: list[tuple[str, tensor]],
+                        err: CompilationError) -> None:
+        """A callee that failed after this call gave run-time values to parameters it
+        annotates ``tl.constexpr``: the call is the user's mistake, so say so at the call
+        (the frontend's choke point adds the caller's line)."""
+        wrong = [name for name, _ in dynamic if name in fn.constexpr_names]
+        if wrong:
+            where = f"{err.loc.file}:{err.loc.line}" if err.loc else "its body"
+            raise TypeError(
+                f"{fn.__name__}() needs compile-time values for {', '.join(f'`{n}`' for n in wrong)} "
+                f"(annotated tl.constexpr), but this call passes run-time values; pass a "
+                f"tl.constexpr parameter, a literal or a constexpr global instead.  "
+                f"({fn.__name__} failed at {where}: {err.message})") from None
 
     def _specialize(self, fn: KernelSource, dynamic: list[tuple[str, tensor]],
                     static: dict[str, Any], composites: dict[str, Any]) -> Specialization:

@@ -48,11 +48,23 @@ def resolve_global(name: str, fn: KernelSource) -> Any:
         return constexpr(value)
     if isinstance(value, type) or callable(value):
         return value
+    if hasattr(type(value), "__array_interface__") or hasattr(value, "__array__") or \
+            hasattr(type(value), "__dlpack__"):
+        raise NameError(
+            f"global `{name}` is an array ({type(value).__name__} of shape "
+            f"{getattr(value, 'shape', '?')}): a kernel cannot read host arrays from its globals. "
+            f"Pass it as an argument (`kernel[grid](..., {name}, ...)` gives the kernel a "
+            f"pointer), or for a few constants use a tl.constexpr tuple "
+            f"(`{name} = tl.constexpr((1, 2, 3))`)")
+    try:
+        hash(value)
+        advice = (f"Define it as `{name} = tl.constexpr({value!r})` or "
+                  f"`{name}: tl.constexpr = {value!r}`, or pass it as an argument")
+    except TypeError:      # a constexpr must be hashable: only an argument works
+        advice = "Pass it as an argument, or use a tl.constexpr of an int, float, str or tuple"
     raise NameError(
         f"global `{name}` ({type(value).__name__} {value!r}) cannot be used inside a @jit "
-        f"function: only tl.constexpr globals are allowed. Define it as "
-        f"`{name} = tl.constexpr({value!r})` or `{name}: tl.constexpr = {value!r}`, or pass "
-        "it as an argument")
+        f"function: only tl.constexpr globals are allowed. {advice}")
 
 
 # ---------------------------------------------------------------------------------------------
