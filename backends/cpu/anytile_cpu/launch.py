@@ -3,7 +3,8 @@
 The native entry ``run(args, gx, gy, gz, begin, end, error)`` (see ``lowering.kernel``) is
 called through ctypes, which releases the GIL, so worker threads run programs truly in
 parallel.  The grid's linear program ids are cut into one contiguous range per worker; the
-calling thread runs the first range itself.  Argument converters are prepared once per
+calling thread waits (so Ctrl-C stops the launch after each worker's current program) and
+runs a launch of one program itself.  Argument converters are prepared once per
 loaded kernel, so a launch costs a few microseconds plus the programs' own time.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ EntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_in
 _U64 = (1 << 64) - 1
 WORKER_STACK_BYTES = 64 << 20      # tiles live on the stack; reserved, committed on use
 CALLER_STACK_LIMIT = 2 << 20       # bigger frames never run on the caller's (8 MiB) stack
+CANCELLED = -1                     # the error word's value that stops a launch (Ctrl-C)
 
 
 def cpu_count() -> int:
@@ -155,22 +157,27 @@ class ProgramPool:
                 if self._pending == 0:
                     self._cv.notify_all()
 
-    def run(self, jobs: list[Callable[[], None]], inline_first: bool = True) -> None:
-        """Run ``jobs[0]`` here (when ``inline_first``) and the others on workers; return
-        when all are done."""
+    def run(self, jobs: list[Callable[[], None]], cancel: Callable[[], None]) -> None:
+        """Run ``jobs`` on the workers and wait for them.  The caller only waits, so Ctrl-C
+        is honoured: ``cancel()`` then tells the jobs to stop after their current program,
+        and ``KeyboardInterrupt`` is raised once they have."""
         with self._launch_lock:
-            others = jobs[1:] if inline_first else jobs
             with self._cv:
-                self._jobs = others
-                self._pending = len(others)
+                self._jobs = jobs
+                self._pending = len(jobs)
                 self._errors = []
                 self._generation += 1
                 self._cv.notify_all()
-            if inline_first:
-                jobs[0]()
-            with self._cv:
-                while self._pending:
-                    self._cv.wait()
+            try:
+                with self._cv:
+                    while self._pending:
+                        self._cv.wait()
+            except KeyboardInterrupt:
+                cancel()
+                with self._cv:
+                    while self._pending:
+                        self._cv.wait()
+                raise
             if self._errors:
                 raise self._errors[0]
 
@@ -183,7 +190,7 @@ def _pool() -> ProgramPool:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ProgramPool(max(1, cpu_count() - 1))
+            _POOL = ProgramPool(max(1, cpu_count()))
         return _POOL
 
 
@@ -216,15 +223,15 @@ class LoadedKernel:
         error = ctypes.c_int32(0)
         err_ptr = ctypes.addressof(error)
         addr = ctypes.addressof(slots)
-        if total == 1 and self.on_caller_stack:
+        if total == 1 and self.on_caller_stack:     # one program: no hand-off to a worker
             self.entry(addr, gx, gy, gz, 0, total, err_ptr)
         else:
             pool = _pool()
-            parts = min(total, pool.size + (1 if self.on_caller_stack else 0))
+            parts = min(total, pool.size)
             bounds = [total * i // parts for i in range(parts + 1)]
             jobs = [(lambda lo=lo, hi=hi: self.entry(addr, gx, gy, gz, lo, hi, err_ptr))
                     for lo, hi in zip(bounds, bounds[1:])]
-            pool.run(jobs, inline_first=self.on_caller_stack)
+            pool.run(jobs, cancel=lambda: setattr(error, "value", CANCELLED))
         if error.value:
             raise self._check_failure(error.value - 1)
 

@@ -4,7 +4,8 @@
 programs whose linear ids are in ``[begin, end)`` (x fastest, then y, then z).  ``args``
 holds one 8-byte slot per runtime parameter (its storage bits, little-end first), so the
 launcher packs arguments with no per-kernel C code; ``error`` receives ``i + 1`` when
-``device_assert`` number ``i`` fails.
+``device_assert`` number ``i`` fails, and the loop over programs stops once ``error`` is not
+0 (the launcher writes ``CANCELLED`` there to stop a launch on Ctrl-C).
 """
 from __future__ import annotations
 
@@ -68,7 +69,10 @@ def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLV
     b.position_at_end(header)
     pid = b.phi(I64)
     pid.add_incoming(begin, entry)
-    b.cbranch(b.icmp_signed("<", pid, end), body, done)
+    # stop early once a check failed or the launcher cancelled (Ctrl-C): an atomic read, so
+    # another thread's write is seen and the load is not hoisted out of the loop
+    stopped = b.icmp_signed("!=", b.load_atomic(error, "monotonic", 4, typ=I32), ir.Constant(I32, 0))
+    b.cbranch(b.and_(b.icmp_signed("<", pid, end), b.not_(stopped)), body, done)
     b.position_at_end(body)
     gx64, gy64 = b.zext(gx, I64), b.zext(gy, I64)
     x = b.urem(pid, gx64)
