@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from anytile.codegen.gpu import BlockedLayout, assign_layouts
 
-from gpu_kit import check
+from gpu_kit import MATMUL_LOOP, check
 
 ADD = """
         kernel @add(%x: ptr<f32> {divisibility = 16}, %y: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %n: i32 {divisibility = 16}) {
@@ -114,55 +114,6 @@ ROWS_LAID_OUT = """
 """
 
 
-MM = """
-        kernel @mm(%a_ptr: ptr<f16> {divisibility = 16}, %b_ptr: ptr<f16> {divisibility = 16}, %c_ptr: ptr<f32> {divisibility = 16}, %K: i32 {divisibility = 16}) {
-          %rm = arange {start = 0, end = 32} : tile<32xi32>
-          %rk = arange {start = 0, end = 16} : tile<16xi32>
-          %0 = expand_dims {axis = 1} (%rm) : tile<32x1xi32>
-          %1 = constant {value = 16} : i32
-          %2 = constant {value = 16} : tile<32x1xi32>
-          %3 = binary {kind = "mul"} (%0, %2) : tile<32x1xi32>
-          %4 = splat (%a_ptr) : tile<32x1xptr<f16>>
-          %5 = addptr (%4, %3) : tile<32x1xptr<f16>>
-          %6 = expand_dims {axis = 0} (%rk) : tile<1x16xi32>
-          %7 = broadcast (%5) : tile<32x16xptr<f16>>
-          %8 = broadcast (%6) : tile<32x16xi32>
-          %a_ptrs = addptr (%7, %8) : tile<32x16xptr<f16>>
-          %9 = expand_dims {axis = 1} (%rk) : tile<16x1xi32>
-          %10 = constant {value = 32} : tile<16x1xi32>
-          %11 = binary {kind = "mul"} (%9, %10) : tile<16x1xi32>
-          %12 = splat (%b_ptr) : tile<16x1xptr<f16>>
-          %13 = addptr (%12, %11) : tile<16x1xptr<f16>>
-          %14 = expand_dims {axis = 0} (%rm) : tile<1x32xi32>
-          %15 = broadcast (%13) : tile<16x32xptr<f16>>
-          %16 = broadcast (%14) : tile<16x32xi32>
-          %b_ptrs = addptr (%15, %16) : tile<16x32xptr<f16>>
-          %acc = constant {value = 0.0} : tile<32x32xf32>
-          %17 = constant {value = 0} : i32
-          %acc_1, %a_ptrs_1, %b_ptrs_1 = for (%17, %K, %1, [%acc, %a_ptrs, %b_ptrs]) : tile<32x32xf32>, tile<32x16xptr<f16>>, tile<16x32xptr<f16>> {
-          ^(%k: i32, %acc_2: tile<32x32xf32>, %a_ptrs_2: tile<32x16xptr<f16>>, %b_ptrs_2: tile<16x32xptr<f16>>):
-            %18 = load (%a_ptrs_2, none, none) : tile<32x16xf16>
-            %19 = load (%b_ptrs_2, none, none) : tile<16x32xf16>
-            %20 = dot (%18, %19, %acc) : tile<32x32xf32>
-            %acc_3 = binary {kind = "add"} (%acc_2, %20) : tile<32x32xf32>
-            %21 = constant {value = 16} : tile<32x16xi32>
-            %a_ptrs_3 = addptr (%a_ptrs_2, %21) : tile<32x16xptr<f16>>
-            %22 = constant {value = 512} : tile<16x32xi32>
-            %b_ptrs_3 = addptr (%b_ptrs_2, %22) : tile<16x32xptr<f16>>
-            yield ([%acc_3, %a_ptrs_3, %b_ptrs_3])
-          }
-          %23 = constant {value = 32} : tile<32x1xi32>
-          %24 = binary {kind = "mul"} (%0, %23) : tile<32x1xi32>
-          %25 = splat (%c_ptr) : tile<32x1xptr<f32>>
-          %26 = addptr (%25, %24) : tile<32x1xptr<f32>>
-          %27 = broadcast (%26) : tile<32x32xptr<f32>>
-          %28 = broadcast (%14) : tile<32x32xi32>
-          %29 = addptr (%27, %28) : tile<32x32xptr<f32>>
-          store (%29, %acc_1, none)
-        }
-"""
-
-
 MM_LAID_OUT = """
         kernel @mm(%a_ptr: ptr<f16> {divisibility = 16}, %b_ptr: ptr<f16> {divisibility = 16}, %c_ptr: ptr<f32> {divisibility = 16}, %K: i32 {divisibility = 16}) {
           %rm = arange {start = 0, end = 32} : tile<32xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
@@ -212,7 +163,6 @@ MM_LAID_OUT = """
 """
 
 
-
 def test_loads_get_the_widest_access_the_axis_facts_prove():
     """16-byte aligned, 16-divisible accesses: the loads hold 4 consecutive f32 per thread
     (``ld.global.v4``); the index arithmetic keeps the default layout (it is recomputed in
@@ -234,4 +184,4 @@ def test_loop_carried_accumulator_takes_the_mma_layout():
     32 x 32 tile), and the loop-carried accumulator takes it from what the body yields
     (its start value, a constant, is recomputed in it); carried pointer tiles are laid out
     for their loads' widest access."""
-    check(lambda m: assign_layouts(m, num_warps=4, use_mma=True), MM, MM_LAID_OUT)
+    check(lambda m: assign_layouts(m, num_warps=4, use_mma=True), MATMUL_LOOP, MM_LAID_OUT)

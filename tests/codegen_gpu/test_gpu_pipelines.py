@@ -7,7 +7,7 @@ import re
 from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
 from anytile.ir.parser import parse_module
 
-from gpu_kit import check, ir
+from gpu_kit import MATMUL_LOOP, check, ir
 
 ROWSUM = """
         kernel @rowsum(%x_ptr: ptr<f32> {divisibility = 16}, %out_ptr: ptr<f32> {divisibility = 16}, %n: i32) {
@@ -79,55 +79,6 @@ ROWSUM_PREFETCHED = """
           %34 = splat (%out_ptr) : tile<128xptr<f32>>
           %35 = addptr (%34, %offs) : tile<128xptr<f32>>
           store (%35, %acc_1, none)
-        }
-"""
-
-
-MATMUL = """
-        kernel @mm(%a_ptr: ptr<f16> {divisibility = 16}, %b_ptr: ptr<f16> {divisibility = 16}, %c_ptr: ptr<f32> {divisibility = 16}, %K: i32 {divisibility = 16}) {
-          %rm = arange {start = 0, end = 32} : tile<32xi32>
-          %rk = arange {start = 0, end = 16} : tile<16xi32>
-          %0 = expand_dims {axis = 1} (%rm) : tile<32x1xi32>
-          %1 = constant {value = 16} : i32
-          %2 = constant {value = 16} : tile<32x1xi32>
-          %3 = binary {kind = "mul"} (%0, %2) : tile<32x1xi32>
-          %4 = splat (%a_ptr) : tile<32x1xptr<f16>>
-          %5 = addptr (%4, %3) : tile<32x1xptr<f16>>
-          %6 = expand_dims {axis = 0} (%rk) : tile<1x16xi32>
-          %7 = broadcast (%5) : tile<32x16xptr<f16>>
-          %8 = broadcast (%6) : tile<32x16xi32>
-          %a_ptrs = addptr (%7, %8) : tile<32x16xptr<f16>>
-          %9 = expand_dims {axis = 1} (%rk) : tile<16x1xi32>
-          %10 = constant {value = 32} : tile<16x1xi32>
-          %11 = binary {kind = "mul"} (%9, %10) : tile<16x1xi32>
-          %12 = splat (%b_ptr) : tile<16x1xptr<f16>>
-          %13 = addptr (%12, %11) : tile<16x1xptr<f16>>
-          %14 = expand_dims {axis = 0} (%rm) : tile<1x32xi32>
-          %15 = broadcast (%13) : tile<16x32xptr<f16>>
-          %16 = broadcast (%14) : tile<16x32xi32>
-          %b_ptrs = addptr (%15, %16) : tile<16x32xptr<f16>>
-          %acc = constant {value = 0.0} : tile<32x32xf32>
-          %17 = constant {value = 0} : i32
-          %acc_1, %a_ptrs_1, %b_ptrs_1 = for (%17, %K, %1, [%acc, %a_ptrs, %b_ptrs]) : tile<32x32xf32>, tile<32x16xptr<f16>>, tile<16x32xptr<f16>> {
-          ^(%k: i32, %acc_2: tile<32x32xf32>, %a_ptrs_2: tile<32x16xptr<f16>>, %b_ptrs_2: tile<16x32xptr<f16>>):
-            %18 = load (%a_ptrs_2, none, none) : tile<32x16xf16>
-            %19 = load (%b_ptrs_2, none, none) : tile<16x32xf16>
-            %20 = dot (%18, %19, %acc) : tile<32x32xf32>
-            %acc_3 = binary {kind = "add"} (%acc_2, %20) : tile<32x32xf32>
-            %21 = constant {value = 16} : tile<32x16xi32>
-            %a_ptrs_3 = addptr (%a_ptrs_2, %21) : tile<32x16xptr<f16>>
-            %22 = constant {value = 512} : tile<16x32xi32>
-            %b_ptrs_3 = addptr (%b_ptrs_2, %22) : tile<16x32xptr<f16>>
-            yield ([%acc_3, %a_ptrs_3, %b_ptrs_3])
-          }
-          %23 = constant {value = 32} : tile<32x1xi32>
-          %24 = binary {kind = "mul"} (%0, %23) : tile<32x1xi32>
-          %25 = splat (%c_ptr) : tile<32x1xptr<f32>>
-          %26 = addptr (%25, %24) : tile<32x1xptr<f32>>
-          %27 = broadcast (%26) : tile<32x32xptr<f32>>
-          %28 = broadcast (%14) : tile<32x32xi32>
-          %29 = addptr (%27, %28) : tile<32x32xptr<f32>>
-          store (%29, %acc_1, none)
         }
 """
 
@@ -238,7 +189,6 @@ MATMUL_PIPELINED = """
 """
 
 
-
 def test_loop_loads_are_prefetched_one_iteration_ahead():
     """Iteration 0's load moves before the loop (masked off when the loop runs zero times),
     the body loads iteration i + 1's tile first and carries it to the next iteration."""
@@ -260,14 +210,14 @@ def test_dot_operands_go_through_three_stage_shared_buffers():
     ``(stage + 2) % 3`` from pointers advanced twice, and the dot reads its operands in
     place; everything is drained after the loop."""
     count = check(lambda m: pipeline_dot_operands(m.kernel, 3, lambda dot: True, 1 << 20),
-                  MATMUL, MATMUL_PIPELINED)
+                  MATMUL_LOOP, MATMUL_PIPELINED)
     assert count == 2
 
 
 def test_stages_shrink_to_fit_shared_memory():
     """32x16 and 16x32 f16 slots (rows padded to 24 and 40 elements) take 2,816 bytes a
     stage: under 3 stages' worth, the pipeline keeps 2."""
-    module = parse_module(ir(MATMUL))
+    module = parse_module(ir(MATMUL_LOOP))
     assert pipeline_dot_operands(module.kernel, 3, lambda dot: True, 3 * 2816 - 1) == 2
     assert re.findall(r"shared<(\d)x", str(module)) == ["2", "2"]
     assert "async_wait {pending = 0}" not in str(module)   # the printer omits the default

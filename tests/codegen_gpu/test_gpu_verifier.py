@@ -5,22 +5,15 @@ from __future__ import annotations
 import pytest
 
 from anytile.ir.parser import parse_module
-from anytile.ir.verifier import IRVerificationError, verify_module
+from anytile.ir.verifier import verify_module
 
 from gpu_kit import ir
+from ir_text_kit import assert_verify_fails as _fails
 
 B1 = "#blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>"
 B1V = "#blocked<spt=[4], tpw=[32], wpc=[4], order=[0]>"
 B2 = "#blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>"
 B2V = "#blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>"
-
-
-def _fails(text: str, *fragments: str) -> None:
-    module = parse_module(ir(text))
-    with pytest.raises(IRVerificationError) as info:
-        verify_module(module)
-    for fragment in fragments:
-        assert fragment in str(info.value), str(info.value)
 
 
 def test_elementwise_operands_may_differ_in_layout():

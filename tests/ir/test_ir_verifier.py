@@ -11,19 +11,11 @@ from anytile.ir.parser import IRParseError, parse_module
 from anytile.ir.verifier import IRVerificationError, verify_function, verify_module
 
 from ir_text_kit import ALL_OPS, ir
+from ir_text_kit import assert_verify_fails as _fails
 
 
 def test_accepts_every_op_kind():
     verify_module(parse_module(ALL_OPS))
-
-
-def _fails(text: str, *fragments: str) -> IRVerificationError:
-    module = parse_module(ir(text))
-    with pytest.raises(IRVerificationError) as info:
-        verify_module(module)
-    for fragment in fragments:
-        assert fragment in str(info.value), str(info.value)
-    return info.value
 
 
 # ---------------------------------------------------------------------------------------------

@@ -275,11 +275,12 @@ def test_verify_if_enabled_names_the_stage(monkeypatch):
     _breaks_the_ir(module)
     monkeypatch.delenv("ANYTILE_VERIFY", raising=False)
     assert not verification_enabled()
-    verify_if_enabled(module, after="a stage")
+    assert verify_if_enabled(module, after="a stage") is False
     monkeypatch.setenv("ANYTILE_VERIFY", "1")
     for ir_of_a_stage in (module, module.kernel, SimpleNamespace(module=module)):
         with pytest.raises(IRVerificationError) as info:
             verify_if_enabled(ir_of_a_stage, after="the 'laid-out ir' stage")
         assert str(info.value).startswith("after the 'laid-out ir' stage: in @k: op 'store'")
-    with pytest.raises(TypeError, match="verify_if_enabled needs IR"):
-        verify_if_enabled("ptx text", after="the ptx stage")
+    assert verify_if_enabled(parse_module(ir(BROKEN_BY_A_PASS)), after="a stage") is True
+    for not_ir in ("ptx text", b"cubin", SimpleNamespace(module="llir")):
+        assert verify_if_enabled(not_ir, after="a stage") is False

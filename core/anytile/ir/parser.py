@@ -5,6 +5,8 @@ equals ``t`` for any printer output ``t`` (with or without ``locs=True``).  Like
 it is generic over ops: it finds each op's class by name in ``OP_REGISTRY`` and fills the
 fields named by ``OPERANDS``, ``ATTRS`` and ``REGIONS``.  Hand-written IR may contain
 ``// comments`` and ``# comments``.  Malformed text raises ``IRParseError`` with the line.
+Laid-out IR parses too: layouts and dialect types are read by the syntaxes their code
+generator registered (``anytile.ir.types.register_layout_syntax``, ``register_type_syntax``).
 """
 from __future__ import annotations
 

@@ -218,22 +218,24 @@ def verification_enabled() -> bool:
     return os.environ.get("ANYTILE_VERIFY", "") not in ("", "0")
 
 
-def verify_if_enabled(module: Union[Module, Function, Any], after: str) -> None:
+def verify_if_enabled(module: Union[Module, Function, Any], after: str) -> bool:
     """``verify_module(module)`` when ``verification_enabled()``; a problem names the pass or
     stage (``after``) that produced the module.  ``module`` may also be one ``Function``
-    (verified alone, calls unchecked) or a stage's result holding its IR in ``.module``
-    (a GPU ``LaidOutKernel``)."""
+    (verified alone, calls unchecked) or any compile stage's output: one holding its IR in
+    ``.module`` (a GPU ``LaidOutKernel``) is verified, one that is not IR (LLVM or PTX text,
+    a binary) is left alone.  Returns whether IR was verified."""
     if not verification_enabled():
-        return
+        return False
+    if isinstance(module, Function):
+        check, what = verify_function, module
+    elif isinstance(module, Module):
+        check, what = verify_module, module
+    elif isinstance(getattr(module, "module", None), Module):
+        check, what = verify_module, module.module
+    else:
+        return False
     try:
-        if isinstance(module, Function):
-            verify_function(module)
-        elif isinstance(module, Module):
-            verify_module(module)
-        elif isinstance(getattr(module, "module", None), Module):
-            verify_module(module.module)
-        else:
-            raise TypeError(f"verify_if_enabled needs IR (a Module, a Function or a stage "
-                            f"result with a .module), found {type(module).__name__}")
+        check(what)
     except IRVerificationError as e:
         raise IRVerificationError(f"after {after}: {e}", e.op) from None
+    return True

@@ -97,7 +97,10 @@ class SharedBufferType:
         when malformed."""
         head, *where = split_top_level(text[len("shared<"):-1])
         *sizes, elem = head.split("x")
-        kind, extras = ("rows", where) if len(where) == 1 else (where[0] if where else "", where[1:])
+        if len(where) == 1:        # "row R"
+            kind, extras = "rows", where
+        else:                      # "KIND, row R, warps W"
+            kind, extras = (where[0], where[1:]) if where else ("", [])
         fields = dict(w.partition(" ")[::2] for w in extras)
         wanted = {"row"} if kind == "rows" else {"row", "warps"}
         if len(sizes) < 2 or not all(n.isdigit() for n in sizes) or kind not in BUFFER_KINDS \
