@@ -23,6 +23,8 @@ demo: $(STAMP)
 	@echo
 	$(BIN)/anytile demo
 
+# the IR is verified after every pass and IR-producing stage (ANYTILE_VERIFY=0 make test: off)
+test: export ANYTILE_VERIFY ?= 1
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
 	$(BIN)/python .ci/conformance_all.py --quick

@@ -5,6 +5,9 @@ import zlib
 import numpy as np
 import pytest
 
+# verify the IR after every pass and every IR-producing compile stage (ir.verifier)
+os.environ.setdefault("ANYTILE_VERIFY", "1")
+
 
 def _usable_devices():
     import anytile as at

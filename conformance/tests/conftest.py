@@ -3,6 +3,7 @@ the test that asks for them."""
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 
@@ -11,6 +12,9 @@ from anytile.backend import DeviceInfo, Target
 from anytile.interpreter import InterpreterBackend
 from anytile.ir import ops
 from anytile.runtime.discovery import unregister_backend
+
+# verify the IR after every pass and every IR-producing compile stage (ir.verifier)
+os.environ.setdefault("ANYTILE_VERIFY", "1")
 
 
 class XorIsOrBackend(InterpreterBackend):

@@ -4,10 +4,12 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from anytile.ir.core import Module
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
-from anytile.ir.verifier import verify_module
+from anytile.ir.verifier import IRVerificationError, verify_module
 
 
 #: A module using every op of ops.py (regions, nested loops, multi-result reduce, calls).
@@ -34,3 +36,13 @@ def assert_round_trip(text: str, locs: bool = False) -> Module:
     again = parse_module(print_module(module, locs=locs))
     assert print_module(again, locs=locs) == text
     return module
+
+
+def assert_verify_fails(text: str, *fragments: str) -> IRVerificationError:
+    """The module of ``text`` parses but does not verify, with every fragment in the error."""
+    module = parse_module(ir(text))
+    with pytest.raises(IRVerificationError) as info:
+        verify_module(module)
+    for fragment in fragments:
+        assert fragment in str(info.value), str(info.value)
+    return info.value

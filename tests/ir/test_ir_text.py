@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import struct
+from dataclasses import dataclass
 
 import pytest
 
 from anytile.ir import (Block, Builder, Function, Loc, Module, OP_REGISTRY, UNKNOWN_LOC,
                         PointerType, TileType, f16, f32, i32)
 from anytile.ir import ops as O
+from anytile.ir import types as T
 from anytile.ir.parser import IRParseError, parse_function, parse_module
 from anytile.ir.printer import print_function, print_module
-from anytile.ir.verifier import verify_module
+from anytile.ir.verifier import IRVerificationError, verify_module
 
 from ir_text_kit import ALL_OPS, assert_round_trip, ir
 
@@ -257,6 +259,41 @@ def test_layout_annotations_are_printed():
     assert "%t: tile<4xf32, #blocked<4>>" in text
     with pytest.raises(IRParseError, match="line 1: bad type"):
         parse_module(text)
+
+
+@dataclass(frozen=True)
+class _Lanes:
+    """A layout of a code generator the IR does not know."""
+
+    n: int
+    rank = 1
+
+    def __str__(self) -> str:
+        return f"#test.lanes<{self.n}>"
+
+
+def test_registered_layouts_and_types_parse_back(monkeypatch):
+    """Code generators register their layouts' and types' text forms; nested angle brackets
+    of any depth stay one type; a layout with a ``rank`` fits only tiles of that rank."""
+    text = ir("""
+        kernel @k(%t: tile<4xptr<f32>, #test.lanes<8>>) {
+          %0 = bitcast (%t) : tile<4xi64, #test.lanes<8>>
+        }
+    """)
+    with pytest.raises(IRParseError, match=r"unknown layout #test.lanes \(known: "):
+        parse_module(text)
+    monkeypatch.setitem(T._LAYOUT_SYNTAX, "test.lanes", lambda body: _Lanes(int(body)))
+    module = parse_module(text)
+    verify_module(module)
+    assert print_module(module) == text
+    assert module.kernel.args[0].type.layout == _Lanes(8)
+    wrong = parse_module("kernel @k(%t: tile<2x2xf32, #test.lanes<2>>) {\n}\n")
+    with pytest.raises(IRVerificationError, match="has a layout of rank 1 on a tile of rank 2"):
+        verify_module(wrong)
+    monkeypatch.setitem(T._TYPE_SYNTAX, "test.box", lambda text: _Lanes(len(text)))
+    assert T.parse_type("test.box<a<b<c>>>") == _Lanes(17)
+    with pytest.raises(ValueError, match="'tile' is a type of the IR itself"):
+        T.register_type_syntax("tile", T.parse_type)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,14 +1,18 @@
 """The inliner makes the kernel self-contained; the default pipeline runs every pass."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from anytile.errors import CompilationError
 from anytile.ir.core import Loc
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
-from anytile.ir.verifier import verify_module
-from anytile.passes import PASSES, run_default_pipeline
+from anytile.ir.types import i64
+from anytile.ir.verifier import (IRVerificationError, verification_enabled, verify_if_enabled,
+                                 verify_module)
+from anytile.passes import PASSES, run_default_pipeline, run_pass
 
 from pass_kit import check, ir
 
@@ -234,3 +238,49 @@ def test_pass_registry_names():
     assert set(PASSES) == {"inline", "canonicalize", "fold", "cse", "dce"}
     for fn in PASSES.values():
         assert fn.__doc__
+
+
+def _breaks_the_ir(module) -> bool:
+    """A pass with a bug: the kernel's store now writes an i64 through a ptr<i32>."""
+    store = module.kernel.body.ops[-1]
+    store.value.type = i64
+    return True
+
+
+BROKEN_BY_A_PASS = """
+    kernel @k(%p: ptr<i32>, %n: i32) {
+      store (%p, %n, none)
+    }
+"""
+
+
+def test_passes_verify_when_anytile_verify_is_set(monkeypatch):
+    """``ANYTILE_VERIFY`` (set by the test configuration) verifies after every pass; the
+    error names the pass; ``verify=`` overrides the switch either way."""
+    monkeypatch.setitem(PASSES, "broken", _breaks_the_ir)
+    monkeypatch.setenv("ANYTILE_VERIFY", "1")
+    with pytest.raises(IRVerificationError) as info:
+        run_pass(parse_module(ir(BROKEN_BY_A_PASS)), "broken")
+    assert str(info.value).startswith("after pass 'broken': in @k: op 'store': stored value: "
+                                      "expected i32, found i64")
+    assert run_pass(parse_module(ir(BROKEN_BY_A_PASS)), "broken", verify=False)
+    monkeypatch.setenv("ANYTILE_VERIFY", "0")
+    assert run_pass(parse_module(ir(BROKEN_BY_A_PASS)), "broken")
+    with pytest.raises(IRVerificationError, match="after pass 'broken'"):
+        run_pass(parse_module(ir(BROKEN_BY_A_PASS)), "broken", verify=True)
+
+
+def test_verify_if_enabled_names_the_stage(monkeypatch):
+    module = parse_module(ir(BROKEN_BY_A_PASS))
+    _breaks_the_ir(module)
+    monkeypatch.delenv("ANYTILE_VERIFY", raising=False)
+    assert not verification_enabled()
+    assert verify_if_enabled(module, after="a stage") is False
+    monkeypatch.setenv("ANYTILE_VERIFY", "1")
+    for ir_of_a_stage in (module, module.kernel, SimpleNamespace(module=module)):
+        with pytest.raises(IRVerificationError) as info:
+            verify_if_enabled(ir_of_a_stage, after="the 'laid-out ir' stage")
+        assert str(info.value).startswith("after the 'laid-out ir' stage: in @k: op 'store'")
+    assert verify_if_enabled(parse_module(ir(BROKEN_BY_A_PASS)), after="a stage") is True
+    for not_ir in ("ptx text", b"cubin", SimpleNamespace(module="llir")):
+        assert verify_if_enabled(not_ir, after="a stage") is False

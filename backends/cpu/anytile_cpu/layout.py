@@ -4,6 +4,7 @@
 chunks of ``lanes`` consecutive elements (one SIMD register of 32-bit lanes: 16 with
 AVX-512, 8 with AVX2, 4 with SSE/NEON).  Whether a tile then lives in registers (fused into
 its consumer's loop) or in a stack buffer is decided during lowering (``lowering.plan``).
+The layout prints as ``#cpu.vector<8>`` and parses back (importing this module registers it).
 """
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 
 from anytile.ir import Block, Function, Module, TileType, Value
 from anytile.ir.core import clone_block
+from anytile.ir.types import register_layout_syntax
+from anytile.ir.verifier import verify_if_enabled
 
 __all__ = ["CpuVectorLayout", "annotate_layouts"]
 
@@ -24,6 +27,15 @@ class CpuVectorLayout:
     def __str__(self) -> str:
         return f"#cpu.vector<{self.lanes}>"
 
+    @classmethod
+    def parse(cls, body: str) -> "CpuVectorLayout":
+        if not body.strip().isdigit() or int(body) < 1:
+            raise ValueError(f"malformed #cpu.vector<{body}>: expected #cpu.vector<LANES>")
+        return cls(int(body))
+
+
+register_layout_syntax("cpu.vector", CpuVectorLayout.parse)
+
 
 def annotate_layouts(module: Module, lanes: int) -> Module:
     """A copy of ``module`` whose every tile type carries ``CpuVectorLayout(lanes)``."""
@@ -34,6 +46,7 @@ def annotate_layouts(module: Module, lanes: int) -> Module:
         _retype_block(body, layout)
         out.functions[fn.name] = Function(fn.name, body, list(fn.result_types),
                                           [dict(a) for a in fn.arg_attrs], fn.loc, fn.is_kernel)
+    verify_if_enabled(out, after="the cpu layout annotation")
     return out
 
 

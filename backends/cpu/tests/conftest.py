@@ -6,6 +6,9 @@ import zlib
 import numpy as np
 import pytest
 
+# verify the IR after every pass and every IR-producing compile stage (ir.verifier)
+os.environ.setdefault("ANYTILE_VERIFY", "1")
+
 sys.path.insert(0, os.path.dirname(__file__))
 
 

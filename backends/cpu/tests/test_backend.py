@@ -46,6 +46,18 @@ def test_asm_has_every_stage_and_the_llir_is_vectorised():
     assert "run:" in compiled.asm["asm"] or "run" in compiled.asm["asm"]
 
 
+def test_laid_out_ir_parses_back_and_verifies():
+    from anytile.ir import parse_module, print_module, verify_module
+    from anytile_cpu.layout import CpuVectorLayout
+    text = compile_module(_add_module()).asm["laid-out ir"]
+    module = parse_module(text)
+    verify_module(module)
+    assert print_module(module) == text
+    lanes = max(4, CPU.describe()["vector_bits"] // 32)
+    assert {op.result.type.layout for op in module.kernel.walk()
+            if op.results and hasattr(op.result.type, "layout")} == {CpuVectorLayout(lanes)}
+
+
 def test_kernel_runs_on_many_programs(rng):
     n = 100_003
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)

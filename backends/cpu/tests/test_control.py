@@ -4,8 +4,10 @@ import numpy as np
 import pytest
 
 from anytile.errors import CompilationError, DeviceAssertError, LaunchError
-from anytile.ir import AssertOp, BarrierOp, Block, CallOp, ConditionOp, ForOp, IfOp, WhileOp
+from anytile.ir import (AssertOp, BarrierOp, Block, Builder, CallOp, ConditionOp, ForOp, Function,
+                        IfOp, ReturnOp, WhileOp)
 from anytile.ir.types import TileType, f32, i32
+from anytile.ir.verifier import IRVerificationError
 
 from cpu_kit import KernelBuilder, poisoned, ptr, run_both, run_cpu
 
@@ -103,6 +105,9 @@ def test_device_assert_reports_message_and_location(rng):
 
 def test_call_left_in_the_module_is_a_clear_compile_error():
     kb = KernelBuilder([("x", ptr(f32))])
+    helper = Block.with_args([ptr(f32)], ["p"])
+    Builder(helper).create(ReturnOp, [])
+    kb.module.add(Function("helper", helper))   # well-formed IR, but the inliner never ran
     kb.op(CallOp, "helper", [kb.arg("x")], result_types=[])
     with pytest.raises(CompilationError) as info:
         run_cpu(kb.module, 1, np.zeros(1, np.float32))
@@ -138,7 +143,7 @@ def test_for_loop_with_a_runtime_step_that_is_not_positive_is_a_launch_error():
         assert info.value.loc == loop.loc and f"cpu_kit.py:{loop.loc.line}" in str(info.value)
 
 
-def test_an_op_kind_the_tables_lack_is_a_compile_error_at_its_line():
+def test_an_op_kind_the_tables_lack_is_a_compile_error_at_its_line(monkeypatch):
     """``fdiv`` on integers is ill-typed (the verifier's business); lowering it anyway names
     the op's location instead of failing inside the code generator."""
     kb = KernelBuilder([("x", ptr(i32))])
@@ -146,6 +151,10 @@ def test_an_op_kind_the_tables_lack_is_a_compile_error_at_its_line():
     x = kb.load(kb.ptrs(kb.arg("x"), offs))
     kb.store(kb.ptrs(kb.arg("x"), offs), kb.binary("fdiv", x, x))
     bad = next(op for op in kb.fn.body.ops if getattr(op, "kind", None) == "fdiv")
+    monkeypatch.setenv("ANYTILE_VERIFY", "1")
+    with pytest.raises(IRVerificationError, match="fdiv needs floats"):
+        run_cpu(kb.module, 1, np.ones(B, np.int32))
+    monkeypatch.setenv("ANYTILE_VERIFY", "0")
     with pytest.raises(CompilationError) as info:
         run_cpu(kb.module, 1, np.ones(B, np.int32))
     assert "fdiv" in str(info.value) and info.value.loc == bad.loc

@@ -163,12 +163,15 @@ def test_bool_tiles_in_memory(rng):
 
 
 def test_pointer_casts_and_compares(rng):
-    """ptr -> i64 gives the byte address; pointers compare as addresses."""
+    """ptr -> i64 (a bitcast: ``cast`` converts numbers only) gives the byte address;
+    pointers compare as addresses."""
+    from anytile.ir import BitcastOp
     from anytile.ir.types import i64
     kb = KernelBuilder([("x", ptr(f32)), ("out", ptr(i64)), ("flags", ptr(i1))])
     offs = kb.arange(32)
     p = kb.ptrs(kb.arg("x"), offs)
-    addr = kb.binary("sub", kb.cast(p, i64), kb.splat(kb.cast(kb.arg("x"), i64), (32,)))
+    addr = kb.binary("sub", kb.v(BitcastOp, p, result_types=[TileType((32,), i64)]),
+                     kb.splat(kb.v(BitcastOp, kb.arg("x"), result_types=[i64]), (32,)))
     kb.store(kb.ptrs(kb.arg("out"), offs), addr)
     limit = kb.ptrs(kb.arg("x"), kb.splat(kb.const(10, i32), (32,)))
     kb.store(kb.ptrs(kb.arg("flags"), offs), kb.compare("lt", p, limit))

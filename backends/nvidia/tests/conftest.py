@@ -3,6 +3,9 @@ import os
 
 import pytest
 
+# verify the IR after every pass and every IR-producing compile stage (ir.verifier)
+os.environ.setdefault("ANYTILE_VERIFY", "1")
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _private_compile_cache(tmp_path_factory):

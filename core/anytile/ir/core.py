@@ -6,9 +6,10 @@ ordered list of ops and has block arguments; ops with regions (``for``, ``if``, 
 
 Each op is a small dataclass declared in ``anytile.ir.ops``.  Its class says, as data, which
 fields are operands (``OPERANDS``: a ``Value``, an optional ``Value`` or a list of values),
-which are attributes (``ATTRS``: plain Python values), which are regions (``REGIONS``: a
-``Block`` each) and what kind of op it is (``TRAITS``), so the printer, parser, verifier and
-generic passes need no per-op code.
+which are attributes (``ATTRS``: plain Python values, or members of the enumerations of
+``anytile.ir.kinds`` named by ``ENUM_ATTRS``), which are regions (``REGIONS``: a ``Block``
+each) and what kind of op it is (``TRAITS``), so the printer, parser, verifier and generic
+passes need no per-op code.  The op's own rules live on its class too (``verify``).
 """
 from __future__ import annotations
 
@@ -16,19 +17,21 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Iterator, Optional, Sequence
 
+from .kinds import IREnum, Trait
 from .types import Type
 
 __all__ = ["Loc", "UNKNOWN_LOC", "Value", "Block", "Op", "Function", "Module", "OP_REGISTRY",
-           "walk", "TRAIT_PURE", "TRAIT_COMMUTATIVE", "TRAIT_ELEMENTWISE", "TRAIT_TERMINATOR",
-           "TRAIT_MEMORY", "TRAIT_SIDE_EFFECT", "TRAIT_CONTROL"]
+           "walk", "Trait", "TRAIT_PURE", "TRAIT_COMMUTATIVE", "TRAIT_ELEMENTWISE",
+           "TRAIT_TERMINATOR", "TRAIT_MEMORY", "TRAIT_SIDE_EFFECT", "TRAIT_CONTROL"]
 
-TRAIT_PURE = "pure"                  # no side effect: may be folded, CSE'd, deleted when unused
-TRAIT_COMMUTATIVE = "commutative"    # operands 0 and 1 may be swapped
-TRAIT_ELEMENTWISE = "elementwise"    # result[i] depends only on operands[i] (same shape)
-TRAIT_TERMINATOR = "terminator"      # last op of a block
-TRAIT_MEMORY = "memory"              # reads or writes global memory
-TRAIT_SIDE_EFFECT = "side_effect"    # must be kept and kept in order
-TRAIT_CONTROL = "control"            # owns regions that run under control flow
+# the traits under their older names (``Trait`` documents each)
+TRAIT_PURE = Trait.PURE
+TRAIT_COMMUTATIVE = Trait.COMMUTATIVE
+TRAIT_ELEMENTWISE = Trait.ELEMENTWISE
+TRAIT_TERMINATOR = Trait.TERMINATOR
+TRAIT_MEMORY = Trait.MEMORY
+TRAIT_SIDE_EFFECT = Trait.SIDE_EFFECT
+TRAIT_CONTROL = Trait.CONTROL
 
 
 @dataclass(frozen=True)
@@ -93,13 +96,24 @@ class Op:
     Subclasses are dataclasses whose fields come in the order operands, attributes, regions,
     and which set ``NAME``, ``OPERANDS``, ``ATTRS``, ``REGIONS`` and ``TRAITS``.  Result types
     are given with ``result_types=`` or, when omitted, computed by ``infer_types``.
+
+    ``ENUM_ATTRS`` maps attributes to their enumeration (``{"kind": BinaryKind}``): a plain
+    string given for one becomes the member, an unknown one raises ``ValueError``.
+
+    The verifier (``anytile.ir.verifier``) checks what every op shares (SSA scoping,
+    terminators, operand fields, enum attributes, result types equal to ``infer_types()``
+    unless ``EXPLICIT_RESULTS``) and then calls the op's own ``verify()`` (and
+    ``verify_in_module(module)`` for rules that need other functions, as calls do).
     """
 
     NAME: ClassVar[str] = ""
     OPERANDS: ClassVar[tuple[str, ...]] = ()
     ATTRS: ClassVar[tuple[str, ...]] = ()
     REGIONS: ClassVar[tuple[str, ...]] = ()
-    TRAITS: ClassVar[frozenset[str]] = frozenset()
+    TRAITS: ClassVar[frozenset[Trait]] = frozenset()
+    ENUM_ATTRS: ClassVar[dict[str, type[IREnum]]] = {}
+    #: result types are given, never inferred (``infer_types`` is only a builder's default)
+    EXPLICIT_RESULTS: ClassVar[bool] = False
 
     result_types: Optional[Sequence[Type]] = field(default=None, kw_only=True, repr=False)
     loc: Loc = field(default=UNKNOWN_LOC, kw_only=True, repr=False)
@@ -110,6 +124,8 @@ class Op:
             OP_REGISTRY[cls.NAME] = cls
 
     def __post_init__(self) -> None:
+        for name, kinds in self.ENUM_ATTRS.items():
+            setattr(self, name, kinds.parse(getattr(self, name)))
         types = list(self.result_types) if self.result_types is not None else self.infer_types()
         self.results: list[Value] = [Value(t, self, i) for i, t in enumerate(types)]
         self.result_types = None  # the results are the single source of truth from now on
@@ -120,6 +136,17 @@ class Op:
         if self.OPERANDS and not self.TRAITS & {TRAIT_TERMINATOR, TRAIT_SIDE_EFFECT}:
             raise TypeError(f"op '{self.NAME}' needs explicit result_types")
         return []
+
+    def verify(self) -> None:
+        """Check this op's own rules: its operand, attribute and region types, following its
+        docstring.  Raise ``anytile.ir.rules.VerifyError`` with a plain message ("operand
+        types differ: i32 vs f32"); the verifier adds the function, the op's location and its
+        text.  Runs after the structural checks, so operands are values in scope and regions
+        are verified.  Ops with rules override this (xDSL's ``verify_``)."""
+
+    def verify_in_module(self, module: "Module") -> None:
+        """Rules that need the rest of the module (a call's callee); like ``verify``.  Only
+        run when a whole module is verified."""
 
     # -- generic access ----------------------------------------------------------------------
     @property
@@ -157,7 +184,7 @@ class Op:
     def regions(self) -> list[Block]:
         return [getattr(self, name) for name in self.REGIONS]
 
-    def has_trait(self, trait: str) -> bool:
+    def has_trait(self, trait: Trait) -> bool:
         return trait in self.TRAITS
 
     def clone_with(self, mapping: dict[Value, Value]) -> "Op":

@@ -5,6 +5,8 @@ equals ``t`` for any printer output ``t`` (with or without ``locs=True``).  Like
 it is generic over ops: it finds each op's class by name in ``OP_REGISTRY`` and fills the
 fields named by ``OPERANDS``, ``ATTRS`` and ``REGIONS``.  Hand-written IR may contain
 ``// comments`` and ``# comments``.  Malformed text raises ``IRParseError`` with the line.
+Laid-out IR parses too: layouts and dialect types are read by the syntaxes their code
+generator registered (``anytile.ir.types.register_layout_syntax``, ``register_type_syntax``).
 """
 from __future__ import annotations
 
@@ -38,34 +40,55 @@ class _Token:
     line: int
 
 
-# Types nest angle brackets (tile<4xptr<f32>>); three levels cover every printable type.
-_ANGLES = r"<(?:[^<>\n]|<(?:[^<>\n]|<[^<>\n]*>)*>)*>"
 _TOKEN_RE = re.compile(r"""
     (?P<skip>[ \t\r\n]+|(?://|\#)[^\n]*)
   | (?P<string>"(?:[^"\\\n]|\\.)*")
   | (?P<value>%[A-Za-z0-9_.]+)
   | (?P<symbol>@(?:[A-Za-z0-9_.$]+|"(?:[^"\\\n]|\\.)*"))
   | (?P<number>-?(?:\d+\.\d*(?:[eE][-+]?\d+)?|\d+[eE][-+]?\d+|\d+))
-  | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*(?:""" + _ANGLES + r""")?)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_.]*)
   | (?P<punct>->|[(){}\[\],:=^!-])
   | (?P<bad>.)
 """, re.VERBOSE | re.DOTALL)
 
 
+def _angles_end(text: str, start: int, line: int) -> int:
+    """The index after the ``>`` closing the ``<`` at ``start`` (types nest them, and layouts
+    inside types nest them deeper: ``tile<8xf32, #slice<dim=0, parent=#blocked<...>>>``)."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c == "<":
+            depth += 1
+        elif c == ">":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == "\n":
+            break
+    raise IRParseError("unbalanced '<' in a type", line)
+
+
 def _tokenize(text: str) -> list[_Token]:
     tokens: list[_Token] = []
     line = 1
-    for m in _TOKEN_RE.finditer(text):
-        kind = m.lastgroup
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN_RE.match(text, pos)
+        kind, end = m.lastgroup, m.end()
         if kind == "skip":
             line += m.group().count("\n")
+            pos = end
             continue
         if kind == "bad":
             c = m.group()
-            if c == "<":
-                raise IRParseError("unbalanced '<' in a type", line)
+            if c in "<>":
+                raise IRParseError(f"unbalanced '{c}' in a type", line)
             raise IRParseError(f"unexpected character {c!r}", line)
-        tokens.append(_Token(kind, m.group(), line))
+        if kind == "ident" and text.startswith("<", end):
+            end = _angles_end(text, end, line)
+        tokens.append(_Token(kind, text[pos:end], line))
+        pos = end
     tokens.append(_Token("eof", "", line))
     return tokens
 
@@ -272,7 +295,7 @@ class _Parser:
             self.expect("}", f"to close region '{region_name}'")
         try:
             op = cls(**kwargs, result_types=types, loc=loc)
-        except TypeError as e:
+        except (TypeError, ValueError) as e:
             raise self.error(f"cannot build '{cls.NAME}': {e}", name_tok) from None
         for tok, res in zip(result_toks, op.results):
             self.define(tok, res)

@@ -10,12 +10,17 @@ Every IR value has one of three types:
 
 Types are immutable and hashable; compare them with ``==``.  Their text form is the one the
 printer writes and the parser reads: ``f32``, ``ptr<f16>``, ``tile<64x32xf32>``,
-``tile<128xptr<i8>>``.
+``tile<128xptr<i8>>``, and with a layout ``tile<128xf32, #blocked<...>>``.
+
+Code generators extend the text form without the IR knowing them: a layout class registers
+how its text ``#name<...>`` parses (``register_layout_syntax``), a dialect's own types (the GPU
+dialect's ``shared<...>`` buffers) how theirs does (``register_type_syntax``), when their
+module is imported.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 import ml_dtypes
 import numpy as np
@@ -24,7 +29,8 @@ __all__ = [
     "ScalarType", "PointerType", "TileType", "Type", "ElemType",
     "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
     "SCALAR_TYPES", "scalar_type", "from_numpy", "elem_type", "shape_of", "with_shape",
-    "parse_type",
+    "parse_type", "parse_layout", "register_type_syntax", "register_layout_syntax",
+    "split_top_level",
 ]
 
 
@@ -100,7 +106,9 @@ class TileType:
     """A block of ``shape`` elements of ``elem``.
 
     ``layout`` is ``None`` in device-independent IR; a backend's layout stage may set it to
-    any hashable object with a ``__str__`` (see ``anytile.ir.layouts``)."""
+    any hashable object whose ``__str__`` is ``#name<...>`` and whose class registered that
+    name with ``register_layout_syntax`` (so the text parses back).  A layout with a ``rank``
+    attribute fits only tiles of that rank (the verifier checks it)."""
 
     shape: tuple[int, ...]
     elem: ElemType
@@ -186,8 +194,56 @@ def with_shape(elem: ElemType, shape: tuple[int, ...]) -> Type:
     return TileType(tuple(shape), elem) if shape else elem
 
 
+_TYPE_SYNTAX: dict[str, Callable[[str], Any]] = {}
+_LAYOUT_SYNTAX: dict[str, Callable[[str], Any]] = {}
+
+
+def register_type_syntax(keyword: str, parse: Callable[[str], Any]) -> None:
+    """Make ``parse_type`` read types written ``keyword<...>`` with ``parse(text)`` (given the
+    whole text; raises ``ValueError`` when malformed).  For dialects' own types."""
+    if keyword in ("ptr", "tile") or keyword in SCALAR_TYPES:
+        raise ValueError(f"'{keyword}' is a type of the IR itself")
+    _TYPE_SYNTAX[keyword] = parse
+
+
+def register_layout_syntax(name: str, parse: Callable[[str], Any]) -> None:
+    """Make layouts written ``#name<body>`` parse with ``parse(body)`` (which raises
+    ``ValueError`` when malformed; ``parse_layout`` reads nested layouts)."""
+    _LAYOUT_SYNTAX[name] = parse
+
+
+def split_top_level(text: str, sep: str = ",") -> list[str]:
+    """``text`` split at the ``sep`` characters outside ``<>``, ``[]`` and ``()``, stripped."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "<[(":
+            depth += 1
+        elif c in ">])":
+            depth -= 1
+        elif c == sep and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    parts.append(text[start:].strip())
+    return parts
+
+
+def parse_layout(text: str) -> Any:
+    """Parse the text of a layout, ``#name<body>``, with the parser registered for ``name``."""
+    text = text.strip()
+    name, lt, body = text.partition("<")
+    if not (name.startswith("#") and lt and body.endswith(">")):
+        raise ValueError(f"malformed layout {text!r}: expected #name<...>")
+    parse = _LAYOUT_SYNTAX.get(name[1:])
+    if parse is None:
+        known = ", ".join("#" + n for n in sorted(_LAYOUT_SYNTAX)) or "none registered"
+        raise ValueError(f"unknown layout {name} (known: {known}; a layout's module registers "
+                         f"it when imported)")
+    return parse(body[:-1])
+
+
 def parse_type(text: str) -> Type:
-    """Parse the text form of a type (the inverse of ``str``); layouts are not parsed."""
+    """Parse the text form of a type (the inverse of ``str``), layouts and registered
+    dialect types included."""
     text = text.strip()
     if text in SCALAR_TYPES:
         return SCALAR_TYPES[text]
@@ -197,17 +253,20 @@ def parse_type(text: str) -> Type:
             raise ValueError(f"pointer to non-scalar type in {text!r}")
         return PointerType(inner)
     if text.startswith("tile<") and text.endswith(">"):
-        body = text[5:-1]
+        body, *rest = split_top_level(text[5:-1])
         dims: list[int] = []
         while True:
-            head, sep, rest = body.partition("x")
+            head, sep, tail = body.partition("x")
             if sep and head.isdigit():
                 dims.append(int(head))
-                body = rest
+                body = tail
             else:
                 break
         elem = parse_type(body)
-        if isinstance(elem, TileType) or not dims:
+        if isinstance(elem, TileType) or not dims or len(rest) > 1:
             raise ValueError(f"malformed tile type {text!r}")
-        return TileType(tuple(dims), elem)
+        return TileType(tuple(dims), elem, parse_layout(rest[0]) if rest else None)
+    keyword = text.partition("<")[0]
+    if keyword in _TYPE_SYNTAX and text.endswith(">"):
+        return _TYPE_SYNTAX[keyword](text)
     raise ValueError(f"unknown type {text!r}")

@@ -5,10 +5,10 @@ and says whether it changed anything.  ``PASSES`` names them for tools and tests
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from ..ir.core import Module
-from ..ir.verifier import IRVerificationError, verify_module
+from ..ir.verifier import IRVerificationError, verification_enabled, verify_module
 from .canonicalize import canonicalize
 from .cse import cse
 from .dce import dce
@@ -31,9 +31,12 @@ PASSES: dict[str, Pass] = {
 _MAX_SIMPLIFY_ROUNDS = 16
 
 
-def run_pass(module: Module, name: str, verify: bool = False) -> bool:
-    """Run the pass called ``name``; verify the module afterwards when ``verify``."""
+def run_pass(module: Module, name: str, verify: Optional[bool] = None) -> bool:
+    """Run the pass called ``name``; verify the module afterwards when ``verify`` (by
+    default when ``ANYTILE_VERIFY`` is set: ``verification_enabled()``)."""
     changed = PASSES[name](module)
+    if verify is None:
+        verify = verification_enabled()
     if verify:
         try:
             verify_module(module)
@@ -42,9 +45,12 @@ def run_pass(module: Module, name: str, verify: bool = False) -> bool:
     return changed
 
 
-def run_default_pipeline(module: Module, verify: bool = False) -> Module:
+def run_default_pipeline(module: Module, verify: Optional[bool] = None) -> Module:
     """inline; canonicalize + fold to a fixed point; cse; dce (verifying after each pass when
-    ``verify``).  Returns ``module``, rewritten in place."""
+    ``verify``, by default when ``verification_enabled()``).  Returns ``module``, rewritten
+    in place."""
+    if verify is None:
+        verify = verification_enabled()
     run_pass(module, "inline", verify)
     for _ in range(_MAX_SIMPLIFY_ROUNDS):
         changed = run_pass(module, "canonicalize", verify)

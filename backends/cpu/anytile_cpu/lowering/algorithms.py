@@ -17,7 +17,6 @@ from llvmlite import ir
 from anytile.codegen.llvm.types import I32, I64, intrinsic, splat, vector_width
 from anytile.ir import (BinaryOp, Block, ConstantOp, DotOp, ReduceOp, ScanOp, YieldOp,
                         elem_type)
-from anytile.ir.ops import COMMUTATIVE_BINARY
 
 from .plan import ELEMENTWISE_OPS
 from .values import Index, Point
@@ -63,7 +62,7 @@ class TileAlgorithms:
         if len(ops) != 2 or not isinstance(ops[0], BinaryOp) or not isinstance(ops[1], YieldOp):
             return False
         first = ops[0]
-        return first.kind in COMMUTATIVE_BINARY and len(region.args) == 2 and \
+        return first.is_commutative and len(region.args) == 2 and \
             {id(first.lhs), id(first.rhs)} == {id(a) for a in region.args} and \
             len(ops[1].values) == 1 and ops[1].values[0] is first.result
 

@@ -23,6 +23,7 @@ from typing import Optional
 from ...ir import ops
 from ...ir.core import Block, Function, Module, Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
+from ...ir.verifier import verify_if_enabled
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
 from .mma import mma_layout, mma_warps, wgmma_operands
@@ -271,4 +272,5 @@ def assign_layouts(module: Module, num_warps: int, warp_size: int = 32,
     kernel = module.kernel
     out.axis = analyse_function(kernel)
     _Assigner(out).block(kernel.body)
+    verify_if_enabled(module, after="assign_layouts")
     return out

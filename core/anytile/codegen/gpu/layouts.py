@@ -18,12 +18,18 @@ Registers of a thread are numbered row-major over per-dimension register indices
 ``(base(d, j[d]) + thread_offset(d)) mod shape[d]`` (``coordinates``).  All sizes are powers
 of two, so "mod" is a mask.  These functions are pure Python (no LLVM): the lowering emits the
 thread-dependent part once and adds the constant part per register.
+
+Both layouts print as IR text (``#blocked<spt=[1,4], tpw=[8,4], wpc=[4,1], order=[1,0]>``,
+``#slice<dim=1, parent=#blocked<...>>``) and parse back: importing this module registers
+them with the IR's parser.
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
 from typing import Union
+
+from ...ir.types import parse_layout, register_layout_syntax, split_top_level
 
 __all__ = ["BlockedLayout", "SliceLayout", "Layout", "default_blocked", "register_count",
            "register_indices", "dim_registers", "element_owners", "is_pow2"]
@@ -121,6 +127,17 @@ class BlockedLayout:
         return (f"#blocked<spt={t(self.size_per_thread)}, tpw={t(self.threads_per_warp)}, "
                 f"wpc={t(self.warps_per_cta)}, order={t(self.order)}>")
 
+    @classmethod
+    def parse(cls, body: str) -> "BlockedLayout":
+        """The layout whose text is ``#blocked<body>``; ``ValueError`` when malformed."""
+        p = _layout_params(body, ("spt", "tpw", "wpc", "order"), "#blocked")
+        spt, tpw, wpc, order = (_int_list(p[k], k) for k in ("spt", "tpw", "wpc", "order"))
+        if not len(spt) == len(tpw) == len(wpc) == len(order) or \
+                sorted(order) != list(range(len(order))) or min(spt + tpw + wpc, default=1) < 1:
+            raise ValueError(f"inconsistent #blocked<{body}>: spt, tpw and wpc need one "
+                             f"positive size per dimension and order a permutation of them")
+        return cls(spt, tpw, wpc, order)
+
 
 @dataclass(frozen=True)
 class SliceLayout:
@@ -147,8 +164,38 @@ class SliceLayout:
     def __str__(self) -> str:
         return f"#slice<dim={self.dim}, parent={self.parent}>"
 
+    @classmethod
+    def parse(cls, body: str) -> "SliceLayout":
+        """The layout whose text is ``#slice<body>``; ``ValueError`` when malformed."""
+        p = _layout_params(body, ("dim", "parent"), "#slice")
+        parent = parse_layout(p["parent"])
+        dim = int(p["dim"])
+        if not 0 <= dim < getattr(parent, "rank", 0):
+            raise ValueError(f"#slice<{body}>: dim {dim} is not a dimension of its parent")
+        return cls(parent, dim)
+
 
 Layout = Union[BlockedLayout, SliceLayout]
+
+
+def _layout_params(body: str, keys: tuple[str, ...], what: str) -> dict[str, str]:
+    """``k1=v1, k2=v2`` -> ``{k1: v1, ...}``, exactly ``keys`` in that order."""
+    pairs = [part.partition("=") for part in split_top_level(body)]
+    if [k.strip() for k, eq, _ in pairs if eq] != list(keys) or len(pairs) != len(keys):
+        raise ValueError(f"malformed {what}<{body}>: expected "
+                         f"{', '.join(k + '=...' for k in keys)}")
+    return {k.strip(): v.strip() for k, _, v in pairs}
+
+
+def _int_list(text: str, what: str) -> tuple[int, ...]:
+    if not (text.startswith("[") and text.endswith("]")):
+        raise ValueError(f"{what} must be a list like [1,4], found {text!r}")
+    inner = text[1:-1].strip()
+    return tuple(int(x) for x in inner.split(",")) if inner else ()
+
+
+register_layout_syntax("blocked", BlockedLayout.parse)
+register_layout_syntax("slice", SliceLayout.parse)
 
 
 def _prod(xs: tuple[int, ...]) -> int:

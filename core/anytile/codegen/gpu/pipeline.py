@@ -23,6 +23,7 @@ from typing import Callable, Optional
 from ...ir import ops
 from ...ir.core import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.types import TileType, elem_type, i1, i32
+from ...ir.verifier import verify_if_enabled
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
                          SharedBufferType, SharedLoadOp)
 
@@ -34,7 +35,10 @@ _SIDE_EFFECTS = (ops.StoreOp, ops.AtomicRMWOp, ops.AtomicCASOp, ops.AssertOp, op
 
 def pipeline_loops(fn: Function) -> int:
     """Prefetch the loads of every eligible ``for`` loop of ``fn``; returns how many."""
-    return _visit(fn.body)
+    count = _visit(fn.body)
+    if count:
+        verify_if_enabled(fn, after="pipeline_loops")
+    return count
 
 
 def _visit(block: Block) -> int:
@@ -169,6 +173,8 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
                                           if isinstance(a, SharedAllocOp))
                 count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left,
                                         wgmma_ok)
+    if count:
+        verify_if_enabled(fn, after="pipeline_dot_operands")
     return count
 
 

@@ -18,6 +18,9 @@ banks).  The rewritten loop::
     async_wait {pending = 0, barrier}
 
 Masked-off elements of a copy are written as zeros and read nothing from global memory.
+
+Each op checks its own rules (``verify``); ``shared<...>`` buffer types and ``#shared<...>``
+layouts print as IR text and parse back (importing this module registers them).
 """
 from __future__ import annotations
 
@@ -25,15 +28,19 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ...ir.core import TRAIT_SIDE_EFFECT, Op, Value
-from ...ir.types import ScalarType, TileType
+from ...ir.rules import check_mask, expect, expect_type
+from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
+                         register_layout_syntax, register_type_syntax, split_top_level)
 
 __all__ = ["SharedBufferType", "SharedLayout", "wgmma_row", "WGMMA_B_GROUP", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
-           "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS"]
+           "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS", "BUFFER_KINDS"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
 PAD_ELEMENTS = 8
 #: bytes between the 8 x 8 core matrices of neighbouring N-groups of a "wgmma-b" buffer
 WGMMA_B_GROUP = 144
+#: the element placements a buffer may have (``SharedBufferType.kind``)
+BUFFER_KINDS = ("rows", "wgmma-a", "wgmma-b")
 
 
 @dataclass(frozen=True)
@@ -78,10 +85,34 @@ class SharedBufferType:
 
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape)
-        where = f"row {self.row}" if self.kind == "rows" else self.kind
+        where = f"row {self.row}" if self.kind == "rows" else \
+            f"{self.kind}, row {self.row}, warps {self.warps}"
         return f"shared<{self.stages}x{dims}x{self.elem}, {where}>"
 
     __repr__ = __str__
+
+    @classmethod
+    def parse(cls, text: str) -> "SharedBufferType":
+        """The type printed as ``text`` (``shared<3x64x32xf16, row 40>``); ``ValueError``
+        when malformed."""
+        head, *where = split_top_level(text[len("shared<"):-1])
+        *sizes, elem = head.split("x")
+        if len(where) == 1:        # "row R"
+            kind, extras = "rows", where
+        else:                      # "KIND, row R, warps W"
+            kind, extras = (where[0], where[1:]) if where else ("", [])
+        fields = dict(w.partition(" ")[::2] for w in extras)
+        wanted = {"row"} if kind == "rows" else {"row", "warps"}
+        if len(sizes) < 2 or not all(n.isdigit() for n in sizes) or kind not in BUFFER_KINDS \
+                or set(fields) != wanted or not all(v.isdigit() for v in fields.values()):
+            raise ValueError(f"malformed shared buffer type {text!r}: expected "
+                             f"shared<STAGESxSHAPExELEM, row R> or "
+                             f"shared<STAGESxSHAPExELEM, KIND, row R, warps W>")
+        element = parse_type(elem)
+        if not isinstance(element, ScalarType):
+            raise ValueError(f"shared buffer of non-scalar elements in {text!r}")
+        return cls(tuple(int(n) for n in sizes[1:]), element, int(sizes[0]), int(fields["row"]),
+                   kind, int(fields.get("warps", "0")))
 
 
 def wgmma_row(m: int, warps: int) -> int:
@@ -107,6 +138,24 @@ class SharedLayout:
     def __str__(self) -> str:
         return f"#shared<row {self.row}>"
 
+    @classmethod
+    def parse(cls, body: str) -> "SharedLayout":
+        word, _, row = body.partition(" ")
+        if word != "row" or not row.isdigit():
+            raise ValueError(f"malformed #shared<{body}>: expected #shared<row R>")
+        return cls(int(row))
+
+
+register_type_syntax("shared", SharedBufferType.parse)
+register_layout_syntax("shared", SharedLayout.parse)
+
+
+def _check_buffer_and_slot(buffer: Value, slot: Value) -> SharedBufferType:
+    t = buffer.type
+    expect(isinstance(t, SharedBufferType), f"buffer must be a shared buffer, found {t}")
+    expect_type(slot.type, i32, "slot")
+    return t
+
 
 @dataclass(eq=False)
 class SharedAllocOp(Op):
@@ -115,9 +164,23 @@ class SharedAllocOp(Op):
 
     NAME = "shared_alloc"
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
+    EXPLICIT_RESULTS = True
 
     def infer_types(self) -> list:
         raise TypeError("shared_alloc needs an explicit result type")
+
+    def verify(self) -> None:
+        types = [r.type for r in self.results]
+        expect(len(types) == 1 and isinstance(types[0], SharedBufferType),
+               f"shared_alloc gives one shared buffer, found ({', '.join(map(str, types))})")
+        t = types[0]
+        expect(t.stages >= 1 and len(t.shape) >= 1 and min(t.shape) >= 1,
+               f"shared buffer {t} needs at least one slot of a non-empty shape")
+        expect(t.kind in BUFFER_KINDS, f"unknown shared buffer kind {t.kind!r}")
+        expect(t.row >= t.shape[-1], f"shared buffer {t}: rows of {t.row} elements cannot hold "
+                                     f"{t.shape[-1]}")
+        expect(t.kind != "wgmma-a" or t.warps >= 4 and t.warps % 4 == 0,
+               f"shared buffer {t} needs the program's warps, whole warpgroups")
 
 
 @dataclass(eq=False)
@@ -132,6 +195,11 @@ class AsyncCopyOp(Op):
     slot: Value
     ptr: Value
     mask: Optional[Value] = None
+
+    def verify(self) -> None:
+        t = _check_buffer_and_slot(self.buffer, self.slot)
+        expect_type(self.ptr.type, TileType(t.shape, PointerType(t.elem)), "copied pointers")
+        check_mask(self.mask, self.ptr.type)
 
 
 @dataclass(eq=False)
@@ -155,6 +223,12 @@ class AsyncWaitOp(Op):
     barrier: bool = True
     proxy_fence: bool = False   # the copies are next read by the tensor cores' async proxy
 
+    def verify(self) -> None:
+        expect(isinstance(self.pending, int) and not isinstance(self.pending, bool)
+               and self.pending >= 0, f"pending must be an int >= 0, found {self.pending!r}")
+        expect(isinstance(self.barrier, bool) and isinstance(self.proxy_fence, bool),
+               "barrier and proxy_fence must be True or False")
+
 
 @dataclass(eq=False)
 class SharedLoadOp(Op):
@@ -169,3 +243,6 @@ class SharedLoadOp(Op):
     def infer_types(self) -> list:
         t = self.buffer.type
         return [TileType(t.shape, t.elem)]
+
+    def verify(self) -> None:
+        _check_buffer_and_slot(self.buffer, self.slot)

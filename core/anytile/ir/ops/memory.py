@@ -1,0 +1,130 @@
+"""Global memory: addptr, load, store and the atomics."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from ..core import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
+from ..kinds import AtomicKind, MemoryScope, MemorySemantics
+from ..rules import check_mask, expect, expect_type, is_int, is_ptr, pointee_type
+from ..types import Type, elem_type, shape_of, with_shape
+from .arith import PURE_EW
+
+__all__ = ["AddPtrOp", "LoadOp", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
+
+
+@dataclass(eq=False)
+class AddPtrOp(Op):
+    """Elementwise ``ptr + offset`` where ``offset`` (an integer of the same shape) counts
+    elements of the pointee type."""
+
+    NAME = "addptr"
+    OPERANDS = ("ptr", "offset")
+    TRAITS = PURE_EW
+    ptr: Value
+    offset: Value
+
+    def infer_types(self) -> list[Type]:
+        return [self.ptr.type]
+
+    def verify(self) -> None:
+        pt, ot = self.ptr.type, self.offset.type
+        expect(is_ptr(pt), f"addptr base must be a pointer, found {pt}")
+        expect(is_int(ot), f"addptr offset must be an integer, found {ot}")
+        expect(shape_of(pt) == shape_of(ot), f"addptr shapes differ: {pt} vs {ot}")
+
+
+@dataclass(eq=False)
+class LoadOp(Op):
+    """Read one element per pointer.  Where ``mask`` is 0 nothing is read and the result is
+    ``other`` (a value of the result type), or unspecified when ``other`` is absent.  A read
+    of an address outside every allocation where the mask is 1 is an error."""
+
+    NAME = "load"
+    OPERANDS = ("ptr", "mask", "other")
+    ATTRS = ("volatile",)
+    TRAITS = frozenset({TRAIT_MEMORY})
+    ptr: Value
+    mask: Optional[Value] = None
+    other: Optional[Value] = None
+    volatile: bool = False
+
+    def infer_types(self) -> list[Type]:
+        t = self.ptr.type
+        return [with_shape(elem_type(t).pointee, shape_of(t))]
+
+    def verify(self) -> None:
+        expect(is_ptr(self.ptr.type), f"load needs pointers, found {self.ptr.type}")
+        check_mask(self.mask, self.ptr.type)
+        if self.other is not None:
+            expect_type(self.other.type, pointee_type(self.ptr.type), "load other")
+
+
+@dataclass(eq=False)
+class StoreOp(Op):
+    """Write ``value`` through ``ptr`` where ``mask`` is 1 (everywhere when absent).  When two
+    elements of one store hit one address, one of them wins."""
+
+    NAME = "store"
+    OPERANDS = ("ptr", "value", "mask")
+    TRAITS = frozenset({TRAIT_MEMORY, TRAIT_SIDE_EFFECT})
+    ptr: Value
+    value: Value
+    mask: Optional[Value] = None
+
+    def verify(self) -> None:
+        expect(is_ptr(self.ptr.type), f"store needs pointers, found {self.ptr.type}")
+        expect_type(self.value.type, pointee_type(self.ptr.type), "stored value")
+        check_mask(self.mask, self.ptr.type)
+
+
+@dataclass(eq=False)
+class AtomicRMWOp(Op):
+    """Atomically ``*ptr = kind(*ptr, value)`` per element where ``mask`` is 1; the result is
+    the old contents (unspecified where masked off).  kinds: add max min xchg and or xor;
+    float add/max/min are allowed.  ``sem``: relaxed | acquire | release | acq_rel;
+    ``scope``: gpu | cta | sys."""
+
+    NAME = "atomic_rmw"
+    OPERANDS = ("ptr", "value", "mask")
+    ATTRS = ("kind", "sem", "scope")
+    TRAITS = frozenset({TRAIT_MEMORY, TRAIT_SIDE_EFFECT})
+    ENUM_ATTRS = {"kind": AtomicKind, "sem": MemorySemantics, "scope": MemoryScope}
+    kind: AtomicKind
+    ptr: Value
+    value: Value
+    mask: Optional[Value] = None
+    sem: MemorySemantics = MemorySemantics.ACQ_REL
+    scope: MemoryScope = MemoryScope.GPU
+
+    def infer_types(self) -> list[Type]:
+        return [self.value.type]
+
+    def verify(self) -> None:
+        expect(is_ptr(self.ptr.type), f"atomic needs pointers, found {self.ptr.type}")
+        expect_type(self.value.type, pointee_type(self.ptr.type), "atomic value")
+        check_mask(self.mask, self.ptr.type)
+
+
+@dataclass(eq=False)
+class AtomicCASOp(Op):
+    """Atomically, per element: ``old = *ptr; if old == cmp: *ptr = value``; result ``old``."""
+
+    NAME = "atomic_cas"
+    OPERANDS = ("ptr", "cmp", "value")
+    ATTRS = ("sem", "scope")
+    TRAITS = frozenset({TRAIT_MEMORY, TRAIT_SIDE_EFFECT})
+    ENUM_ATTRS = {"sem": MemorySemantics, "scope": MemoryScope}
+    ptr: Value
+    cmp: Value
+    value: Value
+    sem: MemorySemantics = MemorySemantics.ACQ_REL
+    scope: MemoryScope = MemoryScope.GPU
+
+    def infer_types(self) -> list[Type]:
+        return [self.value.type]
+
+    def verify(self) -> None:
+        expect(is_ptr(self.ptr.type), f"atomic_cas needs pointers, found {self.ptr.type}")
+        expect_type(self.cmp.type, pointee_type(self.ptr.type), "atomic_cas cmp")
+        expect_type(self.value.type, pointee_type(self.ptr.type), "atomic_cas value")

@@ -1,0 +1,187 @@
+"""``assign_layouts`` (the ``laid-out ir`` stage of GPU backends) as snapshot pairs: device-
+independent IR in, the same IR with a layout on every tile value out."""
+from __future__ import annotations
+
+from anytile.codegen.gpu import BlockedLayout, assign_layouts
+
+from gpu_kit import MATMUL_LOOP, check
+
+ADD = """
+        kernel @add(%x: ptr<f32> {divisibility = 16}, %y: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %n: i32 {divisibility = 16}) {
+          %pid = program_id {axis = 0} : i32
+          %0 = constant {value = 512} : i32
+          %1 = binary {kind = "mul"} (%pid, %0) : i32
+          %2 = arange {start = 0, end = 512} : tile<512xi32>
+          %3 = splat (%1) : tile<512xi32>
+          %offs = binary {kind = "add"} (%3, %2) : tile<512xi32>
+          %4 = splat (%n) : tile<512xi32>
+          %mask = compare {pred = "lt"} (%offs, %4) : tile<512xi1>
+          %5 = splat (%x) : tile<512xptr<f32>>
+          %6 = addptr (%5, %offs) : tile<512xptr<f32>>
+          %a = load (%6, %mask, none) : tile<512xf32>
+          %7 = splat (%y) : tile<512xptr<f32>>
+          %8 = addptr (%7, %offs) : tile<512xptr<f32>>
+          %b = load (%8, %mask, none) : tile<512xf32>
+          %sum = binary {kind = "add"} (%a, %b) : tile<512xf32>
+          %9 = splat (%out) : tile<512xptr<f32>>
+          %10 = addptr (%9, %offs) : tile<512xptr<f32>>
+          store (%10, %sum, %mask)
+        }
+"""
+
+
+ADD_LAID_OUT = """
+        kernel @add(%x: ptr<f32> {divisibility = 16}, %y: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %n: i32 {divisibility = 16}) {
+          %pid = program_id {axis = 0} : i32
+          %0 = constant {value = 512} : i32
+          %1 = binary {kind = "mul"} (%pid, %0) : i32
+          %2 = arange {start = 0, end = 512} : tile<512xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %3 = splat (%1) : tile<512xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %offs = binary {kind = "add"} (%3, %2) : tile<512xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %4 = splat (%n) : tile<512xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %mask = compare {pred = "lt"} (%offs, %4) : tile<512xi1, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %5 = splat (%x) : tile<512xptr<f32>, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %6 = addptr (%5, %offs) : tile<512xptr<f32>, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %a = load (%6, %mask, none) : tile<512xf32, #blocked<spt=[4], tpw=[32], wpc=[4], order=[0]>>
+          %7 = splat (%y) : tile<512xptr<f32>, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %8 = addptr (%7, %offs) : tile<512xptr<f32>, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %b = load (%8, %mask, none) : tile<512xf32, #blocked<spt=[4], tpw=[32], wpc=[4], order=[0]>>
+          %sum = binary {kind = "add"} (%a, %b) : tile<512xf32, #blocked<spt=[4], tpw=[32], wpc=[4], order=[0]>>
+          %9 = splat (%out) : tile<512xptr<f32>, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %10 = addptr (%9, %offs) : tile<512xptr<f32>, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          store (%10, %sum, %mask)
+        }
+"""
+
+
+ROWS = """
+        kernel @row_max(%x: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}) {
+          %r = arange {start = 0, end = 8} : tile<8xi32>
+          %c = arange {start = 0, end = 64} : tile<64xi32>
+          %0 = expand_dims {axis = 1} (%r) : tile<8x1xi32>
+          %1 = constant {value = 64} : tile<8x1xi32>
+          %2 = binary {kind = "mul"} (%0, %1) : tile<8x1xi32>
+          %3 = expand_dims {axis = 0} (%c) : tile<1x64xi32>
+          %4 = broadcast (%2) : tile<8x64xi32>
+          %5 = broadcast (%3) : tile<8x64xi32>
+          %offs = binary {kind = "add"} (%4, %5) : tile<8x64xi32>
+          %6 = splat (%x) : tile<8x64xptr<f32>>
+          %7 = addptr (%6, %offs) : tile<8x64xptr<f32>>
+          %v = load (%7, none, none) : tile<8x64xf32>
+          %m = reduce {axis = 1} ([%v]) : tile<8xf32> {
+          ^(%a: f32, %b: f32):
+            %8 = binary {kind = "max"} (%a, %b) : f32
+            yield ([%8])
+          }
+          %9 = expand_dims {axis = 1} (%m) : tile<8x1xf32>
+          %10 = broadcast (%9) : tile<8x64xf32>
+          %d = binary {kind = "sub"} (%v, %10) : tile<8x64xf32>
+          %t = permute {order = (1, 0)} (%d) : tile<64x8xf32>
+          %11 = splat (%out) : tile<8x64xptr<f32>>
+          %12 = addptr (%11, %offs) : tile<8x64xptr<f32>>
+          store (%12, %d, none)
+        }
+"""
+
+
+ROWS_LAID_OUT = """
+        kernel @row_max(%x: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}) {
+          %r = arange {start = 0, end = 8} : tile<8xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %c = arange {start = 0, end = 64} : tile<64xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %0 = expand_dims {axis = 1} (%r) : tile<8x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %1 = constant {value = 64} : tile<8x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %2 = binary {kind = "mul"} (%0, %1) : tile<8x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %3 = expand_dims {axis = 0} (%c) : tile<1x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          %4 = broadcast (%2) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %5 = broadcast (%3) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          %offs = binary {kind = "add"} (%4, %5) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          %6 = splat (%x) : tile<8x64xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          %7 = addptr (%6, %offs) : tile<8x64xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          %v = load (%7, none, none) : tile<8x64xf32, #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %m = reduce {axis = 1} ([%v]) : tile<8xf32, #slice<dim=1, parent=#blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>>> {
+          ^(%a: f32, %b: f32):
+            %8 = binary {kind = "max"} (%a, %b) : f32
+            yield ([%8])
+          }
+          %9 = expand_dims {axis = 1} (%m) : tile<8x1xf32, #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %10 = broadcast (%9) : tile<8x64xf32, #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %d = binary {kind = "sub"} (%v, %10) : tile<8x64xf32, #blocked<spt=[1,4], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %t = permute {order = (1, 0)} (%d) : tile<64x8xf32, #blocked<spt=[4,1], tpw=[16,2], wpc=[1,4], order=[0,1]>>
+          %11 = splat (%out) : tile<8x64xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          %12 = addptr (%11, %offs) : tile<8x64xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
+          store (%12, %d, none)
+        }
+"""
+
+
+MM_LAID_OUT = """
+        kernel @mm(%a_ptr: ptr<f16> {divisibility = 16}, %b_ptr: ptr<f16> {divisibility = 16}, %c_ptr: ptr<f32> {divisibility = 16}, %K: i32 {divisibility = 16}) {
+          %rm = arange {start = 0, end = 32} : tile<32xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %rk = arange {start = 0, end = 16} : tile<16xi32, #blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>
+          %0 = expand_dims {axis = 1} (%rm) : tile<32x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %1 = constant {value = 16} : i32
+          %2 = constant {value = 16} : tile<32x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %3 = binary {kind = "mul"} (%0, %2) : tile<32x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %4 = splat (%a_ptr) : tile<32x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %5 = addptr (%4, %3) : tile<32x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %6 = expand_dims {axis = 0} (%rk) : tile<1x16xi32, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %7 = broadcast (%5) : tile<32x16xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %8 = broadcast (%6) : tile<32x16xi32, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %a_ptrs = addptr (%7, %8) : tile<32x16xptr<f16>, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+          %9 = expand_dims {axis = 1} (%rk) : tile<16x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %10 = constant {value = 32} : tile<16x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %11 = binary {kind = "mul"} (%9, %10) : tile<16x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %12 = splat (%b_ptr) : tile<16x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %13 = addptr (%12, %11) : tile<16x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %14 = expand_dims {axis = 0} (%rm) : tile<1x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+          %15 = broadcast (%13) : tile<16x32xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %16 = broadcast (%14) : tile<16x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+          %b_ptrs = addptr (%15, %16) : tile<16x32xptr<f16>, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+          %acc = constant {value = 0.0} : tile<32x32xf32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+          %17 = constant {value = 0} : i32
+          %acc_1, %a_ptrs_1, %b_ptrs_1 = for (%17, %K, %1, [%acc, %a_ptrs, %b_ptrs]) : tile<32x32xf32, #blocked<spt=[1,2], tpw=[8,4], wpc=[2,2], order=[1,0]>>, tile<32x16xptr<f16>, #blocked<spt=[1,4], tpw=[8,4], wpc=[4,1], order=[1,0]>>, tile<16x32xptr<f16>, #blocked<spt=[1,4], tpw=[4,8], wpc=[4,1], order=[1,0]>> {
+          ^(%k: i32, %acc_2: tile<32x32xf32, #blocked<spt=[1,2], tpw=[8,4], wpc=[2,2], order=[1,0]>>, %a_ptrs_2: tile<32x16xptr<f16>, #blocked<spt=[1,4], tpw=[8,4], wpc=[4,1], order=[1,0]>>, %b_ptrs_2: tile<16x32xptr<f16>, #blocked<spt=[1,4], tpw=[4,8], wpc=[4,1], order=[1,0]>>):
+            %18 = load (%a_ptrs_2, none, none) : tile<32x16xf16, #blocked<spt=[1,4], tpw=[8,4], wpc=[4,1], order=[1,0]>>
+            %19 = load (%b_ptrs_2, none, none) : tile<16x32xf16, #blocked<spt=[1,4], tpw=[4,8], wpc=[4,1], order=[1,0]>>
+            %20 = dot (%18, %19, %acc) : tile<32x32xf32, #blocked<spt=[1,2], tpw=[8,4], wpc=[2,2], order=[1,0]>>
+            %acc_3 = binary {kind = "add"} (%acc_2, %20) : tile<32x32xf32, #blocked<spt=[1,2], tpw=[8,4], wpc=[2,2], order=[1,0]>>
+            %21 = constant {value = 16} : tile<32x16xi32, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
+            %a_ptrs_3 = addptr (%a_ptrs_2, %21) : tile<32x16xptr<f16>, #blocked<spt=[1,4], tpw=[8,4], wpc=[4,1], order=[1,0]>>
+            %22 = constant {value = 512} : tile<16x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+            %b_ptrs_3 = addptr (%b_ptrs_2, %22) : tile<16x32xptr<f16>, #blocked<spt=[1,4], tpw=[4,8], wpc=[4,1], order=[1,0]>>
+            yield ([%acc_3, %a_ptrs_3, %b_ptrs_3])
+          }
+          %23 = constant {value = 32} : tile<32x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %24 = binary {kind = "mul"} (%0, %23) : tile<32x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %25 = splat (%c_ptr) : tile<32x1xptr<f32>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %26 = addptr (%25, %24) : tile<32x1xptr<f32>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %27 = broadcast (%26) : tile<32x32xptr<f32>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %28 = broadcast (%14) : tile<32x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+          %29 = addptr (%27, %28) : tile<32x32xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
+          store (%29, %acc_1, none)
+        }
+"""
+
+
+def test_loads_get_the_widest_access_the_axis_facts_prove():
+    """16-byte aligned, 16-divisible accesses: the loads hold 4 consecutive f32 per thread
+    (``ld.global.v4``); the index arithmetic keeps the default layout (it is recomputed in
+    whatever layout a use wants); the sum follows its loaded operands."""
+    laid = check(lambda m: assign_layouts(m, num_warps=4), ADD, ADD_LAID_OUT)
+    assert sorted(laid.vector.values()) == [4, 4, 4]
+    (store_layout,) = laid.store_layout.values()
+    assert store_layout == BlockedLayout((4,), (32,), (4,), (0,))
+
+
+def test_reduction_results_are_slices_of_their_operand():
+    """The row maximum lives in a slice of the loaded tile's layout; expanding it back along
+    the reduced axis gives that layout again, broadcast keeps it, and permute permutes it."""
+    check(lambda m: assign_layouts(m, num_warps=4), ROWS, ROWS_LAID_OUT)
+
+
+def test_loop_carried_accumulator_takes_the_mma_layout():
+    """With tensor cores the dot gets the m16n8k16 accumulator layout (2 x 2 warps for a
+    32 x 32 tile), and the loop-carried accumulator takes it from what the body yields
+    (its start value, a constant, is recomputed in it); carried pointer tiles are laid out
+    for their loads' widest access."""
+    check(lambda m: assign_layouts(m, num_warps=4, use_mma=True), MATMUL_LOOP, MM_LAID_OUT)
