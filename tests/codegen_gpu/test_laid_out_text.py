@@ -2,10 +2,8 @@
 and the ``laid-out ir`` of whole kernels compiled for NVIDIA (no GPU needed)."""
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
+from anytile_conformance.catalogue import kernels as catalogue
 
 import anytile as at
 import anytile.language as tl
@@ -17,9 +15,6 @@ from anytile.ir.types import TileType, f16, f32, parse_type
 from anytile.ir.verifier import verify_module
 
 from gpu_kit import ir
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "kernels"))
-import test_kernels as tk  # noqa: E402
 
 BLOCKED = BlockedLayout((1, 4), (8, 4), (4, 1), (1, 0))
 
@@ -72,26 +67,27 @@ def _laid_out(fn, signature, constexprs, **options):
     return compiled.asm["laid-out ir"]
 
 
-_MATMUL_SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16",
-                     **{k: "i32" for k in ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm",
-                                           "scn")}}
+_MATMUL_SIGNATURE = {"a_ptr": "*fp16", "b_ptr": "*fp16", "bias_ptr": "*fp32", "c_ptr": "*fp16",
+                     **{k: "i32" for k in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk",
+                                           "stride_bn", "stride_cm")}}
+_MATMUL_CONSTEXPRS = {"ACTIVATION": "relu", "BM": 64, "BN": 64, "BK": 32, "GROUP_M": 2}
 
 
 @pytest.mark.parametrize("name,fn,signature,constexprs,options,shows", [
-    ("vector add", tk.add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16",
+    ("vector add", catalogue.vector_add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16",
                                    "out_ptr": "*fp32:16", "n": "i32:16"}, {"BLOCK": 1024}, {},
      ["#blocked<spt=[4]"]),
-    ("softmax", tk.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16",
-                                    "in_stride": "i32:16", "out_stride": "i32:16",
-                                    "n_cols": "i32"}, {"BLOCK": 1024}, {}, ["reduce"]),
-    ("matmul", tk.matmul_relu_kernel, _MATMUL_SIGNATURE, {"BM": 64, "BN": 64, "BK": 32}, {},
+    ("softmax", catalogue.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16",
+                                           "in_row_stride": "i32:16", "out_row_stride": "i32:16",
+                                           "n_cols": "i32"}, {"BLOCK": 1024}, {}, ["reduce"]),
+    ("matmul", catalogue.matmul_kernel, _MATMUL_SIGNATURE, _MATMUL_CONSTEXPRS, {},
      ["shared_alloc : shared<3x64x32xf16, row 40>", "#shared<row 40>", "async_wait"]),
-    ("matmul on warpgroup MMA", tk.matmul_relu_kernel, _MATMUL_SIGNATURE,
-     {"BM": 64, "BN": 64, "BK": 32}, {"wgmma": True}, ["wgmma-a, row 40, warps 4"]),
+    ("matmul on warpgroup MMA", catalogue.matmul_kernel, _MATMUL_SIGNATURE,
+     _MATMUL_CONSTEXPRS, {"wgmma": True}, ["wgmma-a, row 40, warps 4"]),
     ("row maxima", rows_minus_max, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16",
                                     "n_cols": "i32:16"}, {"ROWS": 8, "COLS": 128}, {},
      ["#slice<dim=1, parent=#blocked<spt=[1,4]"]),
-    ("transpose", tk.transpose_kernel, {"src": "*i16", "dst": "*i16", "M": "i32", "N": "i32"},
+    ("transpose", catalogue.transpose_kernel, {"src": "*i16", "dst": "*i16", "m": "i32", "n": "i32"},
      {"BM": 16, "BN": 32}, {}, ["permute"]),
 ])
 def test_laid_out_ir_of_whole_kernels_parses_back(name, fn, signature, constexprs, options,

@@ -16,7 +16,6 @@ from typing import Any, Mapping, Optional
 
 from ..backend import Backend, CompiledKernel, CompileOptions, KernelMetadata, Target
 from ..errors import AnytileError, BackendError
-from ..ir.core import Module
 from ..ir.verifier import verify_if_enabled
 from ..language.source import KernelSource
 from . import cache
@@ -108,9 +107,7 @@ def _compile_stages(request: CompileRequest, started: float) -> CompiledKernel:
             raise BackendError(
                 f"backend '{backend.name}' failed in stage '{stage.name}' while compiling "
                 f"'{source.__name__}' for {target}: {type(exc).__name__}: {exc}") from exc
-        produced = out if isinstance(out, Module) else getattr(out, "module", None)
-        if isinstance(produced, Module):
-            verify_if_enabled(produced, after=f"stage '{stage.name}' of backend '{backend.name}'")
+        verify_if_enabled(out, after=f"stage '{stage.name}' of backend '{backend.name}'")
         asm[stage.name] = out if isinstance(out, (str, bytes)) else str(out)
         stage_times[stage.name] = time.perf_counter() - stage_started
     metadata.compile_time_s = time.perf_counter() - started
