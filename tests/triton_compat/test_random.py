@@ -1,7 +1,8 @@
-"""Counter-based random numbers: ``tl.philox``, ``tl.randint``/``randint4x``, ``tl.rand``/``rand4x``,
-``tl.randn``/``randn4x`` and a seeded dropout kernel, checked bit for bit against a NumPy
-Philox-4xW-10 written here from the published algorithm (Salmon, Moraes, Dror and Shaw,
-"Parallel random numbers: as easy as 1, 2, 3", SC 2011).
+"""Counter-based random numbers: ``tl.philox``, ``tl.randint``/``randint4x``,
+``tl.rand``/``rand4x``, ``tl.randn``/``randn4x`` and a seeded dropout kernel, checked bit for
+bit (normals: to float32 accuracy) against a NumPy Philox-4xW-10 written here from the
+published algorithm (Salmon, Moraes, Dror and Shaw, "Parallel random numbers: as easy as 1, 2,
+3", SC 2011).
 
 On top of the bare generator sit the conventions anytile shares with Triton: the counter is
 ``(offset, 0, 0, 0)``; 32-bit counters take the 64-bit seed as the key ``(low word, high word)``,
@@ -58,9 +59,10 @@ def to_uniform(words):
 
 
 def box_muller(u1, u2):
-    """The first normal of the Box-Muller pair, in float64 (u1 clamped away from 0)."""
+    """The Box-Muller pair of normals in float64 (u1 clamped away from 0)."""
     r = np.sqrt(-2 * np.log(np.maximum(np.float32(1e-7), u1).astype(np.float64)))
-    return r * np.cos(2 * np.pi * u2.astype(np.float64)), r * np.sin(2 * np.pi * u2.astype(np.float64))
+    angle = 2 * np.pi * u2.astype(np.float64)
+    return r * np.cos(angle), r * np.sin(angle)
 
 
 # Known answers distributed with Random123 by the paper's authors: counter, key, output.
