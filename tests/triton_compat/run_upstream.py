@@ -276,7 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("nothing to run: give --triton CHECKOUT or script paths")
     import anytile as at
     device = args.device or at.default_device().name
-    at.device(device)  # an unknown or unusable device fails here, once
+    try:
+        at.device(device)  # an unknown or unusable device is said once, here
+    except at.AnytileError as exc:
+        ap.error(str(exc))
 
     def row_of(path: Path) -> dict:
         reason = plan(path, device)
