@@ -18,7 +18,7 @@ from anytile.ir.types import from_numpy
 
 from .driver import LoadedKernel, driver, stream_handle
 
-# ``.compiler`` (the GPU lowering, LLVM) is imported when first compiling: discovery and
+# ``.stages`` (the GPU lowering, LLVM) is imported when first compiling: discovery and
 # launches of already compiled kernels never pay for it
 
 __all__ = ["NvidiaBackend"]
@@ -61,7 +61,7 @@ class NvidiaBackend(Backend):
         return self._devices
 
     def describe(self) -> dict[str, Any]:
-        from .compiler import find_libdevice, find_ptxas
+        from .stages import find_libdevice, find_ptxas
         facts = {"libdevice": find_libdevice() or "not found",
                  "ptxas": find_ptxas() or "not found (the driver compiles PTX at load)",
                  "targets": ", ".join(self.targets())}
@@ -98,14 +98,14 @@ class NvidiaBackend(Backend):
         return ("wgmma",)
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
-        from .compiler import nvidia_stages
+        from .stages import nvidia_stages
         return nvidia_stages(target, options)
 
     def cache_facts(self, target: Target) -> str:
         """The tools behind the generated code: llvmlite's version, ``ptxas`` and libdevice
         (path, size and modification time: a new toolkit in place changes them)."""
         import llvmlite
-        from .compiler import find_libdevice, find_ptxas
+        from .stages import find_libdevice, find_ptxas
         facts = [f"llvmlite {llvmlite.__version__}"]
         for path in (find_ptxas(), find_libdevice()):
             try:

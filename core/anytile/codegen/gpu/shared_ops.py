@@ -1,10 +1,10 @@
 """The GPU dialect's shared-memory ops: multi-stage buffers filled by asynchronous copies.
 
 These ops exist only after ``pipeline_dot_operands`` (``pipeline.py``) rewrote a loop whose
-loads feed a tensor-core ``dot``; device-independent IR never holds them.  A *buffer* is
-``stages`` slots in shared memory, each one ``shape`` tile of ``elem`` stored row-major with
-rows padded to ``row`` elements (the padding spreads a warp's ``ldmatrix`` rows over all
-banks).  The rewritten loop::
+loads feed a matrix-instruction ``dot``; device-independent IR never holds them.  A *buffer*
+is ``stages`` slots in shared memory, each one ``shape`` tile of ``elem`` placed as its
+``SharedBufferLayout`` says (``PaddedRows``: row-major, rows padded so a warp's fragment reads
+spread over the banks).  The rewritten loop::
 
     buf = shared_alloc {shape, elem, stages}
     async_copy(buf, slot s, ptr(iteration s), mask & s < trip)   for s < stages - 1
@@ -21,56 +21,79 @@ Masked-off elements of a copy are written as zeros and read nothing from global 
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
+
+from llvmlite import ir
 
 from ...ir.core import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.types import ScalarType, TileType
 
-__all__ = ["SharedBufferType", "SharedLayout", "wgmma_row", "WGMMA_B_GROUP", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
-           "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS"]
+__all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
+           "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
 PAD_ELEMENTS = 8
-#: bytes between the 8 x 8 core matrices of neighbouring N-groups of a "wgmma-b" buffer
-WGMMA_B_GROUP = 144
+
+
+class SharedBufferLayout(abc.ABC):
+    """Where element (r, c) of a slot of a shared buffer lives.  Core has ``PaddedRows``; a
+    backend adds the layouts its own dot strategies read (frozen dataclasses: layouts are
+    compared and hashed)."""
+
+    #: the slots are read in place by a unit outside the threads (a matrix unit reading by
+    #: address): waiting for their copies adds the target's ``fence_async_shared``
+    async_readers = False
+
+    @abc.abstractmethod
+    def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
+        """Bytes of one slot holding a ``shape`` tile of ``elem`` (a multiple of 16)."""
+
+    @abc.abstractmethod
+    def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
+                     storage: Any) -> Any:
+        """The address of element ``coord`` (i32 LLVM values) of the slot starting at
+        ``slot``, built with the llvmlite builder ``b`` (``storage``: the element's LLVM
+        type)."""
+
+
+@dataclass(frozen=True)
+class PaddedRows(SharedBufferLayout):
+    """Row-major, rows of ``row`` elements (the tile's width plus padding)."""
+
+    row: int
+
+    def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
+        rows = 1
+        for s in shape[:-1]:
+            rows *= s
+        return (rows * self.row * elem.nbytes + 15) // 16 * 16
+
+    def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
+                     storage: Any) -> Any:
+        index = coord[-1]
+        if len(coord) == 2:
+            index = b.add(b.mul(coord[0], ir.Constant(ir.IntType(32), self.row)), coord[1])
+        return b.gep(slot, [index], source_etype=storage)
+
+    def __str__(self) -> str:
+        return f"row {self.row}"
 
 
 @dataclass(frozen=True)
 class SharedBufferType:
-    """``stages`` slots of a ``shape`` tile of ``elem`` in shared memory.
-
-    ``kind`` says where element (r, c) of a slot lives:
-
-    * ``"rows"``: row-major, rows of ``row`` elements (the tile's width plus padding), read
-      by ``ldmatrix``;
-    * ``"wgmma-a"``: the K-major canonical layout of Hopper's warpgroup MMA for an ``M x K``
-      operand, without swizzling: 8 x 8 core matrices of 128 bytes, the K-chunks of one
-      8-row group side by side (leading byte offset 128), row groups ``16 K`` bytes apart;
-      rows are permuted so that warpgroup row ``16 w + 8 h + g`` holds the accumulator
-      layout's row of warp ``w``, repetition ``h``, lane row ``g`` (``wgmma_row``);
-    * ``"wgmma-b"``: the MN-major canonical layout for a ``K x N`` operand: 8 x 8 core
-      matrices (8 N-elements a 16-byte row, 8 K-rows), N-groups ``WGMMA_B_GROUP`` = 144 bytes
-      apart (the stride byte offset: 16 bytes of padding, so a warp's copies of one K-row's
-      chunks spread over all banks), K-groups ``144 N / 8`` bytes apart.
-    """
+    """``stages`` slots of a ``shape`` tile of ``elem`` in shared memory, each laid out as
+    ``layout`` says (``PaddedRows`` or a layout a backend's dot strategy reads)."""
 
     shape: tuple[int, ...]
     elem: ScalarType
     stages: int
-    row: int
-    kind: str = "rows"
-    warps: int = 0          # "wgmma-a": the program's warps (all along M)
+    layout: SharedBufferLayout
 
     @property
     def slot_bytes(self) -> int:
-        rows = 1
-        for s in self.shape[:-1]:
-            rows *= s
-        width = self.row if self.kind == "rows" else self.shape[-1]
-        if self.kind == "wgmma-b":
-            return rows // 8 * (self.shape[-1] // 8) * WGMMA_B_GROUP
-        return (rows * width * self.elem.nbytes + 15) // 16 * 16
+        return self.layout.slot_bytes(self.shape, self.elem)
 
     @property
     def nbytes(self) -> int:
@@ -78,34 +101,20 @@ class SharedBufferType:
 
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape)
-        where = f"row {self.row}" if self.kind == "rows" else self.kind
-        return f"shared<{self.stages}x{dims}x{self.elem}, {where}>"
+        return f"shared<{self.stages}x{dims}x{self.elem}, {self.layout}>"
 
     __repr__ = __str__
 
 
-def wgmma_row(m: int, warps: int) -> int:
-    """The shared-memory row of accumulator row ``m`` in a ``"wgmma-a"`` buffer (see
-    ``SharedBufferType``): the accumulator layout puts row ``m`` in repetition ``m // (8 W)``,
-    warp ``m % (8 W) // 8``, lane row ``m % 8``; warpgroup ``G`` of M-tile ``i`` (two
-    repetitions) reads rows ``64 (i G_count + G) .. + 64`` in its own order."""
-    groups = warps // 4
-    rep, rest = divmod(m, 8 * warps)
-    warp, g = divmod(rest, 8)
-    tile, half = divmod(rep, 2)
-    group, w = divmod(warp, 4)
-    return (tile * groups + group) * 64 + 16 * w + 8 * half + g
-
-
 @dataclass(frozen=True)
 class SharedLayout:
-    """The layout of a tile read in place from a shared buffer slot (row-major, ``row``
-    elements per row): only a ``dot`` consumes it, straight from shared memory."""
+    """The layout of a tile read in place from a shared buffer slot laid out as ``buffer``:
+    only a ``dot`` consumes it, straight from shared memory."""
 
-    row: int
+    buffer: SharedBufferLayout
 
     def __str__(self) -> str:
-        return f"#shared<row {self.row}>"
+        return f"#shared<{self.buffer}>"
 
 
 @dataclass(eq=False)
@@ -153,7 +162,7 @@ class AsyncWaitOp(Op):
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     pending: int = 0
     barrier: bool = True
-    proxy_fence: bool = False   # the copies are next read by the tensor cores' async proxy
+    proxy_fence: bool = False   # the slots are next read by ``async_readers`` (layouts)
 
 
 @dataclass(eq=False)
