@@ -32,6 +32,7 @@ import numpy as np
 from llvmlite import ir
 
 from ...backend import CompileOptions
+from ...gpu_host import SCALAR_CTYPES
 from ...ir.core import Module
 from ...ir.types import PointerType
 from .compile import lay_out, lower_to_llvm
@@ -209,7 +210,7 @@ class SimulatedGpuTarget(GpuTarget):
                 value = _unpack(b, regs[e // pack], e % pack, type_name)
                 b.store(value, word(b.add(k32(offset), where(frag, e, row))))
         self.barrier(b)
-        fma = self.declare(b.module, "llvm.fma.f32", F32, [F32, F32, F32])
+        fma = None if integer else self.declare(b.module, "llvm.fma.f32", F32, [F32, F32, F32])
         out = []
         for e, c in enumerate(acc):
             row = self._coordinate(b, lane, geo.acc, e, 0, instr.lanes)
@@ -256,12 +257,6 @@ def _unpack(b: ir.IRBuilder, reg: ir.Value, p: int, type_name: str) -> ir.Value:
     return raw
 
 
-_CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
-           "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
-           "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "f32": ctypes.c_float,
-           "f64": ctypes.c_double, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
-
-
 class SimulatedKernel:
     """LLVM IR from the lowering (``SimulatedGpuTarget``), jitted for the host, runnable."""
 
@@ -275,7 +270,7 @@ class SimulatedKernel:
         parsed.verify()
         self.engine = llvm.create_mcjit_compiler(parsed, tm)
         self.engine.finalize_object()
-        self.argtypes = [ctypes.c_void_p if isinstance(t, PointerType) else _CTYPES[t.name]
+        self.argtypes = [ctypes.c_void_p if isinstance(t, PointerType) else SCALAR_CTYPES[t.name]
                          for t in param_types]
         self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(self.engine.get_function_address(name))
         self.threads = threads

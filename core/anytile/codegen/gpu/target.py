@@ -30,7 +30,7 @@ I32 = ir.IntType(32)
 
 class GpuTarget(abc.ABC):
     """Hooks and tables of one GPU target.  ``triple`` and ``data_layout`` go on the LLVM
-    module; ``name`` is what error messages call the target (``"sm_90"``, ``"gfx942"``)."""
+    module; ``name`` is what error messages call the target (its architecture)."""
 
     name: str = "gpu"
     triple: str = ""
