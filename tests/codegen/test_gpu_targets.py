@@ -12,6 +12,9 @@ from anytile.codegen.gpu import MatrixInstr, acc_layout, check_instr, geometry
 from anytile.codegen.gpu.layouts import BlockedLayout, default_blocked, element_owners
 from anytile.codegen.gpu.simulator import SimulatedGpuTarget, lower_for_simulation, simulate_kernel
 from anytile.errors import CompilationError
+from anytile_conformance.catalogue.dot import dot_k_loop_kernel, dot_kernel
+from anytile_conformance.catalogue.kernels import softmax_kernel
+from anytile_conformance.catalogue.reductions import reduce_kernel, scan_kernel
 
 
 def wave64_32x32x8(a_type="f16", acc_type="f32"):
@@ -86,17 +89,6 @@ def test_maps_that_are_not_placements_are_refused(broken, message):
         check_instr(bad)
 
 
-@at.jit
-def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    rm = tl.arange(0, M)
-    rn = tl.arange(0, N)
-    rk = tl.arange(0, K)
-    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
-    c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c))
-
-
 def ir_of(fn, signature, constexprs):
     return at.compile(fn, target="interpreter:reference", signature=signature, constexprs=constexprs).module
 
@@ -122,72 +114,37 @@ def test_dots_run_on_instructions_given_as_data(rng, name, M, N, K, num_warps):
     acc_np = np.int32 if instr.acc_type == "i32" else np.float32
     sig_of = {"f16": "*fp16", "bf16": "*bf16", "i8": "*i8"}
     a, b = _inputs(rng, instr.a_type, (M, K)), _inputs(rng, instr.b_type, (K, N))
-    c0 = (rng.integers(-1000, 1000, (M, N)) if instr.acc_type == "i32" else rng.standard_normal((M, N))).astype(acc_np)
-    c = c0.copy()
+    c = (rng.integers(-1000, 1000, (M, N)) if instr.acc_type == "i32" else rng.standard_normal((M, N))).astype(acc_np)
+    out = np.full((M, N), -7 if instr.acc_type == "i32" else np.nan, acc_np)
+    acc = "*i32" if instr.acc_type == "i32" else "*fp32"
     module = ir_of(dot_kernel, {"a_ptr": sig_of[instr.a_type], "b_ptr": sig_of[instr.b_type],
-                                "c_ptr": "*i32" if instr.acc_type == "i32" else "*fp32"},
-                   {"M": M, "N": N, "K": K})
-    text = simulate_kernel(module, (1,), [a, b, c], num_warps, target=target)
+                                "c_ptr": acc, "out_ptr": acc},
+                   {"M": M, "N": N, "K": K, "PRECISION": "default",
+                    "ACC": tl.int32 if instr.acc_type == "i32" else tl.float32})
+    text = simulate_kernel(module, (1,), [a, b, c, out], num_warps, target=target)
     assert "anytile_sim_scratch" in text   # the instruction ran, not the FMA loop
-    expected = c0.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
     if instr.acc_type == "i32":
-        np.testing.assert_array_equal(c, expected.astype(np.int64).astype(np.int32))
+        np.testing.assert_array_equal(out, expected.astype(np.int64).astype(np.int32))
     else:
-        np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
-
-
-@at.jit
-def k_loop_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("copies", [(), (4, 8, 16)])
 def test_pipelined_dot_with_and_without_asynchronous_copies(rng, copies):
     """Without asynchronous copies (the capability is data: ``async_copy_sizes``) the
     pipeline's copies go through registers and shared-memory stores."""
-    M, N, K, BM, BN, BK = 64, 64, 80, 64, 32, 32
+    M, N, K, BK = 64, 64, 80, 16
     target = SimulatedGpuTarget(64, [wave64_32x32x8()], async_copy_sizes=copies)
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
-    c = np.full((M, N), np.nan, np.float32)
-    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32:16", "N": "i32:16",
-           "K": "i32:16"}
-    module = at.compile(k_loop_matmul, target="interpreter:reference", signature=sig,
-                        constexprs={"BM": BM, "BN": BN, "BK": BK}).module
+    out = np.full((M, N), np.nan, np.float32)
+    module = ir_of(dot_k_loop_kernel, {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "out_ptr": "*fp32:16",
+                                       "k_total": "i32:16"}, {"M": M, "N": N, "BK": BK})
     text, _ = lower_for_simulation(module, 2, target=target)
     assert ("<8 x half>" in text) == (copies == ())   # one 16-byte load a run, in registers
-    simulate_kernel(module, (M // BM, N // BN), [a, b, c, M, N, K], 2, target=target)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
-
-
-@at.jit
-def softmax_kernel(out_ptr, in_ptr, n_cols, BLOCK: tl.constexpr):
-    row = tl.program_id(0)
-    cols = tl.arange(0, BLOCK)
-    mask = cols < n_cols
-    x = tl.load(in_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
-    x = x - tl.max(x, axis=0)
-    num = tl.exp(x)
-    tl.store(out_ptr + row * n_cols + cols, num / tl.sum(num, axis=0), mask=mask)
-
-
-@at.jit
-def reduce_scan_kernel(x_ptr, rows_ptr, cols_ptr, amax_ptr, cum_ptr, R: tl.constexpr, C: tl.constexpr):
-    r = tl.arange(0, R)
-    c = tl.arange(0, C)
-    x = tl.load(x_ptr + r[:, None] * C + c[None, :])
-    tl.store(rows_ptr + r, tl.sum(x, axis=1))
-    tl.store(cols_ptr + c, tl.max(x, axis=0))
-    tl.store(amax_ptr + r, tl.argmax(x, axis=1))
-    tl.store(cum_ptr + r[:, None] * C + c[None, :], tl.cumsum(x, axis=1))
+    simulate_kernel(module, (1,), [a, b, out, K], 2, target=target)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.parametrize("warp_size", [64, 32])
@@ -196,25 +153,31 @@ def test_reductions_and_scans_at_any_warp_size(rng, warp_size):
     rows, cols, block = 3, 300, 512
     x = (rng.standard_normal((rows, cols)) * 4).astype(np.float32)
     out = np.full((rows, cols), np.nan, np.float32)
-    module = ir_of(softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32", "n_cols": "i32"}, {"BLOCK": block})
-    simulate_kernel(module, (rows,), [out, x, cols], 4, target=target)
+    module = ir_of(softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_row_stride": "i32",
+                                    "out_row_stride": "i32", "n_cols": "i32"}, {"BLOCK": block})
+    simulate_kernel(module, (rows,), [out, x, cols, cols, cols], 4, target=target)
     e = np.exp(x.astype(np.float64) - x.max(1, keepdims=True))
     np.testing.assert_allclose(out, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
     for R, C, warps in ((8, 128, 2), (64, 16, 4), (4, 256, 1)):
         x = rng.integers(-50, 50, (R, C)).astype(np.float32)
-        got = [np.full(R, np.nan, np.float32), np.full(C, np.nan, np.float32),
-               np.full(R, -7, np.int32), np.full((R, C), np.nan, np.float32)]
-        module = ir_of(reduce_scan_kernel, {"x_ptr": "*fp32", "rows_ptr": "*fp32", "cols_ptr": "*fp32",
-                                            "amax_ptr": "*i32", "cum_ptr": "*fp32"}, {"R": R, "C": C})
-        simulate_kernel(module, (1,), [x] + got, warps, target=target)
-        np.testing.assert_array_equal(got[0], x.sum(1))
-        np.testing.assert_array_equal(got[1], x.max(0))
-        np.testing.assert_array_equal(got[2], x.argmax(1))
-        np.testing.assert_array_equal(got[3], np.cumsum(x, axis=1))
+        for op, axis, want in (("sum", 1, x.sum(1)), ("max", 0, x.max(0)),
+                               ("argmax", 1, x.argmax(1).astype(np.int32))):
+            got = np.full(want.shape, -7 if op == "argmax" else np.nan, want.dtype)
+            module = ir_of(reduce_kernel, {"x_ptr": "*fp32", "out_ptr": "*i32" if op == "argmax" else "*fp32",
+                                           "m": "i32", "n": "i32"},
+                           {"OP": op, "AXIS": axis, "KEEP": False, "BM": R, "BN": C})
+            simulate_kernel(module, (1,), [x, got, R, C], warps, target=target)
+            np.testing.assert_array_equal(got, want)
+        got = np.full((R, C), np.nan, np.float32)
+        module = ir_of(scan_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                       {"OP": "cumsum", "AXIS": 1, "REVERSE": False, "BM": R, "BN": C})
+        simulate_kernel(module, (1,), [x, got], warps, target=target)
+        np.testing.assert_array_equal(got, np.cumsum(x, axis=1))
 
 
 def test_threads_above_the_targets_limit_are_a_clear_error():
-    module = ir_of(softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32", "n_cols": "i32"}, {"BLOCK": 64})
+    module = ir_of(softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_row_stride": "i32",
+                                    "out_row_stride": "i32", "n_cols": "i32"}, {"BLOCK": 64})
     lower_for_simulation(module, 16, target=SimulatedGpuTarget(64))   # 1024 threads: fine
     with pytest.raises(CompilationError, match=r"num_warps=32 gives 2048 threads.*32 warps of 64.*"
                                                r"num_warps <= 16"):

@@ -11,6 +11,7 @@ from anytile.codegen.gpu import acc_layout, check_instr, geometry
 from anytile.codegen.gpu.layouts import BlockedLayout
 from anytile.codegen.gpu.simulator import SimulatedGpuTarget, simulate_kernel
 from anytile.errors import CompilationError
+from anytile_conformance.catalogue.dot import dot_kernel
 from anytile_nvidia.matrix import MATRIX_INSTRS, MMA_BF16, MMA_F16, MMA_TF32
 from anytile_nvidia.simulated import simulated_nvidia_target
 
@@ -70,15 +71,8 @@ def rng(request):
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
 
 
-@at.jit
-def dot_kernel(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
-    rm = tl.arange(0, M)
-    rn = tl.arange(0, N)
-    rk = tl.arange(0, K)
-    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
-    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
-    c = tl.load(c_ptr + rm[:, None] * N + rn[None, :])
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b, c))
+def _signature(sig):
+    return {"a_ptr": sig, "b_ptr": sig, "c_ptr": "*fp32", "out_ptr": "*fp32"}
 
 
 _SHAPES = [("*fp16", 32, 64, 32, 2), ("*fp16", 16, 32, 32, 4), ("*bf16", 64, 16, 16, 4)]
@@ -94,26 +88,27 @@ def test_dots_from_the_tables_match_numpy(rng, loader, sig, M, N, K, num_warps):
     dtype = {"*fp16": np.float16, "*bf16": ml_dtypes.bfloat16, "*fp32": np.float32}[sig]
     a = rng.standard_normal((M, K)).astype(dtype)
     b = rng.standard_normal((K, N)).astype(dtype)
-    c0 = rng.standard_normal((M, N)).astype(np.float32)
-    c = c0.copy()
+    c = rng.standard_normal((M, N)).astype(np.float32)
+    out = np.full((M, N), np.nan, np.float32)
     target = simulated_nvidia_target() if loader == "ldmatrix" else SimulatedGpuTarget(32, MATRIX_INSTRS)
-    module = at.compile(dot_kernel, target="nvidia:sm_80", signature={"a_ptr": sig, "b_ptr": sig,
-                        "c_ptr": "*fp32"}, constexprs={"M": M, "N": N, "K": K}).module
-    text = simulate_kernel(module, (1,), [a, b, c], num_warps, target=target)
+    module = at.compile(dot_kernel, target="nvidia:sm_80", signature=_signature(sig),
+                        constexprs={"M": M, "N": N, "K": K, "PRECISION": "default", "ACC": tl.float32}).module
+    text = simulate_kernel(module, (1,), [a, b, c, out], num_warps, target=target)
     assert "anytile_sim_scratch" in text    # the instruction ran, not the FMA loop
 
     def tf32(x):
         bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
         return ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)
     ea, eb = (tf32(a), tf32(b)) if sig == "*fp32" else (a, b)
-    expected = c0.astype(np.float64) + ea.astype(np.float64) @ eb.astype(np.float64)
-    np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
+    expected = c.astype(np.float64) + ea.astype(np.float64) @ eb.astype(np.float64)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_more_threads_than_a_program_may_have_is_a_clear_error():
-    module = at.compile(dot_kernel, target="nvidia:sm_80", signature={"a_ptr": "*fp16", "b_ptr": "*fp16",
-                        "c_ptr": "*fp32"}, constexprs={"M": 16, "N": 16, "K": 16}, num_warps=32)
-    assert module.metadata["threads_per_block"] == 1024
+    consts = {"M": 16, "N": 16, "K": 16, "PRECISION": "default", "ACC": tl.float32}
+    k = at.compile(dot_kernel, target="nvidia:sm_80", signature=_signature("*fp16"), constexprs=consts,
+                   num_warps=32)
+    assert k.metadata["threads_per_block"] == 1024
     with pytest.raises(CompilationError, match=r"num_warps=64 gives 2048 threads.*sm_80.*1024"):
-        at.compile(dot_kernel, target="nvidia:sm_80", signature={"a_ptr": "*fp16", "b_ptr": "*fp16",
-                   "c_ptr": "*fp32"}, constexprs={"M": 16, "N": 16, "K": 16}, num_warps=64)
+        at.compile(dot_kernel, target="nvidia:sm_80", signature=_signature("*fp16"), constexprs=consts,
+                   num_warps=64)
