@@ -112,3 +112,25 @@ def test_more_threads_than_a_program_may_have_is_a_clear_error():
     with pytest.raises(CompilationError, match=r"num_warps=64 gives 2048 threads.*sm_80.*1024"):
         at.compile(dot_kernel, target="nvidia:sm_80", signature=_signature("*fp16"), constexprs=consts,
                    num_warps=64)
+
+
+def test_the_emulated_ldmatrix_assembles_with_nvidias_shuffles():
+    """The ``ldmatrix`` emulation the simulator runs is written with generic hooks only: on
+    NVIDIA's own target it becomes ``shfl.sync.idx`` code that ptxas accepts."""
+    from anytile.backend import CompileOptions
+    from anytile.codegen.gpu import gpu_stages
+    from anytile_nvidia.matrix import LdmatrixFragments, emulated_ldmatrix_x4
+    from anytile_nvidia.stages import cubin_stage, find_ptxas, ptx_stage
+    from anytile_nvidia.target import NvidiaTarget
+    target = NvidiaTarget("sm_80")
+    target._ldmatrix = LdmatrixFragments(emulated_ldmatrix_x4(target))
+    module = at.compile(dot_kernel, target="nvidia:sm_80", signature=_signature("*fp16"),
+                        constexprs={"M": 32, "N": 32, "K": 16, "PRECISION": "default",
+                                    "ACC": tl.float32}).module
+    metadata: dict = {}
+    out = module
+    for run in [s.run for s in gpu_stages(target, CompileOptions(num_warps=2))] + [ptx_stage("sm_80")]:
+        out = run(out, metadata)
+    assert "shfl.sync.idx" in out and "mma.sync.aligned.m16n8k16" in out and "ldmatrix" not in out
+    if find_ptxas():
+        assert cubin_stage("sm_80", find_ptxas())(out, metadata)[:4] == b"\x7fELF"

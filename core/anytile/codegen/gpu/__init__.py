@@ -16,14 +16,15 @@ hooks and tables (``GpuTarget``).
 * ``matrix``     -- ``MatrixInstr``: a matrix instruction as data (shape, types, lanes and
   fragment maps), and what core derives from it;
 * ``dot``        -- dot strategies: matrix instructions placed from the tables, FMA loops,
-  and the extension points for a target's own;
+  and the extension point for a target's own; ``fragments`` reads an instruction's operand
+  fragments from shared memory;
 * ``target``     -- ``GpuTarget``, the hooks and tables a backend fills in;
 * ``simulator``  -- the lowering run on the host CPU (tests, the ``gpusim`` device).
 """
 from .assign import LaidOutKernel, assign_layouts
 from .compile import GpuKernel, gpu_stages, lay_out, lower_kernel, lower_to_llvm
-from .dot import (DotPlan, DotSelector, DotStrategy, FragmentLoader, MatrixDotPlan, OperandSource,
-                  acc_layout, acc_slots)
+from .dot import DotPlan, DotSelector, DotStrategy, MatrixDotPlan, acc_layout, acc_slots
+from .fragments import FragmentLoader, OperandSource
 from .layouts import BlockedLayout, SliceLayout, default_blocked
 from .matrix import MatrixInstr, check_instr, geometry
 from .shared_ops import PaddedRows, SharedBufferLayout

@@ -28,12 +28,14 @@ from ...ir.core import Block, Value, walk
 from ...ir.types import PointerType, ScalarType, TileType
 from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes
+from . import collective, control, dot, memory, shared, tile_ops
 from .assign import LaidOutKernel
 from .layouts import Layout
 from .registers import Regs
 from .scratch import convert
 from .shared import plan_persistent_shared
 from .target import GpuTarget
+from .tile_ops import rematerialise
 
 __all__ = ["Regs", "KernelLowering", "Lowering", "lowering_table"]
 
@@ -43,7 +45,6 @@ Lowering = Callable[["KernelLowering", ops.Op], None]
 
 def lowering_table() -> dict[type, Lowering]:
     """Op class -> its ``lower_<op>`` function, from every module of the GPU lowering."""
-    from . import collective, control, dot, memory, shared, tile_ops
     table: dict[type, Lowering] = {}
     for module in (tile_ops, memory, collective, dot, control, shared):
         table.update(module.LOWERINGS)
@@ -165,7 +166,6 @@ class KernelLowering:
 
     def tile(self, v: Value, layout: Optional[Layout] = None) -> Regs:
         """The registers of tile ``v`` in ``layout`` (default: its own)."""
-        from .tile_ops import rematerialise
         want = layout if layout is not None else v.type.layout
         found = self.lookup((v, want))
         if found is not None:

@@ -36,7 +36,7 @@ from ...gpu_host import SCALAR_CTYPES
 from ...ir.core import Module
 from ...ir.types import PointerType
 from .compile import lay_out, lower_to_llvm
-from .dot import FragmentLoader, lane_value
+from .fragments import FragmentLoader, lane_value
 from .matrix import TYPE_BITS, FragmentMap, MatrixInstr, geometry
 from .target import GpuTarget
 

@@ -21,7 +21,8 @@ from llvmlite import ir
 from .matrix import MatrixInstr
 
 if TYPE_CHECKING:
-    from .dot import DotStrategy, FragmentLoader
+    from .dot import DotStrategy
+    from .fragments import FragmentLoader
 
 __all__ = ["GpuTarget"]
 
