@@ -23,6 +23,7 @@ from typing import Any, Callable
 from llvmlite import ir
 
 from anytile.codegen.gpu import FragmentLoader, GpuTarget, MatrixDotPlan, MatrixInstr, OperandSource
+from anytile.codegen.gpu.registers import warp_coordinate
 
 __all__ = ["MMA_F16", "MMA_BF16", "MMA_TF32", "MATRIX_INSTRS", "LdmatrixFragments", "ldmatrix_x4",
            "emulated_ldmatrix_x4", "emit_mma"]
@@ -142,7 +143,6 @@ class LdmatrixFragments(FragmentLoader):
         self.load_x4 = load_x4
 
     def prepare(self, ctx: Any, plan: MatrixDotPlan, a: OperandSource, b: OperandSource) -> Any:
-        from anytile.codegen.gpu.registers import warp_coordinate
         bld = ctx.b
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         r = bld.and_(ctx.lane, k32(7))      # the row of an 8x8 matrix whose address I give
