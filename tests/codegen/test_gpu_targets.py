@@ -114,7 +114,8 @@ def test_dots_run_on_instructions_given_as_data(rng, name, M, N, K, num_warps):
     acc_np = np.int32 if instr.acc_type == "i32" else np.float32
     sig_of = {"f16": "*fp16", "bf16": "*bf16", "i8": "*i8"}
     a, b = _inputs(rng, instr.a_type, (M, K)), _inputs(rng, instr.b_type, (K, N))
-    c = (rng.integers(-1000, 1000, (M, N)) if instr.acc_type == "i32" else rng.standard_normal((M, N))).astype(acc_np)
+    c = rng.integers(-1000, 1000, (M, N)) if instr.acc_type == "i32" else rng.standard_normal((M, N))
+    c = c.astype(acc_np)
     out = np.full((M, N), -7 if instr.acc_type == "i32" else np.nan, acc_np)
     acc = "*i32" if instr.acc_type == "i32" else "*fp32"
     module = ir_of(dot_kernel, {"a_ptr": sig_of[instr.a_type], "b_ptr": sig_of[instr.b_type],

@@ -51,10 +51,10 @@ def _isa_m16n8k8_tf32(lane, i, operand):
 @pytest.mark.parametrize("instr,isa", [(MMA_F16, _isa_m16n8k16), (MMA_BF16, _isa_m16n8k16),
                                        (MMA_TF32, _isa_m16n8k8_tf32)], ids=str)
 def test_maps_are_the_isa_fragment_tables(instr, isa):
-    for lane in range(32):
-        assert [instr.a_elem(lane, i) for i in range(instr.a_count)] == [isa(lane, i, "a") for i in range(instr.a_count)]
-        assert [instr.b_elem(lane, i) for i in range(instr.b_count)] == [isa(lane, i, "b") for i in range(instr.b_count)]
-        assert [instr.acc_elem(lane, i) for i in range(4)] == [isa(lane, i, "c") for i in range(4)]
+    for elem, count, operand in ((instr.a_elem, instr.a_count, "a"), (instr.b_elem, instr.b_count, "b"),
+                                 (instr.acc_elem, instr.acc_count, "c")):
+        for lane in range(32):
+            assert [elem(lane, i) for i in range(count)] == [isa(lane, i, operand) for i in range(count)]
 
 
 def test_the_derived_accumulator_layout_is_the_blocked_mma_layout():

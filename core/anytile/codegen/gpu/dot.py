@@ -28,8 +28,8 @@ from llvmlite import ir
 from ...ir import ops
 from ...ir.types import ScalarType, elem_type, shape_of
 from ..llvm.types import I8, I32
-from .layouts import BlockedLayout, register_indices
 from .fragments import GenericFragments, OperandSource
+from .layouts import BlockedLayout, register_indices
 from .matrix import TYPE_BITS, MatrixGeometry, MatrixInstr, geometry
 from .registers import Regs, coords, linear_index
 from .scratch import llvm_bytes, reserve, shared_load, shared_store
@@ -231,7 +231,8 @@ def _store_operand(ctx: "KernelLowering", regs: Regs, elem: ScalarType, type_nam
     b = ctx.b
     layout = regs.layout
     run = 1
-    if isinstance(layout, BlockedLayout) and layout.order[0] == 1 and regs.shape[1] >= layout.size_per_thread[1]:
+    if isinstance(layout, BlockedLayout) and layout.order[0] == 1 and \
+            regs.shape[1] >= layout.size_per_thread[1]:
         run = min(layout.size_per_thread[1], 16 // elem.nbytes)
     where = coords(ctx, layout, regs.shape)
     for first in range(0, len(regs.values), run):
