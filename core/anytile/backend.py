@@ -7,8 +7,11 @@ A backend is a class deriving from ``Backend``, published by any distribution un
     mybackend = "my_package.backend:MyBackend"
 
 Core discovers it with stevedore, instantiates it with no arguments, and never imports a
-backend by name.  A backend imports only this module, ``anytile.ir`` and the documented
-helpers (``anytile.codegen``); everything else in core is private.
+backend by name.  A backend imports only this module, ``anytile.ir``, ``anytile.errors`` and
+the documented helpers (``anytile.codegen``; ``anytile.gpu_host`` for GPU backends: foreign
+device arrays, streams, argument blocks and the fast launcher); everything else in core is
+private.  Helpers are additions within API version 1: a backend that does not use them is
+unaffected.
 
 What core does, and what it asks of a backend:
 

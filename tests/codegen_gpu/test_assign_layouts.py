@@ -2,9 +2,20 @@
 independent IR in, the same IR with a layout on every tile value out."""
 from __future__ import annotations
 
+import pytest
+
 from anytile.codegen.gpu import BlockedLayout, assign_layouts
+from anytile.codegen.gpu.dot import DotSelector
+from anytile.codegen.gpu.simulator import SimulatedGpuTarget
 
 from gpu_kit import MATMUL_LOOP, check
+
+
+def lay_out(module, target=None, num_warps=4):
+    """``assign_layouts`` as a 32-lane target without matrix instructions (or ``target``)
+    plans it."""
+    target = target or SimulatedGpuTarget(32, ())
+    return assign_layouts(module, num_warps, target.warp_size, DotSelector(target, num_warps).plan)
 
 ADD = """
         kernel @add(%x: ptr<f32> {divisibility = 16}, %y: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %n: i32 {divisibility = 16}) {
@@ -167,7 +178,7 @@ def test_loads_get_the_widest_access_the_axis_facts_prove():
     """16-byte aligned, 16-divisible accesses: the loads hold 4 consecutive f32 per thread
     (``ld.global.v4``); the index arithmetic keeps the default layout (it is recomputed in
     whatever layout a use wants); the sum follows its loaded operands."""
-    laid = check(lambda m: assign_layouts(m, num_warps=4), ADD, ADD_LAID_OUT)
+    laid = check(lay_out, ADD, ADD_LAID_OUT)
     assert sorted(laid.vector.values()) == [4, 4, 4]
     (store_layout,) = laid.store_layout.values()
     assert store_layout == BlockedLayout((4,), (32,), (4,), (0,))
@@ -176,7 +187,7 @@ def test_loads_get_the_widest_access_the_axis_facts_prove():
 def test_reduction_results_are_slices_of_their_operand():
     """The row maximum lives in a slice of the loaded tile's layout; expanding it back along
     the reduced axis gives that layout again, broadcast keeps it, and permute permutes it."""
-    check(lambda m: assign_layouts(m, num_warps=4), ROWS, ROWS_LAID_OUT)
+    check(lay_out, ROWS, ROWS_LAID_OUT)
 
 
 def test_loop_carried_accumulator_takes_the_mma_layout():
@@ -184,4 +195,5 @@ def test_loop_carried_accumulator_takes_the_mma_layout():
     32 x 32 tile), and the loop-carried accumulator takes it from what the body yields
     (its start value, a constant, is recomputed in it); carried pointer tiles are laid out
     for their loads' widest access."""
-    check(lambda m: assign_layouts(m, num_warps=4, use_mma=True), MATMUL_LOOP, MM_LAID_OUT)
+    nvidia = pytest.importorskip("anytile_nvidia.simulated")
+    check(lambda m: lay_out(m, nvidia.simulated_nvidia_target()), MATMUL_LOOP, MM_LAID_OUT)

@@ -107,7 +107,6 @@ def test_the_shared_memory_dialect_verifies():
     ("%b = shared_alloc : tile<32x16xf16>", "shared_alloc gives one shared buffer, found "
                                             "(tile<32x16xf16>)"),
     ("%b = shared_alloc : shared<2x32x16xf16, row 8>", "rows of 8 elements cannot hold 16"),
-    ("%b = shared_alloc : shared<2x32x16xf16, wgmma-a, row 24, warps 2>", "whole warpgroups"),
     (f"%b = shared_alloc : {SHARED}\n%s = constant {{value = 0.0}} : f32\n"
      f"%x = shared_load (%b, %s) : tile<32x16xf16>", "slot: expected i32, found f32"),
     (f"%b = shared_alloc : {SHARED}\n%s = constant {{value = 0}} : i32\n"
@@ -126,3 +125,10 @@ def test_the_shared_memory_dialect_verifies():
 def test_each_shared_memory_rule(ops, problem):
     body = "\n".join("  " + line for line in ops.splitlines())
     _fails(f"kernel @k(%p: ptr<f16>) {{\n{body}\n}}\n", problem)
+
+
+def test_a_backends_buffer_layout_checks_its_own_rule():
+    """A backend's buffer layout (NVIDIA's warpgroup operand) says what it cannot hold."""
+    pytest.importorskip("anytile_nvidia.warpgroup")
+    _fails("kernel @k(%p: ptr<f16>) {\n  %b = shared_alloc : shared<2x64x16xf16, wgmma-a warps 2>\n}\n",
+           "needs whole warpgroups (a multiple of 4 warps), found 2")

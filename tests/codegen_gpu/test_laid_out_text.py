@@ -8,7 +8,7 @@ from anytile_conformance.catalogue import kernels as catalogue
 import anytile as at
 import anytile.language as tl
 from anytile.codegen.gpu.layouts import BlockedLayout, SliceLayout
-from anytile.codegen.gpu.shared_ops import SharedBufferType, SharedLayout
+from anytile.codegen.gpu.shared_ops import PaddedRows, SharedBufferType, SharedLayout
 from anytile.ir.parser import IRParseError, parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.types import TileType, f16, f32, parse_type
@@ -24,13 +24,19 @@ BLOCKED = BlockedLayout((1, 4), (8, 4), (4, 1), (1, 0))
     TileType((64,), f32, SliceLayout(BLOCKED, 1)),
     TileType((8,), f16, SliceLayout(SliceLayout(BlockedLayout((1, 1, 4), (2, 4, 4), (4, 1, 1),
                                                               (2, 1, 0)), 0), 1)),
-    TileType((32, 16), f16, SharedLayout(24)),
-    SharedBufferType((32, 16), f16, 3, 24),
-    SharedBufferType((64, 32), f16, 2, 40, "wgmma-a", 8),
-    SharedBufferType((32, 64), f16, 4, 72, "wgmma-b", 4),
+    TileType((32, 16), f16, SharedLayout(PaddedRows(24))),
+    SharedBufferType((32, 16), f16, 3, PaddedRows(24)),
 ], ids=str)
 def test_each_layout_and_shared_type_parses_back(t):
     assert parse_type(str(t)) == t
+
+
+def test_a_backends_buffer_layouts_parse_back():
+    """Layouts a backend's dot strategy adds (NVIDIA's warpgroup operands) register their text."""
+    warpgroup = pytest.importorskip("anytile_nvidia.warpgroup")
+    for t in (SharedBufferType((64, 32), f16, 2, warpgroup.WarpgroupA(8)),
+              SharedBufferType((32, 64), f16, 4, warpgroup.WarpgroupB())):
+        assert parse_type(str(t)) == t
 
 
 @pytest.mark.parametrize("text,problem", [
@@ -39,9 +45,10 @@ def test_each_layout_and_shared_type_parses_back(t):
     ("tile<8xf32, #blocked<spt=[1,1], tpw=[32], wpc=[4], order=[0]>>", "inconsistent #blocked"),
     ("tile<8xf32, #slice<dim=1, parent=#blocked<spt=[1], tpw=[32], wpc=[4], order=[0]>>>",
      "dim 1 is not a dimension of its parent"),
-    ("shared<2x32x16xf16, row>", "malformed shared buffer type"),
-    ("shared<2x32x16xf16, wgmma-a, row 24>", "malformed shared buffer type"),
-    ("tile<8xf32, #shared<rows 4>>", "expected #shared<row R>"),
+    ("shared<2x32x16xf16, row>", "malformed buffer layout 'row': expected 'row R'"),
+    ("shared<2x32x16xf16>", "malformed shared buffer type"),
+    ("shared<2x32x16xf16, swizzled 128>", "unknown shared buffer layout 'swizzled 128' (known: row"),
+    ("tile<8xf32, #shared<rows 4>>", "unknown shared buffer layout 'rows 4'"),
 ])
 def test_malformed_layouts_name_the_problem(text, problem):
     with pytest.raises(IRParseError) as info:
@@ -83,7 +90,7 @@ _MATMUL_CONSTEXPRS = {"ACTIVATION": "relu", "BM": 64, "BN": 64, "BK": 32, "GROUP
     ("matmul", catalogue.matmul_kernel, _MATMUL_SIGNATURE, _MATMUL_CONSTEXPRS, {},
      ["shared_alloc : shared<3x64x32xf16, row 40>", "#shared<row 40>", "async_wait"]),
     ("matmul on warpgroup MMA", catalogue.matmul_kernel, _MATMUL_SIGNATURE,
-     _MATMUL_CONSTEXPRS, {"wgmma": True}, ["wgmma-a, row 40, warps 4"]),
+     _MATMUL_CONSTEXPRS, {"wgmma": True}, ["wgmma-a warps 4"]),
     ("row maxima", rows_minus_max, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16",
                                     "n_cols": "i32:16"}, {"ROWS": 8, "COLS": 128}, {},
      ["#slice<dim=1, parent=#blocked<spt=[1,4]"]),

@@ -10,20 +10,23 @@ The fast launch (``LoadedKernel.raw_launcher``) skips cuda.bindings' wrapper: on
 ``CUlaunchConfig`` and the parameter slots, and ``cuLaunchKernelEx`` is called through
 ``ctypes`` on libcuda with four prebuilt pointers.  Without a libcuda that ``ctypes`` can open
 (or without ``cuLaunchKernelEx``, before CUDA 12) launches take the cuda.bindings path.
+Argument slots, streams and the generated launcher are core's (``anytile.gpu_host``); what is
+CUDA's here is the driver calls and the ``CUlaunchConfig`` header.
 """
 from __future__ import annotations
 
 import ctypes
 import struct
-import sys
 import threading
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from anytile.errors import BackendError, LaunchError, device_assert_error
+from anytile.gpu_host import (STRUCT_CODES, ArgumentBlock, argument_slots, compile_launcher,
+                              fill_slots, framework_stream)
 from anytile.ir.types import PointerType, i32
 
-__all__ = ["Driver", "LoadedKernel", "driver", "framework_stream", "stream_handle"]
+__all__ = ["Driver", "LoadedKernel", "driver"]
 
 _CUDA_ERROR_INVALID_CONTEXT = 201
 
@@ -189,12 +192,6 @@ class Driver:
         return loaded
 
 
-_CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
-           "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
-           "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "f32": ctypes.c_float,
-           "f64": ctypes.c_double, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
-
-
 @dataclass(eq=False)
 class LoadedKernel:
     """A kernel ready to launch: the CUfunction and its reusable argument block."""
@@ -217,15 +214,7 @@ class LoadedKernel:
     @staticmethod
     def build(drv: Driver, index: int, module: Any, function: Any, name: str, shared: int,
               threads: int, signature: list) -> "LoadedKernel":
-        slots, is_pointer = [], []
-        for _, t in signature:
-            if isinstance(t, PointerType):
-                slots.append(ctypes.c_uint64(0))
-                is_pointer.append(True)
-            else:
-                slots.append(_CTYPES[t.name]())
-                is_pointer.append(False)
-        params = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(s) for s in slots])
+        slots, is_pointer, params = argument_slots(signature)
         return LoadedKernel(drv, index, module, function, name, shared, threads, slots,
                             is_pointer, params, ctypes.addressof(params))
 
@@ -236,22 +225,7 @@ class LoadedKernel:
             self._fill_and_launch(grid, args, stream)
 
     def _fill_and_launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
-        owner = None
-        try:
-            for slot, pointer, arg in zip(self.slots, self.is_pointer, args):
-                value = arg.value
-                if pointer:
-                    buf = value.buffer
-                    slot.value = buf.address + value.offset
-                    if owner is None:
-                        owner = buf.owner
-                elif type(value) is int:
-                    slot.value = value
-                else:
-                    slot.value = _to_bits(arg.type.name, value)
-        except TypeError:
-            raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory "
-                              f"or does not fit its parameter type") from None
+        owner = fill_slots(self.slots, self.is_pointer, args, _bad_argument_message(self.name))
         if stream is None:
             stream = 0 if owner is None else framework_stream(owner, self.device_index)
         cu = self.driver.cu
@@ -287,63 +261,26 @@ class LoadedKernel:
             return None
         codes = []
         for pointer, slot in zip(self.is_pointer, self.slots):
-            code = "Q" if pointer else _STRUCT_CODES.get(type(slot))
+            code = "Q" if pointer else STRUCT_CODES.get(type(slot))
             if code is None:
                 return None
             codes.append(code)
         if launch_ex is None:
             return None
-        fmt, offsets = _CONFIG_FORMAT, []
-        size = _CONFIG_SIZE
-        for code in codes:
-            width = struct.calcsize("=" + code)
-            pad = -size % width
-            fmt += "x" * pad
-            size += pad
-            offsets.append(size)
-            fmt += code
-            size += width
-        block = ctypes.create_string_buffer(max(size, _CONFIG_SIZE + 8))
-        base = ctypes.addressof(block)
-        params = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
-        names = [f"v{i}" for i in range(len(codes))]
-        src = "\n".join([
-            f"def run(gx, gy, gz, stream, owner{''.join(', ' + n for n in names)}):",
-            "    if stream is None:",
-            "        if owner is None:",
-            "            stream = 0",
-            "        else:",
-            "            get = _getters.get(type(owner))",
-            "            stream = get(_index) if get is not None else _framework_stream(owner, _index)",
-            "    elif type(stream) is not int:",
-            "        stream = _stream_handle(stream)",
-            # one argument block per kernel: threads take turns (ctypes lets go of the GIL
-            # while the driver reads it)
-            "    with _lock:",
-            "        try:",
-            f"            _pack(_block, 0, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, "
-            f"stream, 0, 0{''.join(', ' + n for n in names)})",
-            "        except (struct.error, TypeError, OverflowError):",
-            "            _bad_argument()",
-            "        result = _launch(_config, _function, _params, None)",
-            "        if result:",
-            "            _failed(result, (gx, gy, gz), _again)",
-            ""])
+        block = ArgumentBlock.build(_CONFIG_FORMAT, codes)
+        config, function = ctypes.c_void_p(block.address), ctypes.c_void_p(int(self.function))
         namespace: dict[str, Any] = {
-            "_getters": _STREAM_GETTERS, "_index": self.device_index,
-            "_framework_stream": framework_stream, "_stream_handle": stream_handle,
-            "_pack": struct.Struct(fmt).pack_into, "_block": block, "struct": struct,
-            "_bad_argument": self._bad_argument, "_launch": launch_ex,
-            "_config": ctypes.c_void_p(base), "_function": ctypes.c_void_p(int(self.function)),
-            "_params": params, "_failed": self._raw_failed, "_lock": self.lock}
-        namespace["_again"] = lambda: launch_ex(namespace["_config"], namespace["_function"],
-                                                params, None)
-        exec(compile(src, f"<launcher of {self.name}>", "exec"), namespace)
-        return namespace["run"]
+            "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
+            "_bad_argument": self._bad_argument, "_launch": launch_ex, "_config": config,
+            "_function": function, "_params": block.params, "_failed": self._raw_failed,
+            "_lock": self.lock, "_again": lambda: launch_ex(config, function, block.params, None)}
+        header = f"gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, 0, 0"
+        return compile_launcher(self.name, len(codes), header,
+                                "_launch(_config, _function, _params, None)", namespace,
+                                self.device_index)
 
     def _bad_argument(self) -> None:
-        raise LaunchError(f"kernel '{self.name}': an argument is not in CUDA device memory "
-                          f"or does not fit its parameter type")
+        raise LaunchError(_bad_argument_message(self.name))
 
     def _raw_failed(self, result: int, grid: tuple, again: Any) -> None:
         """After a failed raw launch: a new thread has no current context (make it current and
@@ -358,10 +295,10 @@ class LoadedKernel:
 
 
 _CONFIG_FORMAT = "=7I4xQQI4x"     # CUlaunchConfig: grid[3], block[3], shared, stream, attrs, n
-_CONFIG_SIZE = struct.calcsize(_CONFIG_FORMAT)
-_STRUCT_CODES = {ctypes.c_int8: "b", ctypes.c_int16: "h", ctypes.c_int32: "i",
-                 ctypes.c_int64: "q", ctypes.c_uint8: "B", ctypes.c_uint64: "Q",
-                 ctypes.c_uint32: "I", ctypes.c_float: "f", ctypes.c_double: "d"}
+
+
+def _bad_argument_message(name: str) -> str:
+    return f"kernel '{name}': an argument is not in CUDA device memory or does not fit its parameter type"
 
 
 def _open_launch_ex() -> Any:
@@ -376,61 +313,6 @@ def _open_launch_ex() -> Any:
         except (OSError, AttributeError):
             continue
     return None
-
-
-#: a framework's tensor type -> function(device index) -> its current raw CUDA stream
-_STREAM_GETTERS: dict[type, Any] = {}
-
-
-def framework_stream(owner: Any, device_index: int) -> int:
-    """The current CUDA stream on ``device_index`` of the framework ``owner`` (an imported
-    array) belongs to; 0 for unknown frameworks.  Never imports a framework the user has not
-    (``owner`` exists, so its module is loaded); the getter is cached per type."""
-    cls = type(owner)
-    getter = _STREAM_GETTERS.get(cls)
-    if getter is None:
-        getter = _STREAM_GETTERS[cls] = _stream_getter(cls.__module__.split(".")[0])
-    return int(getter(device_index))
-
-
-def _stream_getter(framework: str) -> Any:
-    module = sys.modules.get(framework)
-    if framework == "torch" and module is not None:
-        raw = getattr(getattr(module, "_C", None), "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw
-        return lambda index: module.cuda.current_stream(index).cuda_stream
-    if framework == "cupy" and module is not None:
-        return lambda index: module.cuda.get_current_stream().ptr
-    return lambda index: 0
-
-
-def stream_handle(stream: Any) -> int:
-    """A CUstream handle from an int, a torch/cupy stream or a ``CUstream``."""
-    if isinstance(stream, int):
-        return stream
-    for attr in ("cuda_stream", "ptr", "handle"):
-        value = getattr(stream, attr, None)
-        if isinstance(value, int):
-            return value
-    try:
-        return int(stream)
-    except (TypeError, ValueError):
-        raise BackendError(f"cannot use {stream!r} as a CUDA stream (pass an int handle or a "
-                           f"torch/cupy stream)") from None
-
-
-def _to_bits(type_name: str, value: Any) -> Any:
-    if type_name == "i1":
-        return int(bool(value))
-    if type_name in ("f16", "bf16"):
-        import numpy as np
-        import ml_dtypes
-        dt = np.float16 if type_name == "f16" else ml_dtypes.bfloat16
-        return int(np.array(value, dtype=dt).view(np.uint16))
-    if type_name in ("f32", "f64"):
-        return float(value)
-    return int(value)
 
 
 driver = Driver()

@@ -1,7 +1,9 @@
 """``gpusim``: the NVIDIA backend's lowering run on the host CPU, as an anytile backend.
 
-Everything the NVIDIA backend generates except its five hooks (thread ids, barrier,
-shuffle, math library, kernel marking) runs here, one OS thread per GPU thread, so the
+The GPU compile pipeline runs as for NVIDIA, with NVIDIA's tables -- its matrix instructions
+(executed by the simulator from their fragment maps) and its ``ldmatrix`` fragment loader
+(emulated with the generic ``shuffle_idx``) -- and the host simulator's hooks for the rest
+(ids, barrier, shuffles, math library, kernel marking), one OS thread per GPU thread, so the
 conformance suite and the kernel tests can check the GPU lowering on a machine without a
 GPU::
 
@@ -23,9 +25,21 @@ from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, Comp
 # the GPU lowering and the simulator are imported when first used: discovery imports this
 # module in every process, and it is opt-in
 
-__all__ = ["SimulatedGpuBackend"]
+__all__ = ["SimulatedGpuBackend", "simulated_nvidia_target"]
 
 _ENV = "ANYTILE_GPU_SIMULATOR"
+
+
+def simulated_nvidia_target() -> Any:
+    """The host simulator's target with NVIDIA's warp size, matrix instructions and
+    ``ldmatrix`` loader (emulated through the simulator's ``shuffle_idx``)."""
+    from anytile.codegen.gpu.simulator import SimulatedGpuTarget
+
+    from .matrix import MATRIX_INSTRS, MMA_BF16, MMA_F16, LdmatrixFragments, emulated_ldmatrix_x4
+    target = SimulatedGpuTarget(32, MATRIX_INSTRS)
+    loader = LdmatrixFragments(emulated_ldmatrix_x4(target))
+    target.loaders.update({MMA_F16: loader, MMA_BF16: loader})
+    return target
 
 
 class SimulatedGpuBackend(Backend):
@@ -56,29 +70,8 @@ class SimulatedGpuBackend(Backend):
         return Target(self.name, "host")
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
-        from anytile.codegen.gpu import assign_layouts
-        from anytile.codegen.gpu.lowering import lower_kernel
-        from anytile.codegen.gpu.mma import mma_warps
-        from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
-        from anytile.codegen.gpu.simulator import SimulatedGpuTarget
-
-        def laid_out(module: Any, metadata: dict) -> Any:
-            metadata["threads_per_block"] = options.num_warps * SimulatedGpuTarget.warp_size
-            if options.num_stages > 1:
-                pipeline_dot_operands(module.kernel, options.num_stages, lambda dot: mma_warps(
-                    dot, options.num_warps, SimulatedGpuTarget.warp_size) is not None, 96 * 1024)
-                pipeline_loops(module.kernel)
-            return assign_layouts(module, options.num_warps, SimulatedGpuTarget.warp_size,
-                                  use_mma=SimulatedGpuTarget.has_mma)
-
-        def llir(laid: Any, metadata: dict) -> str:
-            module, shared, checks = lower_kernel(laid, SimulatedGpuTarget(), debug=options.debug)
-            metadata["shared"] = shared
-            if checks:
-                metadata["asserts"] = checks
-            metadata["kernel_name"] = laid.kernel.name
-            return str(module)
-        return [Stage("laid-out ir", laid_out), Stage("llir", llir)]
+        from anytile.codegen.gpu import gpu_stages
+        return gpu_stages(simulated_nvidia_target(), options)
 
     def load(self, kernel: CompiledKernel, device: DeviceInfo) -> Any:
         from anytile.codegen.gpu.simulator import SimulatedKernel

@@ -1,14 +1,19 @@
-"""NVIDIA's answers to the shared GPU lowering's hooks (``anytile.codegen.gpu.GpuTarget``):
-PTX special registers, ``bar.sync``, ``shfl.sync.bfly`` and libdevice's math functions."""
+"""NVIDIA's hooks and tables for the shared GPU lowering (``anytile.codegen.gpu.GpuTarget``):
+PTX special registers, ``bar.sync``, ``shfl.sync``, libdevice's math functions, ``mma.sync``
+as matrix-instruction data with ``ldmatrix`` as its fragment loader, ``cp.async`` copies,
+and Hopper's warpgroup MMA as an opt-in dot strategy (``warpgroup.py``)."""
 from __future__ import annotations
 
-from typing import Optional
+import re
+from typing import Optional, Sequence
 
 from llvmlite import ir
 
-from anytile.codegen.gpu import GpuTarget
+from anytile.codegen.gpu import DotStrategy, FragmentLoader, GpuTarget, MatrixInstr
 
-__all__ = ["NvidiaTarget", "LIBDEVICE_FUNCTIONS"]
+from .matrix import MATRIX_INSTRS, MMA_BF16, MMA_F16, LdmatrixFragments, emit_mma, ldmatrix_x4
+
+__all__ = ["NvidiaTarget", "LIBDEVICE_FUNCTIONS", "shared_memory_limit"]
 
 I32 = ir.IntType(32)
 
@@ -20,13 +25,33 @@ LIBDEVICE_FUNCTIONS = {
     "erf": ("__nv_erff", "__nv_erf"), "tanh": ("__nv_tanhf", "__nv_tanh"),
 }
 
+#: dynamic shared memory one program may use, per architecture (CUDA programming guide)
+_SHARED_LIMITS = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024}
+
+
+def shared_memory_limit(arch: str) -> int:
+    """The most shared memory (bytes) a program of ``sm_XY`` may use; 48 KiB if unknown."""
+    number = int(re.sub(r"\D", "", arch) or 0)
+    return _SHARED_LIMITS.get(number, 227 * 1024 if number > 90 else 48 * 1024)
+
 
 class NvidiaTarget(GpuTarget):
-    """nvptx64-nvidia-cuda; math through libdevice (linked in by the ``ptx`` stage)."""
+    """nvptx64-nvidia-cuda for ``arch`` (``sm_80``...); math through libdevice (linked in by
+    the ``ptx`` stage).  ``warpgroup_mma``: pipelined fp16/bf16 dots on sm_90 run as
+    ``wgmma`` (the ``wgmma=True`` option)."""
 
     triple = "nvptx64-nvidia-cuda"
     data_layout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
     warp_size = 32
+    max_threads = 1024
+    matrix_instrs = MATRIX_INSTRS
+    async_copy_sizes = (4, 8, 16)      # cp.async (sm_80+)
+
+    def __init__(self, arch: str = "sm_80", warpgroup_mma: bool = False) -> None:
+        self.arch = self.name = arch
+        self.shared_memory_limit = shared_memory_limit(arch)
+        self.warpgroup_mma = warpgroup_mma and arch in ("sm_90", "sm_90a")
+        self._ldmatrix = LdmatrixFragments(ldmatrix_x4)
 
     def _sreg(self, b: ir.IRBuilder, name: str) -> ir.Value:
         fn = self.declare(b.module, f"llvm.nvvm.read.ptx.sreg.{name}", I32, [])
@@ -44,10 +69,15 @@ class NvidiaTarget(GpuTarget):
     def barrier(self, b: ir.IRBuilder) -> None:
         b.call(self.declare(b.module, "llvm.nvvm.barrier0", ir.VoidType(), []), [])
 
+    def _shuffle(self, b: ir.IRBuilder, kind: str, value: ir.Value, lane: ir.Value) -> ir.Value:
+        fn = self.declare(b.module, f"llvm.nvvm.shfl.sync.{kind}.i32", I32, [I32, I32, I32, I32])
+        return b.call(fn, [ir.Constant(I32, -1), value, lane, ir.Constant(I32, 0x1F)])
+
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
-        fn = self.declare(b.module, "llvm.nvvm.shfl.sync.bfly.i32", I32, [I32, I32, I32, I32])
-        return b.call(fn, [ir.Constant(I32, -1), value, ir.Constant(I32, lane_mask),
-                           ir.Constant(I32, 0x1F)])
+        return self._shuffle(b, "bfly", value, ir.Constant(I32, lane_mask))
+
+    def shuffle_idx(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
+        return self._shuffle(b, "idx", value, lane)
 
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
         names = LIBDEVICE_FUNCTIONS.get(kind)
@@ -56,79 +86,35 @@ class NvidiaTarget(GpuTarget):
         name = names[1] if isinstance(x.type, ir.DoubleType) else names[0]
         return b.call(self.declare(b.module, name, x.type, [x.type]), [x])
 
-    has_mma = True  # every supported target (sm_80+) has mma.sync.m16n8k16
+    def declare_kernel(self, fn: ir.Function, threads: int) -> None:
+        fn.calling_convention = "ptx_kernel"
+        fn.attributes.add("nounwind")
+        # the exact block size lets ptxas budget registers (Triton's maxntid)
+        m = fn.module
+        m.add_named_metadata("nvvm.annotations",
+                             [fn, ir.MetaDataString(m, "maxntidx"), ir.Constant(I32, threads)])
 
-    def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
-        f32 = ir.FloatType()
-        ptx_type = {"f16": "f16", "bf16": "bf16"}[in_type]
-        asm = (f"mma.sync.aligned.m16n8k16.row.col.f32.{ptx_type}.{ptx_type}.f32 "
-               "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
-        fty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [I32] * 6 + [f32] * 4)
-        call = b.asm(fty, asm, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", list(a) + list(bfrag) + list(c),
-                     side_effect=False)
-        return [b.extract_value(call, i) for i in range(4)]
+    # -- matrix instructions -------------------------------------------------------------------
+    def emit_matrix(self, b: ir.IRBuilder, instr: MatrixInstr, a: list, bregs: list,
+                    acc: list) -> list:
+        return emit_mma(b, instr, a, bregs, acc)
 
-    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
-        f32 = ir.FloatType()
-        asm = ("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-               "{$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};")
-        fty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [I32] * 6 + [f32] * 4)
-        call = b.asm(fty, asm, "=f,=f,=f,=f,r,r,r,r,r,r,0,1,2,3", list(a) + list(bfrag) + list(c),
-                     side_effect=False)
-        return [b.extract_value(call, i) for i in range(4)]
-
-    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    def matrix_operand(self, b: ir.IRBuilder, type_name: str, x: ir.Value) -> ir.Value:
+        if type_name != "tf32":
+            return super().matrix_operand(b, type_name, x)
         fty = ir.FunctionType(I32, [ir.FloatType()])
         return b.asm(fty, "cvt.rna.tf32.f32 $0, $1;", "=r,f", [x], side_effect=False)
 
-    def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
-        i64 = ir.IntType(64)
-        shape = ".trans" if trans else ""
-        asm = f"ldmatrix.sync.aligned.m8n8.x4{shape}.shared.b16 {{$0, $1, $2, $3}}, [$4];"
-        fty = ir.FunctionType(ir.LiteralStructType([I32] * 4), [i64])
-        call = b.asm(fty, asm, "=r,=r,=r,=r,l", [b.ptrtoint(address, i64)], side_effect=True)
-        return [b.extract_value(call, i) for i in range(4)]
+    def fragment_loader(self, instr: MatrixInstr) -> Optional[FragmentLoader]:
+        return self._ldmatrix if instr in (MMA_F16, MMA_BF16) else None
 
-    def __init__(self, arch: str = "sm_80") -> None:
-        self.arch = arch
+    def dot_strategies(self) -> Sequence[DotStrategy]:
+        if not self.warpgroup_mma:
+            return ()
+        from .warpgroup import WarpgroupDot
+        return (WarpgroupDot(),)
 
-    @property
-    def has_wgmma(self) -> bool:  # Hopper's warpgroup MMA (compiled for sm_90a)
-        return self.arch in ("sm_90", "sm_90a")
-
-    def wgmma_m64k16(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value,
-                     desc_b: ir.Value, acc: list) -> list:
-        f32 = ir.FloatType()
-        count = n // 2
-        regs = ", ".join(f"${i}" for i in range(count))
-        # scale-d is a predicate: always accumulate; A K-major (0), B N-major (1)
-        asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(count + 2) + ", 0; "
-               f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{in_type}.{in_type} "
-               f"{{{regs}}}, ${count}, ${count + 1}, p, 1, 1, 0, 1; }}")
-        constraint = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
-        fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [ir.IntType(64)] * 2 + [I32] + [f32] * count)
-        call = b.asm(fty, asm, constraint, [desc_a, desc_b, ir.Constant(I32, 1)] + list(acc), side_effect=True)
-        return [b.extract_value(call, i) for i in range(count)]
-
-    def wgmma_fence(self, b: ir.IRBuilder) -> None:
-        b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
-              side_effect=True)
-
-    def wgmma_commit_and_wait(self, b: ir.IRBuilder, acc: list) -> list:
-        f32 = ir.FloatType()
-        count = len(acc)
-        asm = "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"
-        constraint = ",".join(["=f"] * count + [str(i) for i in range(count)] + ["~{memory}"])
-        fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [f32] * count)
-        call = b.asm(fty, asm, constraint, list(acc), side_effect=True)
-        return [b.extract_value(call, i) for i in range(count)]
-
-    def fence_proxy_async(self, b: ir.IRBuilder) -> None:
-        b.asm(ir.FunctionType(ir.VoidType(), []), "fence.proxy.async.shared::cta;", "~{memory}", [],
-              side_effect=True)
-
-    has_async_copy = True  # cp.async (sm_80+)
-
+    # -- asynchronous copies -------------------------------------------------------------------
     def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,
                    mask: Optional[ir.Value]) -> None:
         # 16-byte copies skip L1 (.cg), as operands of a tile loop are read once per program
@@ -150,10 +136,7 @@ class NvidiaTarget(GpuTarget):
         b.call(self.declare(b.module, "llvm.nvvm.cp.async.wait.group", ir.VoidType(), [I32]),
                [ir.Constant(I32, pending)])
 
-    def declare_kernel(self, fn: ir.Function, threads: int) -> None:
-        fn.calling_convention = "ptx_kernel"
-        fn.attributes.add("nounwind")
-        # the exact block size lets ptxas budget registers (Triton's maxntid)
-        m = fn.module
-        m.add_named_metadata("nvvm.annotations",
-                             [fn, ir.MetaDataString(m, "maxntidx"), ir.Constant(I32, threads)])
+    def fence_async_shared(self, b: ir.IRBuilder) -> None:
+        """``fence.proxy.async``: the warpgroup MMA reads its operands through the async proxy."""
+        b.asm(ir.FunctionType(ir.VoidType(), []), "fence.proxy.async.shared::cta;", "~{memory}", [],
+              side_effect=True)

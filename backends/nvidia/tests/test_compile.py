@@ -11,7 +11,7 @@ import anytile as at
 import anytile.language as tl
 from anytile.errors import BackendError
 from anytile_nvidia.backend import NvidiaBackend
-from anytile_nvidia.compiler import find_ptxas, parse_ptxas_report
+from anytile_nvidia.stages import find_ptxas, parse_ptxas_report
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "examples"))
@@ -244,7 +244,7 @@ def test_pipelines_share_the_shared_memory_budget():
     """Each pipelined loop keeps its own buffers: later loops get fewer stages so the kernel
     fits sm_90's 227 KiB; a kernel that cannot fit is a clear compile error."""
     from anytile.errors import CompilationError
-    from anytile_nvidia.compiler import shared_memory_limit
+    from anytile_nvidia.target import shared_memory_limit
     sig = {n: "*fp16:16" for n in ("a_ptr", "b_ptr", "d_ptr", "e_ptr")}
     sig.update({"c_ptr": "*fp32:16", "K": "i32:16"})
     k = at.compile(_two_k_loops, target="nvidia:sm_90", signature=sig,
@@ -292,8 +292,8 @@ def test_sum_of_runs_keeps_only_what_every_run_start_has():
 def test_wgmma_is_opt_in_and_assembles_for_sm_90a(num_warps, BM):
     """``wgmma=True`` on sm_90 runs the pipelined dot on the warpgroup MMA (checked against
     NumPy on an H200 by test_device.py); the default stays on mma.sync."""
-    from anytile.codegen.gpu.shared_ops import wgmma_row
-    assert sorted(wgmma_row(m, num_warps) for m in range(BM)) == list(range(BM))
+    from anytile_nvidia.warpgroup import warpgroup_row
+    assert sorted(warpgroup_row(m, num_warps) for m in range(BM)) == list(range(BM))
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16",
            "sam": "i32:16", "sbk": "i32:16", "scm": "i32:16"}
     consts = {"BM": BM, "BN": 128, "BK": 32}

@@ -4,6 +4,7 @@ import ctypes
 
 import pytest
 
+from anytile import gpu_host
 from anytile.errors import LaunchError
 from anytile.ir.types import PointerType, f32, f64, i1, i32, i64
 from anytile_nvidia import driver as drvmod
@@ -64,7 +65,7 @@ def test_raw_launch_writes_config_and_arguments():
 def test_raw_launch_takes_the_owners_framework_stream(monkeypatch):
     class Tensor:
         pass
-    monkeypatch.setitem(drvmod._STREAM_GETTERS, Tensor, lambda index: 0xABC + index)
+    monkeypatch.setitem(gpu_host.STREAM_GETTERS, Tensor, lambda index: 0xABC + index)
     fake = FakeLaunchEx()
     _, run = raw_kernel(fake)
     run(1, 1, 1, None, Tensor(), 0, 1, 2, 3.0, False, 4.0)

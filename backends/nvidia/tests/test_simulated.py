@@ -1,8 +1,10 @@
 """The shared GPU lowering run on the host (one OS thread per GPU thread) against NumPy.
 
 These check what a GPU run would: layouts, vector accesses, masks, shuffles, cross-warp
-reductions, layout conversions, loops and atomics, with the exact LLVM IR the NVIDIA backend
-generates except for its five hooks (ids, barrier, shuffle, math, kernel marking)."""
+reductions, layout conversions, loops, atomics and tensor-core dots, with the LLVM IR the
+NVIDIA backend generates from the same pipeline and tables (its ``mma.sync`` fragment maps,
+its ``ldmatrix`` address arithmetic) except for the hooks that emit PTX (ids, barrier,
+shuffles, math, kernel marking, the instructions themselves: executed from the tables)."""
 import re
 
 import numpy as np
@@ -12,11 +14,17 @@ from anytile_conformance.catalogue import kernels as catalogue
 import anytile as at
 import anytile.language as tl
 from anytile.codegen.gpu.simulator import simulate_kernel
+from anytile_nvidia.simulated import simulated_nvidia_target
 
 
 def ir_of(fn, signature, constexprs, **options):
     return at.compile(fn, target="nvidia:sm_90", signature=signature, constexprs=constexprs,
                       **options).module
+
+
+def simulate(module, grid, args, num_warps=4):
+    """Run ``module`` on the host simulator with NVIDIA's tables (``gpusim``'s target)."""
+    return simulate_kernel(module, grid, args, num_warps, target=simulated_nvidia_target())
 
 
 def poisoned(shape, dtype):
@@ -41,7 +49,7 @@ def test_vector_add(rng, n, divisible):
     out = poisoned(n, np.float32)
     module = ir_of(catalogue.vector_add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16",
                                    "n": "i32" + divisible}, {"BLOCK": 256})
-    simulate_kernel(module, (at.cdiv(n, 256),), [x, y, out, n])
+    simulate(module, (at.cdiv(n, 256),), [x, y, out, n])
     np.testing.assert_array_equal(out, x + y)
 
 
@@ -54,7 +62,7 @@ def test_softmax(rng, shape, block, num_warps):
                                               "in_row_stride": "i32", "out_row_stride": "i32",
                                               "n_cols": "i32"}, {"BLOCK": block},
                    num_warps=num_warps)
-    simulate_kernel(module, (shape[0],), [out, x, shape[1], shape[1], shape[1]], num_warps)
+    simulate(module, (shape[0],), [out, x, shape[1], shape[1], shape[1]], num_warps)
     np.testing.assert_allclose(out, _softmax_ref(x), rtol=1e-5, atol=1e-7)
 
 
@@ -64,7 +72,7 @@ def test_persistent_softmax(rng):
     out = poisoned(shape, np.float32)
     module = ir_of(catalogue.persistent_softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32",
                                                   "n_rows": "i32", "n_cols": "i32"}, {"BLOCK": 128})
-    simulate_kernel(module, (4,), [out, x, shape[0], shape[1]])
+    simulate(module, (4,), [out, x, shape[0], shape[1]])
     np.testing.assert_allclose(out, _softmax_ref(x), rtol=1e-5, atol=1e-7)
 
 
@@ -80,7 +88,7 @@ def test_matmul_relu(rng, dtype, sig):
                  **{k: "i32" for k in names}}
     module = ir_of(catalogue.matmul_kernel, signature, {"ACTIVATION": "relu", "BM": 16, "BN": 32,
                                                          "BK": 16, "GROUP_M": 2})
-    simulate_kernel(module, (at.cdiv(M, 16) * at.cdiv(N, 32),), [a, b, bias, c, M, N, K, K, 1, N, 1, N])
+    simulate(module, (at.cdiv(M, 16) * at.cdiv(N, 32),), [a, b, bias, c, M, N, K, K, 1, N, 1, N])
     ref = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
     tol = 2e-2 if dtype == np.float16 else 2 ** -10 * 4   # f32 dots may round inputs to tf32
     np.testing.assert_allclose(c.astype(np.float64), ref, rtol=tol, atol=tol * 10)
@@ -94,7 +102,7 @@ def test_layernorm(rng):
     signature = {k: "*fp32" for k in ("x_ptr", "y_ptr", "w_ptr", "b_ptr", "mean_ptr", "rstd_ptr")}
     signature.update(stride="i32", n="i32", eps="fp32")
     module = ir_of(catalogue.layer_norm_kernel, signature, {"BLOCK": 512})
-    simulate_kernel(module, (R,), [x, y, w, b, mean, rstd, N, N, 1e-5])
+    simulate(module, (R,), [x, y, w, b, mean, rstd, N, N, 1e-5])
     x64 = x.astype(np.float64)
     m, r = x64.mean(1), 1 / np.sqrt(x64.var(1) + 1e-5)
     np.testing.assert_allclose(mean, m, rtol=1e-5, atol=1e-6)
@@ -109,7 +117,7 @@ def test_transpose(rng, dtype, sig):
     dst = poisoned((N, M), dtype)
     module = ir_of(catalogue.transpose_kernel, {"src": sig, "dst": sig, "m": "i32", "n": "i32"},
                    {"BM": 16, "BN": 32})
-    simulate_kernel(module, (at.cdiv(M, 16), at.cdiv(N, 32)), [src, dst, M, N])
+    simulate(module, (at.cdiv(M, 16), at.cdiv(N, 32)), [src, dst, M, N])
     np.testing.assert_array_equal(dst, src.T)
 
 
@@ -119,7 +127,7 @@ def test_atomic_histogram(rng):
     hist = np.zeros(bins, np.int32)
     module = ir_of(catalogue.histogram_kernel, {"x_ptr": "*i32", "hist_ptr": "*i32", "n": "i32",
                                                 "bins": "i32"}, {"BLOCK": 256})
-    simulate_kernel(module, (at.cdiv(n, 256),), [data, hist, n, bins])
+    simulate(module, (at.cdiv(n, 256),), [data, hist, n, bins])
     np.testing.assert_array_equal(hist, np.bincount(data % bins, minlength=bins))
 
 
@@ -139,7 +147,7 @@ def test_reductions_2d(rng, R, C, num_warps):
     rows, cols, amax = poisoned(R, np.float32), poisoned(C, np.float32), poisoned(R, np.int32)
     module = ir_of(reduce_2d_kernel, {"x_ptr": "*fp32", "rows_ptr": "*fp32", "cols_ptr": "*fp32",
                                       "amax_ptr": "*i32"}, {"R": R, "C": C}, num_warps=num_warps)
-    simulate_kernel(module, (1,), [x, rows, cols, amax], num_warps)
+    simulate(module, (1,), [x, rows, cols, amax], num_warps)
     np.testing.assert_allclose(rows, x.astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(cols, x.max(0))
     np.testing.assert_array_equal(amax, x.argmax(1))
@@ -157,7 +165,7 @@ def test_cumsum(rng):
     x = rng.integers(-50, 50, (8, 32)).astype(np.int32)
     out = poisoned((8, 32), np.int32)
     module = ir_of(cumsum_kernel, {"x_ptr": "*i32", "out_ptr": "*i32"}, {"R": 8, "C": 32})
-    simulate_kernel(module, (1,), [x, out])
+    simulate(module, (1,), [x, out])
     np.testing.assert_array_equal(out, np.cumsum(x, axis=1))
 
 
@@ -181,7 +189,7 @@ def test_while_and_if(rng):
     x = rng.standard_normal((n, block)).astype(np.float32)
     out = poisoned(block, np.float32)
     module = ir_of(while_if_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": block})
-    simulate_kernel(module, (1,), [x, out, n])
+    simulate(module, (1,), [x, out, n])
     x64 = x.astype(np.float64)
     ref = x64[0::2].sum(0) - np.exp(x64[1::2]).sum(0)
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
@@ -210,7 +218,7 @@ def test_tensor_core_dot(rng, M, N, K, num_warps, sig):
     expected = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
     module = ir_of(dot_kernel, {"a_ptr": sig, "b_ptr": sig, "c_ptr": "*fp32"}, {"M": M, "N": N, "K": K},
                    num_warps=num_warps)
-    text = simulate_kernel(module, (1,), [a, b, c], num_warps)
+    text = simulate(module, (1,), [a, b, c], num_warps)
     assert "anytile_sim_scratch" in text  # the tensor-core path ran, not the FMA fallback
     np.testing.assert_allclose(c, expected, rtol=1e-4, atol=1e-4)
 
@@ -232,7 +240,7 @@ def test_tf32_dot(rng, M, N, K, num_warps):
         c = c0.copy()
         module = ir_of(dot_kernel, sig, {"M": M, "N": N, "K": K, "PRECISION": precision},
                        num_warps=num_warps)
-        text = simulate_kernel(module, (1,), [a, b, c], num_warps)
+        text = simulate(module, (1,), [a, b, c], num_warps)
         assert ("anytile_sim_scratch" in text) == (precision == "tf32")
         expected = c0.astype(np.float64) + ea.astype(np.float64) @ eb.astype(np.float64)
         np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
@@ -259,7 +267,7 @@ def test_prefetched_loop_loads(rng, n):
     module = ir_of(row_sum_loop_kernel, {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}, {"BLOCK": 64})
     import copy
     assert pipeline_loops(copy.deepcopy(module).kernel) == 1
-    simulate_kernel(module, (3,), [x, out, n])
+    simulate(module, (3,), [x, out, n])
     np.testing.assert_allclose(out, x[:, :n].astype(np.float64).sum(1), rtol=1e-5, atol=1e-5)
 
 
@@ -283,7 +291,7 @@ def test_16_bit_atomics_and_float_cas():
     m = np.full(3, -5, np.int16)
     c = np.array([1.0, 3.0], np.float32)
     module = ir_of(small_atomics_kernel, {"h_ptr": "*fp16", "m_ptr": "*i16", "c_ptr": "*fp32"}, {"BLOCK": 64})
-    simulate_kernel(module, (2,), [h, m, c])
+    simulate(module, (2,), [h, m, c])
     np.testing.assert_array_equal(h, np.full(4, 2 * 64 / 4 * 0.5, np.float16))
     offs = np.arange(64)
     np.testing.assert_array_equal(m, [max((offs[offs % 3 == r] * 7) % 11) for r in range(3)])
@@ -345,7 +353,7 @@ def test_pipelined_matmul(rng, kernel, K, sig):
     c = poisoned((M, N), np.float32)
     module = ir_of(kernel, sig, {"BM": BM, "BN": BN, "BK": BK}, num_warps=2)
     assert pipeline_dot_operands(copy.deepcopy(module).kernel, 3, lambda dot: True, 1 << 20) == 2
-    text = simulate_kernel(module, (M // BM, N // BN), [a, b, c, M, N, K], 2)
+    text = simulate(module, (M // BM, N // BN), [a, b, c, M, N, K], 2)
     assert "anytile_sim_scratch" in text  # the tensor-core path ran
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
 
@@ -444,5 +452,5 @@ def test_pipelined_loop_inside_a_loop(rng):
     module = ir_of(persistent_matmul, MATMUL_SIG16, {"TILES_N": N // BN, "BM": M, "BN": BN, "BK": 16},
                    num_warps=1)
     assert pipeline_dot_operands(copy.deepcopy(module).kernel, 3, lambda dot: True, 1 << 20) == 2
-    simulate_kernel(module, (1,), [a, b, c, M, N, K], 1)
+    simulate(module, (1,), [a, b, c, M, N, K], 1)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)

@@ -1,17 +1,37 @@
-"""GPU lowering shared by GPU backends (NVIDIA today, AMD next).
+"""GPU code generation shared by every GPU backend: vendor-neutral, driven by a target's
+hooks and tables (``GpuTarget``).
 
+* ``compile``    -- the GPU compile pipeline (``gpu_stages``: ``laid-out ir`` -> ``llir``,
+  whose output is a ``GpuKernel``: an LLVM module with typed facts);
 * ``layouts``    -- distributed layouts (``BlockedLayout``, ``SliceLayout``) and the mapping
   between tile elements and (warp, lane, register);
 * ``axis_info``  -- contiguity / divisibility / constancy of integer and address tiles;
-* ``assign``     -- the ``laid-out ir`` stage: a layout for every tile value;
-* ``lowering``   -- laid-out IR -> LLVM IR for one thread (``lower_kernel``), with
-  ``memory``, ``collective`` and ``control`` for loads/stores, cross-thread ops and loops;
-* ``target``     -- ``GpuTarget``, the hook table a backend fills in (thread ids, barriers,
-  shuffles, address spaces, math functions, kernel marking).
+* ``pipeline``   -- software pipelining of loop loads (shared-memory stages for dot operands,
+  register prefetch for the rest), with the small shared-memory dialect of ``shared_ops``;
+* ``assign``     -- the ``laid-out ir`` stage's layouts: one for every tile value;
+* ``lowering``   -- laid-out IR -> LLVM IR for one thread: a small context and a table of
+  ``lower_<op>`` functions (``tile_ops``, ``memory``, ``collective``, ``dot``, ``control``,
+  ``shared``), with ``registers`` and ``scratch`` for where registers sit and the
+  shared-memory scratch space;
+* ``matrix``     -- ``MatrixInstr``: a matrix instruction as data (shape, types, lanes and
+  fragment maps), and what core derives from it;
+* ``dot``        -- dot strategies: matrix instructions placed from the tables, FMA loops,
+  and the extension point for a target's own; ``fragments`` reads an instruction's operand
+  fragments from shared memory;
+* ``target``     -- ``GpuTarget``, the hooks and tables a backend fills in;
+* ``simulator``  -- the lowering run on the host CPU (tests, the ``gpusim`` device).
 """
-from .layouts import BlockedLayout, SliceLayout, default_blocked
 from .assign import LaidOutKernel, assign_layouts
+from .compile import GpuKernel, gpu_stages, lay_out, lower_kernel, lower_to_llvm
+from .dot import DotPlan, DotSelector, DotStrategy, MatrixDotPlan, acc_layout, acc_slots
+from .fragments import FragmentLoader, OperandSource
+from .layouts import BlockedLayout, SliceLayout, default_blocked
+from .matrix import MatrixInstr, check_instr, geometry
+from .shared_ops import PaddedRows, SharedBufferLayout
 from .target import GpuTarget
 
 __all__ = ["BlockedLayout", "SliceLayout", "default_blocked", "LaidOutKernel", "assign_layouts",
-           "GpuTarget"]
+           "GpuTarget", "GpuKernel", "gpu_stages", "lay_out", "lower_kernel", "lower_to_llvm",
+           "MatrixInstr", "check_instr", "geometry", "DotPlan", "DotSelector", "DotStrategy",
+           "FragmentLoader", "MatrixDotPlan", "OperandSource", "acc_layout", "acc_slots",
+           "PaddedRows", "SharedBufferLayout"]

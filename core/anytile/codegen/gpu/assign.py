@@ -10,23 +10,23 @@ Values come in two kinds:
   here once; a use in another layout goes through shared memory.
 
 Loads and stores get a blocked layout whose per-thread run along the fastest dimension is
-the widest access the axis analysis proves (16 bytes: ``ld.global.v4.f32``); elementwise
+the widest access the axis analysis proves (16 bytes: four floats in one access); elementwise
 ops follow their first anchored operand; a reduction's result is a ``SliceLayout`` of its
-operand's; a loop-carried value takes the layout its loop body yields when its start value is
-rematerialisable (``acc = zeros(...)`` then ``acc += dot(...)``).
+operand's; a dot's result takes the layout of the plan its strategy made (``dot.py``: a
+matrix instruction's accumulator layout, or the FMA loop's); a loop-carried value takes the
+layout its loop body yields when its start value is rematerialisable (``acc = zeros(...)``
+then ``acc += dot(...)``).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Callable, Optional
 
 from ...ir import ops
 from ...ir.core import Block, Function, Module, Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
-from ...ir.verifier import verify_if_enabled
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
-from .mma import mma_layout, mma_warps, wgmma_operands
 from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp
 
 __all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
@@ -41,8 +41,9 @@ _CHEAP_UNARY = frozenset({"neg", "not", "abs"})
 
 @dataclass(eq=False)
 class LaidOutKernel:
-    """The kernel's IR with a layout on every tile value (in its type), the axis facts and the
-    vector width chosen for each memory access.  ``str()`` is the IR text with layouts."""
+    """The kernel's IR with a layout on every tile value (in its type), the axis facts, the
+    vector width chosen for each memory access and each dot's plan (``dot.DotPlan``).
+    ``str()`` is the IR text with layouts."""
 
     module: Module
     num_warps: int
@@ -51,7 +52,7 @@ class LaidOutKernel:
     vector: dict[ops.Op, int] = field(default_factory=dict)
     remat: set = field(default_factory=set)
     store_layout: dict[ops.Op, Layout] = field(default_factory=dict)   # stores, async copies
-    use_mma: bool = False
+    dot_plans: dict[ops.Op, Any] = field(default_factory=dict)
 
     @property
     def kernel(self) -> Function:
@@ -66,8 +67,9 @@ class LaidOutKernel:
 
 
 class _Assigner:
-    def __init__(self, out: LaidOutKernel) -> None:
+    def __init__(self, out: LaidOutKernel, plan_dot: Callable[[ops.DotOp], Any]) -> None:
         self.out = out
+        self.plan_dot = plan_dot
         self.num_warps = out.num_warps
         self.warp_size = out.warp_size
 
@@ -179,28 +181,16 @@ class _Assigner:
         elif isinstance(op, ops.ScanOp):
             layout = self.anchored_layout(op.srcs) or self.default(shape)
         elif isinstance(op, ops.DotOp):
-            warps = mma_warps(op, self.num_warps, self.warp_size) if self.out.use_mma else None
-            if wgmma_operands(op):   # the pipeline pass chose a warpgroup MMA: warps along M
-                warps = (self.num_warps, 1)
-            layout = mma_layout(warps) if warps else self.dot_layout(shape)
+            plan = self.out.dot_plans[op] = self.plan_dot(op)
+            layout = plan.layout
         elif isinstance(op, ops.ReshapeOp):
             layout = self.default(shape)
         elif isinstance(op, SharedLoadOp):
-            layout = SharedLayout(op.buffer.type.row)
+            layout = SharedLayout(op.buffer.type.layout)
         else:
             layout = self.anchored_layout(tile_operands) or self.default(shape)
         for r in op.results:
             self.set(r, layout)
-
-    def dot_layout(self, shape: tuple[int, ...]) -> BlockedLayout:
-        m, n = shape
-        threads = self.num_warps * self.warp_size
-        per_thread = max(1, m * n // threads)
-        spt_n = min(4, n, per_thread)
-        spt_m = min(max(1, per_thread // spt_n), 4, m)
-        return BlockedLayout((spt_m, spt_n), *_split_threads((m // spt_m, n // spt_n),
-                                                              self.warp_size, self.num_warps),
-                             (1, 0))
 
     def loop(self, op: ops.Op, inits: list, carried: list, body: Block) -> None:
         for arg, init in zip(carried, inits):
@@ -246,31 +236,14 @@ def _prod(xs) -> int:
     return out
 
 
-def _split_threads(blocks: tuple[int, int], warp_size: int, num_warps: int):
-    """Lanes then warps over a 2-D grid of per-thread blocks, fastest along dim 1."""
-    tpw = [1, 1]
-    lanes = warp_size
-    for d in (1, 0):
-        take = min(lanes, blocks[d])
-        tpw[d], lanes = take, lanes // take
-    tpw[0] *= lanes
-    wpc = [1, 1]
-    warps = num_warps
-    for d in (0, 1):
-        take = min(warps, max(1, blocks[d] // tpw[d]))
-        wpc[d], warps = take, warps // take
-    wpc[0] *= warps
-    return tuple(tpw), tuple(wpc)
-
-
-def assign_layouts(module: Module, num_warps: int, warp_size: int = 32,
-                   use_mma: bool = False) -> LaidOutKernel:
+def assign_layouts(module: Module, num_warps: int, warp_size: int,
+                   plan_dot: Callable[[ops.DotOp], Any]) -> LaidOutKernel:
     """Run the axis analysis and give every tile value of ``module``'s kernel a layout
-    (in place: the values' types gain a ``layout``).  ``use_mma``: the target has
-    ``mma_m16n8k16``, so fp16/bf16 dots get the tensor-core accumulator layout."""
-    out = LaidOutKernel(module, num_warps, warp_size, use_mma=use_mma)
+    (in place: the values' types gain a ``layout``).  ``plan_dot(dot)`` returns the
+    ``dot.DotPlan`` of each dot (``dot.DotSelector.plan``): its result takes the plan's layout,
+    and the lowering follows the plan."""
+    out = LaidOutKernel(module, num_warps, warp_size)
     kernel = module.kernel
     out.axis = analyse_function(kernel)
-    _Assigner(out).block(kernel.body)
-    verify_if_enabled(module, after="assign_layouts")
+    _Assigner(out, plan_dot).block(kernel.body)
     return out

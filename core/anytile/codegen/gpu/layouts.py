@@ -205,7 +205,7 @@ def _prod(xs: tuple[int, ...]) -> int:
     return out
 
 
-def default_blocked(shape: tuple[int, ...], num_warps: int, warp_size: int = 32,
+def default_blocked(shape: tuple[int, ...], num_warps: int, warp_size: int,
                     vector: int = 1, order: tuple[int, ...] = ()) -> BlockedLayout:
     """A layout spreading ``shape`` over the program: ``vector`` consecutive elements per
     thread along the fastest dimension, lanes then warps filled fastest-dimension first.

@@ -23,9 +23,8 @@ from typing import Callable, Optional
 from ...ir import ops
 from ...ir.core import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.types import TileType, elem_type, i1, i32
-from ...ir.verifier import verify_if_enabled
-from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
-                         SharedBufferType, SharedLoadOp)
+from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedRows,
+                         SharedAllocOp, SharedBufferLayout, SharedBufferType, SharedLoadOp)
 
 __all__ = ["pipeline_loops", "pipeline_dot_operands"]
 
@@ -35,10 +34,7 @@ _SIDE_EFFECTS = (ops.StoreOp, ops.AtomicRMWOp, ops.AtomicCASOp, ops.AssertOp, op
 
 def pipeline_loops(fn: Function) -> int:
     """Prefetch the loads of every eligible ``for`` loop of ``fn``; returns how many."""
-    count = _visit(fn.body)
-    if count:
-        verify_if_enabled(fn, after="pipeline_loops")
-    return count
+    return _visit(fn.body)
 
 
 def _visit(block: Block) -> int:
@@ -144,12 +140,16 @@ def _slice(load: ops.LoadOp, inside: set) -> set:
 
 
 # ---------------------------------------------------------------------------------------------
-# Multi-stage shared-memory pipelines for the operands of tensor-core dots
+# Multi-stage shared-memory pipelines for the operands of matrix-instruction dots
 # ---------------------------------------------------------------------------------------------
+#: ``buffers(dot, both)``: the layouts of pipeline buffers for ``dot``'s A and B (``both``: both
+#: move, each feeding only ``dot``), ``None`` when the dot does not read them from shared memory
+BufferLayouts = Callable[[ops.DotOp, bool], Optional[tuple[SharedBufferLayout, SharedBufferLayout]]]
+
+
 def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.DotOp], bool],
-                          shared_limit: int,
-                          wgmma_ok: Optional[Callable[[ops.DotOp], bool]] = None) -> int:
-    """Rewrite each ``for`` loop whose loads feed only tensor-core dots into the
+                          shared_limit: int, buffers: Optional[BufferLayouts] = None) -> int:
+    """Rewrite each ``for`` loop whose loads feed only matrix-instruction dots into the
     ``async_copy`` pipeline of ``shared_ops`` (``stages`` = the loop's ``num_stages`` or
     ``num_stages``, reduced until its buffers fit ``shared_limit`` bytes); returns how many
     loads moved.  ``dot_ok(dot)``: the dot will read its operands from shared memory.
@@ -160,9 +160,10 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     induction variable, values defined outside the loop, and loop-carried pointer tiles
     advanced by a loop-invariant offset (``a_ptrs += BK``).
 
-    ``wgmma_ok(dot)``: the target can run this dot as a Hopper warpgroup MMA; when both its
-    operands move here (and feed no other dot), their buffers take the ``"wgmma-a"`` /
-    ``"wgmma-b"`` layouts that instruction reads, and the dot then runs on it."""
+    ``buffers`` (``dot.DotSelector.operand_buffers``) chooses the buffers' layouts: a target's
+    dot strategy may want its own when both operands of a dot move (and feed no other dot);
+    the dot then runs on that strategy.  Without it, rows are padded by 16 bytes."""
+    buffers = buffers or _padded_rows
     count = 0
     for op in list(walk(fn.body)):
         if isinstance(op, ops.ForOp):
@@ -172,10 +173,13 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
                 left = shared_limit - sum(a.result.type.nbytes for a in walk(fn.body)
                                           if isinstance(a, SharedAllocOp))
                 count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left,
-                                        wgmma_ok)
-    if count:
-        verify_if_enabled(fn, after="pipeline_dot_operands")
+                                        buffers)
     return count
+
+
+def _padded_rows(dot: ops.DotOp, both: bool) -> tuple[SharedBufferLayout, SharedBufferLayout]:
+    return (PaddedRows(dot.a.type.shape[-1] + PAD_ELEMENTS),
+            PaddedRows(dot.b.type.shape[-1] + PAD_ELEMENTS))
 
 
 def _parent_block(root: Block, target: Op) -> Block:
@@ -246,7 +250,7 @@ def _slice_of(v: Value, inside: set) -> set:
 
 
 def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int,
-                   wgmma_ok=None) -> int:
+                   buffers: BufferLayouts) -> int:
     body = loop.body
     # a copy started iterations ahead must not miss a write of the iterations in between
     if body.terminator is None or any(isinstance(op, _SIDE_EFFECTS) for op in walk(body)):
@@ -289,24 +293,22 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         loads.append(op)
     if not loads:
         return 0
-    kinds = _buffer_kinds(loads, uses, wgmma_ok)
-    buffers = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, stages,
-                                ld.result.type.shape[-1] + PAD_ELEMENTS, *kinds[ld])
-               for ld in loads]
+    layouts = _buffer_layouts(loads, uses, buffers)
+    slots = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, 1, layouts[ld]) for ld in loads]
     # the dots' operands left out still pass through the scratch space after the buffers
     moved = {ld.result for ld in loads}
-    shared_limit -= max([sum(_padded_bytes(v) for v in (dot.a, dot.b) if v not in moved)
+    shared_limit -= max([_scratch_bytes(dot, moved, buffers)
                          for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
-    while stages > 2 and sum(b.slot_bytes for b in buffers) * stages > shared_limit:
+    while stages > 2 and sum(b.slot_bytes for b in slots) * stages > shared_limit:
         stages -= 1
-    if sum(b.slot_bytes for b in buffers) * stages > shared_limit:
+    if sum(b.slot_bytes for b in slots) * stages > shared_limit:
         return 0
-    buffers = [SharedBufferType(b.shape, b.elem, stages, b.row, b.kind, b.warps) for b in buffers]
+    slots = [SharedBufferType(b.shape, b.elem, stages, b.layout) for b in slots]
     loc = loop.loc
 
     # before the loop: the buffers, then iterations 0 .. stages-2 in flight
     prologue: list[Op] = []
-    allocs = [SharedAllocOp(result_types=[t], loc=loc) for t in buffers]
+    allocs = [SharedAllocOp(result_types=[t], loc=loc) for t in slots]
     prologue += allocs
     for s in range(stages - 1):
         ahead = _Ahead(loop, advancing, inside, prologue, s, before_loop=True)
@@ -318,8 +320,8 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # in the body: wait for this iteration's slot, start iteration k + stages - 1's copies
     counter = Value(i32, body, len(body.args), "stage")
     body.args.append(counter)
-    wgmma = any(b.kind != "rows" for b in buffers)
-    top: list[Op] = [AsyncWaitOp(stages - 2, True, wgmma, loc=loc)]
+    fence = any(b.layout.async_readers for b in slots)
+    top: list[Op] = [AsyncWaitOp(stages - 2, True, fence, loc=loc)]
 
     def emit(op: Op) -> Value:
         top.append(op)
@@ -356,31 +358,26 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     return len(loads)
 
 
-def _buffer_kinds(loads: list, uses: dict, wgmma_ok) -> dict:
-    """``(kind, warps)`` of each load's buffer: the warpgroup-MMA layouts for both operands
-    of a dot ``wgmma_ok`` accepts when each of them feeds that dot only, else ``"rows"``."""
-    kinds = {ld: ("rows", 0) for ld in loads}
-    if wgmma_ok is None:
-        return kinds
+def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts) -> dict:
+    """The layout of each load's buffer: the one its (first) dot's strategy wants, for both
+    operands together when both move and each feeds only that dot."""
     by_value = {ld.result: ld for ld in loads}
+    out = {}
     for ld in loads:
         users = uses.get(ld.result, [])
-        if len(users) != 1:
-            continue
         dot = users[0]
         a, b = by_value.get(dot.a), by_value.get(dot.b)
-        if a is None or b is None or a is b or len(uses.get(b.result if ld is a else a.result, [])) != 1:
-            continue
-        warps = wgmma_ok(dot)
-        if warps:
-            kinds[ld] = ("wgmma-a" if ld is a else "wgmma-b", warps)
-    return kinds
+        both = len(users) == 1 and a is not None and b is not None and a is not b and \
+            len(uses.get(b.result if ld is a else a.result, [])) == 1
+        out[ld] = buffers(dot, both)[0 if ld.result is dot.a else 1]
+    return out
 
 
-def _padded_bytes(v: Value) -> int:
-    """Shared bytes of a 2-D dot operand written row-padded to the scratch space."""
-    rows, cols = v.type.shape
-    return (rows * (cols + PAD_ELEMENTS) * elem_type(v.type).nbytes + 15) // 16 * 16
+def _scratch_bytes(dot: ops.DotOp, moved: set, buffers: BufferLayouts) -> int:
+    """Shared bytes ``dot``'s operands that stay in registers take in the scratch space."""
+    layouts = buffers(dot, False) or _padded_rows(dot, False)
+    return sum(layout.slot_bytes(v.type.shape, elem_type(v.type))
+               for v, layout in zip((dot.a, dot.b), layouts) if v not in moved)
 
 
 def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[Op]:

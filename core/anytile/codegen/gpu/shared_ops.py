@@ -1,10 +1,10 @@
 """The GPU dialect's shared-memory ops: multi-stage buffers filled by asynchronous copies.
 
 These ops exist only after ``pipeline_dot_operands`` (``pipeline.py``) rewrote a loop whose
-loads feed a tensor-core ``dot``; device-independent IR never holds them.  A *buffer* is
-``stages`` slots in shared memory, each one ``shape`` tile of ``elem`` stored row-major with
-rows padded to ``row`` elements (the padding spreads a warp's ``ldmatrix`` rows over all
-banks).  The rewritten loop::
+loads feed a matrix-instruction ``dot``; device-independent IR never holds them.  A *buffer*
+is ``stages`` slots in shared memory, each one ``shape`` tile of ``elem`` placed as its
+``SharedBufferLayout`` says (``PaddedRows``: row-major, rows padded so a warp's fragment reads
+spread over the banks).  The rewritten loop::
 
     buf = shared_alloc {shape, elem, stages}
     async_copy(buf, slot s, ptr(iteration s), mask & s < trip)   for s < stages - 1
@@ -20,64 +20,127 @@ banks).  The rewritten loop::
 Masked-off elements of a copy are written as zeros and read nothing from global memory.
 
 Each op checks its own rules (``verify``); ``shared<...>`` buffer types and ``#shared<...>``
-layouts print as IR text and parse back (importing this module registers them).
+layouts print as IR text and parse back (importing this module registers them; a backend's
+own buffer layouts register their text with ``register_buffer_layout``).
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
+
+from llvmlite import ir
 
 from ...ir.core import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.rules import check_mask, expect, expect_type
 from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)
 
-__all__ = ["SharedBufferType", "SharedLayout", "wgmma_row", "WGMMA_B_GROUP", "SharedAllocOp", "AsyncCopyOp", "AsyncCommitOp",
-           "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS", "BUFFER_KINDS"]
+__all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
+           "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS",
+           "register_buffer_layout", "parse_buffer_layout"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
 PAD_ELEMENTS = 8
-#: bytes between the 8 x 8 core matrices of neighbouring N-groups of a "wgmma-b" buffer
-WGMMA_B_GROUP = 144
-#: the element placements a buffer may have (``SharedBufferType.kind``)
-BUFFER_KINDS = ("rows", "wgmma-a", "wgmma-b")
+
+
+class SharedBufferLayout(abc.ABC):
+    """Where element (r, c) of a slot of a shared buffer lives.  Core has ``PaddedRows``; a
+    backend adds the layouts its own dot strategies read (frozen dataclasses: layouts are
+    compared and hashed)."""
+
+    #: the slots are read in place by a unit outside the threads (a matrix unit reading by
+    #: address): waiting for their copies adds the target's ``fence_async_shared``
+    async_readers = False
+
+    @abc.abstractmethod
+    def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
+        """Bytes of one slot holding a ``shape`` tile of ``elem`` (a multiple of 16)."""
+
+    @abc.abstractmethod
+    def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
+                     storage: Any) -> Any:
+        """The address of element ``coord`` (i32 LLVM values) of the slot starting at
+        ``slot``, built with the llvmlite builder ``b`` (``storage``: the element's LLVM
+        type)."""
+
+    def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
+        """Why a slot of a ``shape`` tile of ``elem`` cannot be laid out so, or ``None``."""
+        return None
+
+
+#: the first word of a buffer layout's text -> its parser (``register_buffer_layout``)
+_BUFFER_LAYOUTS: dict[str, Any] = {}
+
+
+def register_buffer_layout(word: str, parse: Any) -> None:
+    """Make the buffer layouts whose text starts with ``word`` (``row 40``, or a backend's own)
+    parse back: ``parse(text)`` returns the layout or raises ``ValueError``."""
+    _BUFFER_LAYOUTS[word] = parse
+
+
+def parse_buffer_layout(text: str) -> SharedBufferLayout:
+    """The buffer layout printed as ``text``; ``ValueError`` when no registered layout reads
+    it."""
+    word = text.strip().split(" ", 1)[0]
+    parse = _BUFFER_LAYOUTS.get(word)
+    if parse is None:
+        raise ValueError(f"unknown shared buffer layout {text!r} (known: "
+                         f"{', '.join(sorted(_BUFFER_LAYOUTS))})")
+    return parse(text.strip())
+
+
+@dataclass(frozen=True)
+class PaddedRows(SharedBufferLayout):
+    """Row-major, rows of ``row`` elements (the tile's width plus padding)."""
+
+    row: int
+
+    def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
+        rows = 1
+        for s in shape[:-1]:
+            rows *= s
+        return (rows * self.row * elem.nbytes + 15) // 16 * 16
+
+    def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
+                     storage: Any) -> Any:
+        index = coord[-1]
+        if len(coord) == 2:
+            index = b.add(b.mul(coord[0], ir.Constant(ir.IntType(32), self.row)), coord[1])
+        return b.gep(slot, [index], source_etype=storage)
+
+    def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
+        if self.row < shape[-1]:
+            return f"rows of {self.row} elements cannot hold {shape[-1]}"
+        return None
+
+    def __str__(self) -> str:
+        return f"row {self.row}"
+
+    @classmethod
+    def parse(cls, text: str) -> "PaddedRows":
+        word, _, row = text.partition(" ")
+        if word != "row" or not row.isdigit():
+            raise ValueError(f"malformed buffer layout {text!r}: expected 'row R'")
+        return cls(int(row))
+
+
+register_buffer_layout("row", PaddedRows.parse)
 
 
 @dataclass(frozen=True)
 class SharedBufferType:
-    """``stages`` slots of a ``shape`` tile of ``elem`` in shared memory.
-
-    ``kind`` says where element (r, c) of a slot lives:
-
-    * ``"rows"``: row-major, rows of ``row`` elements (the tile's width plus padding), read
-      by ``ldmatrix``;
-    * ``"wgmma-a"``: the K-major canonical layout of Hopper's warpgroup MMA for an ``M x K``
-      operand, without swizzling: 8 x 8 core matrices of 128 bytes, the K-chunks of one
-      8-row group side by side (leading byte offset 128), row groups ``16 K`` bytes apart;
-      rows are permuted so that warpgroup row ``16 w + 8 h + g`` holds the accumulator
-      layout's row of warp ``w``, repetition ``h``, lane row ``g`` (``wgmma_row``);
-    * ``"wgmma-b"``: the MN-major canonical layout for a ``K x N`` operand: 8 x 8 core
-      matrices (8 N-elements a 16-byte row, 8 K-rows), N-groups ``WGMMA_B_GROUP`` = 144 bytes
-      apart (the stride byte offset: 16 bytes of padding, so a warp's copies of one K-row's
-      chunks spread over all banks), K-groups ``144 N / 8`` bytes apart.
-    """
+    """``stages`` slots of a ``shape`` tile of ``elem`` in shared memory, each laid out as
+    ``layout`` says (``PaddedRows`` or a layout a backend's dot strategy reads)."""
 
     shape: tuple[int, ...]
     elem: ScalarType
     stages: int
-    row: int
-    kind: str = "rows"
-    warps: int = 0          # "wgmma-a": the program's warps (all along M)
+    layout: SharedBufferLayout
 
     @property
     def slot_bytes(self) -> int:
-        rows = 1
-        for s in self.shape[:-1]:
-            rows *= s
-        width = self.row if self.kind == "rows" else self.shape[-1]
-        if self.kind == "wgmma-b":
-            return rows // 8 * (self.shape[-1] // 8) * WGMMA_B_GROUP
-        return (rows * width * self.elem.nbytes + 15) // 16 * 16
+        return self.layout.slot_bytes(self.shape, self.elem)
 
     @property
     def nbytes(self) -> int:
@@ -85,9 +148,7 @@ class SharedBufferType:
 
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape)
-        where = f"row {self.row}" if self.kind == "rows" else \
-            f"{self.kind}, row {self.row}, warps {self.warps}"
-        return f"shared<{self.stages}x{dims}x{self.elem}, {where}>"
+        return f"shared<{self.stages}x{dims}x{self.elem}, {self.layout}>"
 
     __repr__ = __str__
 
@@ -95,55 +156,31 @@ class SharedBufferType:
     def parse(cls, text: str) -> "SharedBufferType":
         """The type printed as ``text`` (``shared<3x64x32xf16, row 40>``); ``ValueError``
         when malformed."""
-        head, *where = split_top_level(text[len("shared<"):-1])
-        *sizes, elem = head.split("x")
-        if len(where) == 1:        # "row R"
-            kind, extras = "rows", where
-        else:                      # "KIND, row R, warps W"
-            kind, extras = (where[0], where[1:]) if where else ("", [])
-        fields = dict(w.partition(" ")[::2] for w in extras)
-        wanted = {"row"} if kind == "rows" else {"row", "warps"}
-        if len(sizes) < 2 or not all(n.isdigit() for n in sizes) or kind not in BUFFER_KINDS \
-                or set(fields) != wanted or not all(v.isdigit() for v in fields.values()):
+        parts = split_top_level(text[len("shared<"):-1])
+        *sizes, elem = parts[0].split("x")
+        if len(parts) != 2 or len(sizes) < 2 or not all(n.isdigit() for n in sizes):
             raise ValueError(f"malformed shared buffer type {text!r}: expected "
-                             f"shared<STAGESxSHAPExELEM, row R> or "
-                             f"shared<STAGESxSHAPExELEM, KIND, row R, warps W>")
+                             f"shared<STAGESxSHAPExELEM, LAYOUT>")
         element = parse_type(elem)
         if not isinstance(element, ScalarType):
             raise ValueError(f"shared buffer of non-scalar elements in {text!r}")
-        return cls(tuple(int(n) for n in sizes[1:]), element, int(sizes[0]), int(fields["row"]),
-                   kind, int(fields.get("warps", "0")))
-
-
-def wgmma_row(m: int, warps: int) -> int:
-    """The shared-memory row of accumulator row ``m`` in a ``"wgmma-a"`` buffer (see
-    ``SharedBufferType``): the accumulator layout puts row ``m`` in repetition ``m // (8 W)``,
-    warp ``m % (8 W) // 8``, lane row ``m % 8``; warpgroup ``G`` of M-tile ``i`` (two
-    repetitions) reads rows ``64 (i G_count + G) .. + 64`` in its own order."""
-    groups = warps // 4
-    rep, rest = divmod(m, 8 * warps)
-    warp, g = divmod(rest, 8)
-    tile, half = divmod(rep, 2)
-    group, w = divmod(warp, 4)
-    return (tile * groups + group) * 64 + 16 * w + 8 * half + g
+        return cls(tuple(int(n) for n in sizes[1:]), element, int(sizes[0]),
+                   parse_buffer_layout(parts[1]))
 
 
 @dataclass(frozen=True)
 class SharedLayout:
-    """The layout of a tile read in place from a shared buffer slot (row-major, ``row``
-    elements per row): only a ``dot`` consumes it, straight from shared memory."""
+    """The layout of a tile read in place from a shared buffer slot laid out as ``buffer``:
+    only a ``dot`` consumes it, straight from shared memory."""
 
-    row: int
+    buffer: SharedBufferLayout
 
     def __str__(self) -> str:
-        return f"#shared<row {self.row}>"
+        return f"#shared<{self.buffer}>"
 
     @classmethod
     def parse(cls, body: str) -> "SharedLayout":
-        word, _, row = body.partition(" ")
-        if word != "row" or not row.isdigit():
-            raise ValueError(f"malformed #shared<{body}>: expected #shared<row R>")
-        return cls(int(row))
+        return cls(parse_buffer_layout(body))
 
 
 register_type_syntax("shared", SharedBufferType.parse)
@@ -176,11 +213,10 @@ class SharedAllocOp(Op):
         t = types[0]
         expect(t.stages >= 1 and len(t.shape) >= 1 and min(t.shape) >= 1,
                f"shared buffer {t} needs at least one slot of a non-empty shape")
-        expect(t.kind in BUFFER_KINDS, f"unknown shared buffer kind {t.kind!r}")
-        expect(t.row >= t.shape[-1], f"shared buffer {t}: rows of {t.row} elements cannot hold "
-                                     f"{t.shape[-1]}")
-        expect(t.kind != "wgmma-a" or t.warps >= 4 and t.warps % 4 == 0,
-               f"shared buffer {t} needs the program's warps, whole warpgroups")
+        expect(isinstance(t.layout, SharedBufferLayout),
+               f"shared buffer {t}: {t.layout!r} is not a shared buffer layout")
+        problem = t.layout.problem(t.shape, t.elem)
+        expect(problem is None, f"shared buffer {t}: {problem}")
 
 
 @dataclass(eq=False)
@@ -221,7 +257,7 @@ class AsyncWaitOp(Op):
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     pending: int = 0
     barrier: bool = True
-    proxy_fence: bool = False   # the copies are next read by the tensor cores' async proxy
+    proxy_fence: bool = False   # the slots are next read by ``async_readers`` (layouts)
 
     def verify(self) -> None:
         expect(isinstance(self.pending, int) and not isinstance(self.pending, bool)

@@ -1,13 +1,19 @@
 """Run the shared GPU lowering's output on the host CPU, one OS thread per GPU thread.
 
 This is a test instrument, not a backend: it checks the layout math, the reductions, the
-shared-memory exchanges and the control flow of ``anytile.codegen.gpu`` on machines without
-a GPU.  ``SimulatedGpuTarget`` answers the lowering's hooks for the host:
+shared-memory exchanges, the matrix-instruction placement and the control flow of
+``anytile.codegen.gpu`` on machines without a GPU.  ``SimulatedGpuTarget`` answers the
+lowering's hooks for the host, at any warp size (32 or 64), with any table of matrix
+instructions:
 
 * thread and program ids come from Python callbacks reading per-thread state;
 * ``barrier`` is a ``threading.Barrier`` shared by the program's threads;
-* ``shuffle_xor`` goes through a scratch array and two barriers (every shuffle the lowering
-  emits is executed by all threads of the program, as on the GPU);
+* ``shuffle_xor``/``shuffle_idx`` go through a scratch array and two barriers (every
+  shuffle the lowering emits is executed by all threads of the program, as on the GPU);
+* a matrix instruction is executed from its ``MatrixInstr`` record alone: every lane writes
+  its A and B elements where the fragment maps say, then computes its accumulator elements
+  from its warp's tiles (so a wrong map, or registers placed against it, give wrong results);
+* asynchronous copies (when ``async_copy_sizes`` says the target has them) complete at once;
 * shared memory is one process-wide buffer (one program runs at a time);
 * math functions are the C library's.
 
@@ -20,24 +26,27 @@ import copy
 import ctypes
 import threading
 from functools import lru_cache
-from typing import Any, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 from llvmlite import ir
 
+from ...backend import CompileOptions
+from ...gpu_host import SCALAR_CTYPES
 from ...ir.core import Module
 from ...ir.types import PointerType
-from .assign import assign_layouts
-from .lowering import lower_kernel
-from .mma import mma_warps
-from .pipeline import pipeline_dot_operands, pipeline_loops
+from .compile import lay_out, lower_to_llvm
+from .fragments import FragmentLoader, lane_value
+from .matrix import TYPE_BITS, FragmentMap, MatrixInstr, geometry
 from .target import GpuTarget
 
 __all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation"]
 
 I32 = ir.IntType(32)
+F32 = ir.FloatType()
 _SHARED_BYTES = 1 << 18
 _MAX_THREADS = 1024
+_MATRIX_WORDS = 1 << 16            # scratch words for the matrix tiles of every warp
 _LIBM = {"exp": ("expf", "exp"), "exp2": ("exp2f", "exp2"), "log": ("logf", "log"),
          "log2": ("log2f", "log2"), "sin": ("sinf", "sin"), "cos": ("cosf", "cos"),
          "erf": ("erff", "erf"), "tanh": ("tanhf", "tanh")}
@@ -53,7 +62,7 @@ class _State:
         self.barrier: Optional[threading.Barrier] = None
         self.lock = threading.Lock()
         self.shared = np.zeros(_SHARED_BYTES, np.uint8)
-        self.scratch = np.zeros(_MAX_THREADS * 8, np.uint64)
+        self.scratch = np.zeros(_MAX_THREADS + _MATRIX_WORDS, np.uint32)
 
 
 _STATE = _State()
@@ -96,14 +105,25 @@ def _llvm() -> Any:
 
 
 class SimulatedGpuTarget(GpuTarget):
-    """The hooks of the host simulation (see the module docstring)."""
+    """The hooks of the host simulation (see the module docstring).  ``matrix_instrs``: the
+    instruction table to execute (none: dots use FMAs); ``fragment_loaders``: a target's own
+    fragment loaders by instruction (written against the hooks here, e.g. with
+    ``shuffle_idx``); ``async_copy_sizes``: () runs pipelined copies through registers."""
 
-    warp_size = 32
+    name = "the host simulation"
     global_address_space = 0
     shared_address_space = 0
+    max_threads = _MAX_THREADS
+    shared_memory_limit = _SHARED_BYTES // 2
 
-    def __init__(self) -> None:
+    def __init__(self, warp_size: int = 32, matrix_instrs: Sequence[MatrixInstr] = (),
+                 fragment_loaders: Optional[Mapping[MatrixInstr, FragmentLoader]] = None,
+                 async_copy_sizes: Sequence[int] = (4, 8, 16)) -> None:
         self.triple = _llvm().get_process_triple()
+        self.warp_size = warp_size
+        self.matrix_instrs = tuple(matrix_instrs)
+        self.loaders = dict(fragment_loaders or {})
+        self.async_copy_sizes = tuple(async_copy_sizes)
 
     def _call(self, b: ir.IRBuilder, name: str, ret: ir.Type, args: list) -> ir.Value:
         fn = self.declare(b.module, name, ret, [a.type for a in args])
@@ -121,15 +141,22 @@ class SimulatedGpuTarget(GpuTarget):
     def barrier(self, b: ir.IRBuilder) -> None:
         self._call(b, "anytile_sim_barrier", ir.VoidType(), [])
 
-    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
+    def _exchange(self, b: ir.IRBuilder, value: ir.Value, source) -> ir.Value:
+        """Every thread publishes ``value``; returns that of thread ``source(tid)``."""
         scratch = self.scratch(b)
         tid = self.thread_id(b)
         self.barrier(b)
         b.store(value, b.gep(scratch, [tid], source_etype=I32))
         self.barrier(b)
-        other = b.xor(tid, ir.Constant(I32, lane_mask))
-        out = b.load(b.gep(scratch, [other], source_etype=I32), typ=I32)
-        return out
+        return b.load(b.gep(scratch, [source(tid)], source_etype=I32), typ=I32)
+
+    def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
+        return self._exchange(b, value, lambda tid: b.xor(tid, ir.Constant(I32, lane_mask)))
+
+    def shuffle_idx(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
+        def source(tid: ir.Value) -> ir.Value:
+            return b.add(b.and_(tid, ir.Constant(I32, -self.warp_size)), lane)
+        return self._exchange(b, value, source)
 
     def scratch(self, b: ir.IRBuilder) -> ir.Value:
         scratch = b.module.globals.get("anytile_sim_scratch")
@@ -139,12 +166,10 @@ class SimulatedGpuTarget(GpuTarget):
             scratch.type = ir.PointerType()
         return scratch
 
-    has_async_copy = True
-
     def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,
                    mask: Optional[ir.Value]) -> None:
         """Emulated synchronously: the copy has landed when the hook returns (so the
-        pipeline's indexing is checked here, its waits only on the GPU)."""
+        pipeline's indexing is checked here, its waits only on a GPU)."""
         t = ir.IntType(8 * nbytes)
         if mask is None:
             b.store(b.load(src, typ=t), dst)
@@ -153,106 +178,58 @@ class SimulatedGpuTarget(GpuTarget):
         with b.if_then(mask):
             b.store(b.load(src, typ=t), dst)
 
-    has_mma = True
+    def fragment_loader(self, instr: MatrixInstr) -> Optional[FragmentLoader]:
+        return self.loaders.get(instr)
 
-    def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
-        """The warp-wide product emulated from the PTX ISA's fragment tables (see ``_mma``):
-        A (row, k) sits in lane 4 * row + k % 8 // 2, register (row >= 8) + 2 * (k >= 8), half
-        k % 2; B (k, col) in lane 4 * col + k % 8 // 2, register 4 + (k >= 8), half k % 2."""
-        def a_at(k: int, high_row: bool) -> tuple:
-            return (k % 8) // 2, high_row + 2 * (k >= 8), k % 2
-
-        def b_at(k: int) -> tuple:
-            return (k % 8) // 2, 4 + (k >= 8), k % 2
-        return self._mma(b, in_type, a, bfrag, c, 16, a_at, b_at)
-
-    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        """Round to 10 mantissa bits, ties away from zero (``cvt.rna``; finite inputs)."""
-        bits = b.bitcast(x, I32)
-        return b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
-
-    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
-        """Like ``mma_m16n8k16`` from the m16n8k8 tf32 table: A (row, k) sits in lane
-        4 * row + k % 4, register (row >= 8) + 2 * (k >= 4); B (k, col) in lane 4 * col + k % 4,
-        register 4 + (k >= 4); one element per register."""
-        def a_at(k: int, high_row: bool) -> tuple:
-            return k % 4, high_row + 2 * (k >= 4), None
-
-        def b_at(k: int) -> tuple:
-            return k % 4, 4 + (k >= 4), None
-        return self._mma(b, "tf32", a, bfrag, c, 8, a_at, b_at)
-
-    def _mma(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list, depth: int,
-             a_at, b_at) -> list:
-        """Every thread publishes its 6 fragment registers, then computes its 4 outputs (rows
-        g and g + 8, columns 2t and 2t + 1 for lane 4g + t) from its warp's.  ``a_at(k,
-        high_row)`` / ``b_at(k)``: (lane offset within the row's or column's 4 lanes,
-        register, 16-bit half or ``None`` for a 32-bit element) holding that element."""
-        scratch = self.scratch(b)
-        tid = self.thread_id(b)
-        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
-        slot = b.add(k32(_MAX_THREADS), b.mul(tid, k32(8)))
-        self.barrier(b)
-        for j, v in enumerate(list(a) + list(bfrag)):
-            b.store(v, b.gep(scratch, [b.add(slot, k32(j))], source_etype=I32))
-        self.barrier(b)
-        lane = b.and_(tid, k32(31))
-        warp_base = b.sub(tid, lane)
-        g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
-        f32 = ir.FloatType()
-
-        def element(row_or_col: ir.Value, where: tuple) -> ir.Value:
-            offset, reg, half = where
-            holder = b.add(b.mul(row_or_col, k32(4)), k32(offset))
-            index = b.add(b.add(k32(_MAX_THREADS), b.mul(b.add(warp_base, holder), k32(8))), k32(reg))
-            word = b.load(b.gep(scratch, [index], source_etype=I32), typ=I32)
-            if half is None:
-                return b.bitcast(word, f32)
-            bits = b.trunc(b.lshr(word, k32(16 * half)), ir.IntType(16))
-            if in_type == "f16":
-                return b.fpext(b.bitcast(bits, ir.HalfType()), f32)
-            return b.bitcast(b.shl(b.zext(bits, I32), k32(16)), f32)
-
-        fma = self.declare(b.module, "llvm.fma.f32", f32, [f32, f32, f32])
-        out = []
-        for ci in range(4):
-            col = b.add(b.mul(t, k32(2)), k32(ci & 1))
-            acc = c[ci]
-            for k in range(depth):
-                acc = b.call(fma, [element(g, a_at(k, ci >= 2)), element(col, b_at(k)), acc])
-            out.append(acc)
-        self.barrier(b)
-        return out
-
-    def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
-        """Emulated from the PTX ISA's description: lanes publish their row addresses, then
-        each reads its pairs from the rows the table gives it."""
-        i64, i16 = ir.IntType(64), ir.IntType(16)
+    def emit_matrix(self, b: ir.IRBuilder, instr: MatrixInstr, a: list, bregs: list,
+                    acc: list) -> list:
+        """``instr`` executed from its maps (see the module docstring)."""
+        geo = geometry(instr)
         scratch = self.scratch(b)
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         tid = self.thread_id(b)
-        region = 5 * _MAX_THREADS  # in i64 units, past the shuffle and mma areas
-        self.barrier(b)
-        b.store(b.ptrtoint(address, i64), b.gep(scratch, [b.add(k32(region), tid)], source_etype=i64))
-        self.barrier(b)
-        lane = b.and_(tid, k32(31))
-        warp_base = b.sub(tid, lane)
-        g, t = b.lshr(lane, k32(2)), b.and_(lane, k32(3))
+        lane = b.and_(tid, k32(instr.lanes - 1))
+        size_a, size_b = instr.m * instr.k, instr.k * instr.n
+        if _MAX_THREADS // instr.lanes * (size_a + size_b) > _MATRIX_WORDS:
+            raise ValueError(f"{instr}: its tiles do not fit the simulator's scratch space")
+        tiles = b.add(k32(_MAX_THREADS), b.mul(b.lshr(tid, k32(instr.lanes.bit_length() - 1)),
+                                               k32(size_a + size_b)))
+        integer = instr.acc_type != "f32"
 
-        def row_address(matrix: int, row: ir.Value) -> ir.Value:
-            slot = b.add(k32(region), b.add(warp_base, b.add(k32(8 * matrix), row)))
-            return b.inttoptr(b.load(b.gep(scratch, [slot], source_etype=i64), typ=i64), ir.PointerType())
+        def word(index: ir.Value) -> ir.Value:
+            return b.gep(scratch, [b.add(tiles, index)], source_etype=I32)
+
+        def where(frag: FragmentMap, e: int, row: int) -> ir.Value:
+            x, y = (self._coordinate(b, lane, frag, e, c, instr.lanes) for c in (0, 1))
+            return b.add(b.mul(x, k32(row)), y)
+        self.barrier(b)
+        for regs, pack, frag, type_name, row, offset in (
+                (a, instr.a_pack, geo.a, instr.a_type, instr.k, 0),
+                (bregs, instr.b_pack, geo.b, instr.b_type, instr.n, size_a)):
+            for e in range(len(regs) * pack):
+                value = _unpack(b, regs[e // pack], e % pack, type_name)
+                b.store(value, word(b.add(k32(offset), where(frag, e, row))))
+        self.barrier(b)
+        fma = None if integer else self.declare(b.module, "llvm.fma.f32", F32, [F32, F32, F32])
         out = []
-        for m in range(4):
-            if not trans:
-                out.append(b.load(b.gep(row_address(m, g), [t], source_etype=I32), typ=I32))
-                continue
-            two_t = b.mul(t, k32(2))
-            lo = b.load(b.gep(row_address(m, two_t), [g], source_etype=i16), typ=i16)
-            hi = b.load(b.gep(row_address(m, b.add(two_t, k32(1))), [g], source_etype=i16), typ=i16)
-            out.append(b.or_(b.zext(lo, I32), b.shl(b.zext(hi, I32), k32(16))))
+        for e, c in enumerate(acc):
+            row = self._coordinate(b, lane, geo.acc, e, 0, instr.lanes)
+            col = self._coordinate(b, lane, geo.acc, e, 1, instr.lanes)
+            for k in range(instr.k):
+                x = b.load(word(b.add(b.mul(row, k32(instr.k)), k32(k))), typ=I32)
+                y = b.load(word(b.add(k32(size_a + k * instr.n), col)), typ=I32)
+                c = b.add(c, b.mul(x, y)) if integer else \
+                    b.call(fma, [b.bitcast(x, F32), b.bitcast(y, F32), c])
+            out.append(c)
         self.barrier(b)
         return out
+
+    @staticmethod
+    def _coordinate(b: ir.IRBuilder, lane: ir.Value, frag: FragmentMap, e: int, coord: int,
+                    lanes: int) -> ir.Value:
+        part = lane_value(b, lane, lanes, frag.fields(coord))
+        base = ir.Constant(I32, frag.base[e][coord])
+        return base if part is None else b.add(part, base)
 
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
         names = _LIBM.get(kind)
@@ -265,10 +242,19 @@ class SimulatedGpuTarget(GpuTarget):
         pass
 
 
-_CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16, "i32": ctypes.c_int32,
-           "i64": ctypes.c_int64, "u8": ctypes.c_uint8, "u16": ctypes.c_uint16,
-           "u32": ctypes.c_uint32, "u64": ctypes.c_uint64, "f32": ctypes.c_float,
-           "f64": ctypes.c_double, "f16": ctypes.c_uint16, "bf16": ctypes.c_uint16}
+def _unpack(b: ir.IRBuilder, reg: ir.Value, p: int, type_name: str) -> ir.Value:
+    """Element ``p`` of a register as a 32-bit word: f32 bits for float formats (16-bit
+    floats widened exactly), the sign-extended value for integers."""
+    bits = TYPE_BITS[type_name]
+    raw = b.lshr(reg, ir.Constant(reg.type, bits * p)) if p else reg
+    raw = b.trunc(raw, ir.IntType(bits)) if reg.type.width != bits else raw
+    if type_name == "f16":
+        return b.bitcast(b.fpext(b.bitcast(raw, ir.HalfType()), F32), I32)
+    if type_name == "bf16":
+        return b.shl(b.zext(raw, I32), ir.Constant(I32, 16))
+    if type_name in ("i8", "u8"):
+        return b.sext(raw, I32) if type_name == "i8" else b.zext(raw, I32)
+    return raw
 
 
 class SimulatedKernel:
@@ -284,7 +270,7 @@ class SimulatedKernel:
         parsed.verify()
         self.engine = llvm.create_mcjit_compiler(parsed, tm)
         self.engine.finalize_object()
-        self.argtypes = [ctypes.c_void_p if isinstance(t, PointerType) else _CTYPES[t.name]
+        self.argtypes = [ctypes.c_void_p if isinstance(t, PointerType) else SCALAR_CTYPES[t.name]
                          for t in param_types]
         self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(self.engine.get_function_address(name))
         self.threads = threads
@@ -331,28 +317,26 @@ class SimulatedKernel:
             raise failures[0]
 
 
-def lower_for_simulation(module: Module, num_warps: int, num_stages: int = 3) -> tuple[str, int]:
-    """(LLVM IR text for the host simulation, bytes of shared memory) of ``module``'s kernel."""
+def lower_for_simulation(module: Module, num_warps: int, num_stages: int = 3,
+                         target: Optional[SimulatedGpuTarget] = None) -> tuple[str, int]:
+    """(LLVM IR text for the host simulation, bytes of shared memory) of ``module``'s kernel,
+    through the GPU compile pipeline every GPU backend runs."""
     module = copy.deepcopy(module)
-    if num_stages > 1:
-        pipeline_dot_operands(module.kernel, num_stages, lambda dot: mma_warps(
-            dot, num_warps, SimulatedGpuTarget.warp_size) is not None, _SHARED_BYTES // 2)
-        pipeline_loops(module.kernel)
-    laid = assign_layouts(module, num_warps, SimulatedGpuTarget.warp_size,
-                          use_mma=SimulatedGpuTarget.has_mma)
-    llmod, shared, _ = lower_kernel(laid, SimulatedGpuTarget())
-    if shared > _SHARED_BYTES:
-        raise ValueError(f"kernel needs {shared} bytes of shared memory")
-    return str(llmod), shared
+    target = target or SimulatedGpuTarget()
+    options = CompileOptions(num_warps=num_warps, num_stages=num_stages)
+    metadata: dict = {}
+    kernel = lower_to_llvm(lay_out(module, target, options, metadata), target, options, metadata)
+    return str(kernel), kernel.shared_bytes
 
 
-def simulate_kernel(module: Module, grid: Sequence[int], args: Sequence[Any],
-                    num_warps: int = 4) -> str:
+def simulate_kernel(module: Module, grid: Sequence[int], args: Sequence[Any], num_warps: int = 4,
+                    target: Optional[SimulatedGpuTarget] = None) -> str:
     """Run ``module``'s kernel over ``grid`` with ``args`` (NumPy arrays for pointers, Python
-    numbers for scalars; arrays are updated in place).  Returns the LLVM IR that ran."""
-    text, _ = lower_for_simulation(module, num_warps)
+    numbers for scalars; arrays are updated in place) on ``target`` (default: warps of 32, no
+    matrix instructions).  Returns the LLVM IR that ran."""
+    target = target or SimulatedGpuTarget()
+    text, _ = lower_for_simulation(module, num_warps, target=target)
     kernel = module.kernel
-    sim = SimulatedKernel(text, kernel.name, [a.type for a in kernel.args],
-                          num_warps * SimulatedGpuTarget.warp_size)
+    sim = SimulatedKernel(text, kernel.name, [a.type for a in kernel.args], num_warps * target.warp_size)
     sim.run(grid, args)
     return text

@@ -1,15 +1,28 @@
-"""The hook table a GPU backend fills in: what differs between NVIDIA and AMD.
+"""``GpuTarget``: what a GPU backend supplies to the shared lowering -- a few hooks and tables.
 
-The shared lowering (``anytile.codegen.gpu.lowering``) asks a ``GpuTarget`` for thread and
-program ids, barriers, warp shuffles, address spaces, math functions and the kernel's
-calling convention; everything else (layouts, loads, reductions, control flow) is common.
+Hooks emit the instructions every GPU has under different names: thread and program ids,
+the program-wide barrier, cross-lane exchange (``shuffle_xor``, ``shuffle_idx``), math
+functions, atomics and the kernel's calling convention.  Tables describe the rest as data:
+``warp_size`` (32 or 64), thread and shared-memory limits, address spaces, the matrix
+instructions (``matrix_instrs``: ``MatrixInstr`` records, with one emit hook), and which
+asynchronous global-to-shared copy sizes exist (none: pipelined copies go through registers).
+
+Whatever only one vendor has joins through two optional extension points:
+``fragment_loader`` (a faster way to read matrix fragments from shared memory) and
+``dot_strategies`` (a whole other way to lower ``dot``, with its own shared-memory layouts).
 """
 from __future__ import annotations
 
 import abc
-from typing import Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 from llvmlite import ir
+
+from .matrix import MatrixInstr
+
+if TYPE_CHECKING:
+    from .dot import DotStrategy
+    from .fragments import FragmentLoader
 
 __all__ = ["GpuTarget"]
 
@@ -17,14 +30,23 @@ I32 = ir.IntType(32)
 
 
 class GpuTarget(abc.ABC):
-    """Hooks of one GPU target.  ``triple`` and ``data_layout`` go on the LLVM module."""
+    """Hooks and tables of one GPU target.  ``triple`` and ``data_layout`` go on the LLVM
+    module; ``name`` is what error messages call the target (its architecture)."""
 
+    name: str = "gpu"
     triple: str = ""
     data_layout: str = ""
-    warp_size: int = 32
+    #: lanes of a warp (wave): 32 or 64
+    warp_size: int
+    #: threads one program may have
+    max_threads: int = 1024
+    #: bytes of shared memory one program may use
+    shared_memory_limit: int = 48 * 1024
+    #: LLVM address spaces of global and shared memory (IR pointers are global)
     global_address_space: int = 1
     shared_address_space: int = 3
 
+    # -- ids and synchronisation ---------------------------------------------------------------
     @abc.abstractmethod
     def thread_id(self, b: ir.IRBuilder) -> ir.Value:
         """The thread's index within its program (x only; programs are 1-D thread blocks)."""
@@ -39,13 +61,20 @@ class GpuTarget(abc.ABC):
 
     @abc.abstractmethod
     def barrier(self, b: ir.IRBuilder) -> None:
-        """All threads of the program wait here; shared memory writes before are visible
-        after."""
+        """All threads of the program wait here; shared-memory writes before are visible
+        after (the barrier includes the fence)."""
 
+    # -- cross-lane exchange -------------------------------------------------------------------
     @abc.abstractmethod
     def shuffle_xor(self, b: ir.IRBuilder, value: ir.Value, lane_mask: int) -> ir.Value:
-        """The i32 ``value`` of the lane whose id is this lane's id xor ``lane_mask``."""
+        """The i32 ``value`` of the lane whose id is this lane's id xor ``lane_mask``
+        (``lane_mask`` < ``warp_size``; every lane of the warp executes it)."""
 
+    @abc.abstractmethod
+    def shuffle_idx(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
+        """The i32 ``value`` of lane ``lane`` (an i32 below ``warp_size``) of this warp."""
+
+    # -- math and kernel -----------------------------------------------------------------------
     @abc.abstractmethod
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
         """``kind(x)`` (exp, log, sin, ...) for a float/double scalar, or ``None`` when the
@@ -55,40 +84,63 @@ class GpuTarget(abc.ABC):
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         """Mark ``fn`` as a kernel entry point launched with ``threads`` threads."""
 
-    #: whether ``mma_m16n8k16`` (fp16/bf16), ``mma_m16n8k8_tf32`` and ``ldmatrix_x4`` are
-    #: available (tensor cores); ``dot`` uses FMAs otherwise
-    has_mma: bool = False
+    def trap(self, b: ir.IRBuilder) -> None:
+        b.call(self.declare(b.module, "llvm.trap", ir.VoidType(), []), [])
 
-    def mma_m16n8k16(self, b: ir.IRBuilder, in_type: str, a: list, bfrag: list, c: list) -> list:
-        """One warp-wide ``D = A @ B + C`` on a 16x8x16 tile: ``a`` is 4 i32 registers (two
-        ``in_type`` values each), ``bfrag`` 2, ``c`` 4 floats; returns the 4 floats of D
-        (fragment positions: see ``anytile.codegen.gpu.mma``)."""
-        raise NotImplementedError("this target has no mma_m16n8k16")
+    # -- atomics -------------------------------------------------------------------------------
+    def atomic_rmw(self, b: ir.IRBuilder, kind: str, ptr: ir.Value, value: ir.Value,
+                   ordering: str) -> ir.Value:
+        """``atomicrmw kind`` (LLVM's names: add, fadd, max, umax, ...) of global ``ptr``;
+        returns the old value.  The default is LLVM's instruction at its default scope."""
+        return b.atomic_rmw(kind, ptr, value, ordering)
 
-    def mma_m16n8k8_tf32(self, b: ir.IRBuilder, a: list, bfrag: list, c: list) -> list:
-        """One warp-wide ``D = A @ B + C`` on a 16x8x8 tile of tf32 inputs (``a``: 4 i32,
-        ``bfrag``: 2 i32, tf32 bit patterns from ``to_tf32``; ``c``: 4 floats)."""
-        raise NotImplementedError("this target has no tf32 mma")
+    def atomic_cas(self, b: ir.IRBuilder, ptr: ir.Value, cmp: ir.Value, value: ir.Value,
+                   ordering: str, failure: str) -> ir.Value:
+        """Compare-and-swap of global ``ptr``; returns the old value."""
+        return b.extract_value(b.cmpxchg(ptr, cmp, value, ordering, failure), 0)
 
-    def to_tf32(self, b: ir.IRBuilder, x: ir.Value) -> ir.Value:
-        """The f32 ``x`` rounded to tf32 (10 mantissa bits, to nearest), as i32 bits."""
-        raise NotImplementedError("this target has no tf32")
+    # -- matrix instructions -------------------------------------------------------------------
+    #: the target's matrix instructions, preferred first (empty: ``dot`` uses FMAs)
+    matrix_instrs: Sequence[MatrixInstr] = ()
 
-    def ldmatrix_x4(self, b: ir.IRBuilder, address: ir.Value, trans: bool) -> list:
-        """Warp-wide load of four 8x8 matrices of 16-bit elements from shared memory: lane
-        ``8q + r`` gives the address of row ``r`` of matrix ``q``; lane ``4g + t`` receives, as
-        i32 ``q``, elements (g, 2t) and (g, 2t + 1) of matrix ``q`` ((2t, g) and (2t + 1, g)
-        when ``trans``), the smaller column (row) in the low half."""
-        raise NotImplementedError("this target has no ldmatrix")
+    def emit_matrix(self, b: ir.IRBuilder, instr: MatrixInstr, a: list, bregs: list,
+                    acc: list) -> list:
+        """One ``instr``: ``acc + A @ B`` for this lane.  ``a``/``bregs`` are the lane's
+        registers (integers of ``pack`` x element bits, element ``r * pack + p`` in bits
+        ``p * bits ..``), ``acc`` its accumulator elements (compute type); returns the new
+        accumulator elements, in ``acc_elem`` order."""
+        raise NotImplementedError(f"target {self.name} emits no matrix instructions")
 
-    #: whether ``async_copy`` exists (global -> shared copies that bypass registers)
-    has_async_copy: bool = False
+    def matrix_operand(self, b: ir.IRBuilder, type_name: str, x: ir.Value) -> ir.Value:
+        """The f32 ``x`` as an operand element of format ``type_name`` when that is not an IR
+        type: ``"tf32"`` is rounded to 10 mantissa bits, to nearest with ties away from zero
+        (finite inputs), as i32 bits."""
+        if type_name != "tf32":
+            raise NotImplementedError(f"matrix operand format {type_name}")
+        bits = b.bitcast(x, I32)
+        return b.and_(b.add(bits, ir.Constant(I32, 0x1000)), ir.Constant(I32, -0x2000))
+
+    def fragment_loader(self, instr: MatrixInstr) -> Optional["FragmentLoader"]:
+        """A target-specific way to read ``instr``'s A and B fragments from shared memory, or
+        ``None``: core reads them element by element as the fragment maps say."""
+        return None
+
+    def dot_strategies(self) -> Sequence["DotStrategy"]:
+        """Target-specific ways to lower ``dot``, tried before core's (matrix instructions
+        from ``matrix_instrs``, then FMAs)."""
+        return ()
+
+    # -- asynchronous copies -------------------------------------------------------------------
+    #: byte sizes of the asynchronous global -> shared copies the target has (empty: none;
+    #: pipelined copies are then loads and shared-memory stores)
+    async_copy_sizes: Sequence[int] = ()
 
     def async_copy(self, b: ir.IRBuilder, dst: ir.Value, src: ir.Value, nbytes: int,
                    mask: Optional[ir.Value]) -> None:
-        """Start copying ``nbytes`` (4, 8 or 16; both addresses aligned to it) from global
-        ``src`` to shared ``dst``; where the i1 ``mask`` is 0, write zeros and read nothing."""
-        raise NotImplementedError("this target has no asynchronous copies")
+        """Start copying ``nbytes`` (one of ``async_copy_sizes``; both addresses aligned to
+        it) from global ``src`` to shared ``dst``; where the i1 ``mask`` is 0, write zeros and
+        read nothing."""
+        raise NotImplementedError(f"target {self.name} has no asynchronous copies")
 
     def async_commit(self, b: ir.IRBuilder) -> None:
         """Close the group of copies this thread started since the last commit."""
@@ -96,32 +148,10 @@ class GpuTarget(abc.ABC):
     def async_wait(self, b: ir.IRBuilder, pending: int) -> None:
         """Wait until at most ``pending`` committed groups of this thread are in flight."""
 
-    #: whether the Hopper warpgroup MMA hooks (``wgmma_*``, ``fence_proxy_async``) exist
-    has_wgmma: bool = False
-
-    def wgmma_m64k16(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value,
-                     desc_b: ir.Value, acc: list) -> list:
-        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile, A K-major and
-        B N-major in shared memory (64-bit descriptors); ``acc``: the thread's ``n / 2``
-        floats.  Results are valid after ``wgmma_commit_and_wait``."""
-        raise NotImplementedError("this target has no warpgroup MMA")
-
-    def wgmma_fence(self, b: ir.IRBuilder) -> None:
-        """Order register writes before the next warpgroup MMAs."""
-
-    def wgmma_commit_and_wait(self, b: ir.IRBuilder, acc: list) -> list:
-        """Close the group of warpgroup MMAs and wait for it; ``acc`` pass through (their
-        values are those the MMAs wrote)."""
-        raise NotImplementedError("this target has no warpgroup MMA")
-
-    def fence_proxy_async(self, b: ir.IRBuilder) -> None:
-        """Make this thread's shared-memory writes visible to the async proxy (the tensor
-        cores reading shared memory by descriptor)."""
-
-    def trap(self, b: ir.IRBuilder) -> None:
-        fn = b.module.globals.get("llvm.trap") or ir.Function(
-            b.module, ir.FunctionType(ir.VoidType(), []), "llvm.trap")
-        b.call(fn, [])
+    def fence_async_shared(self, b: ir.IRBuilder) -> None:
+        """Make this thread's shared-memory writes visible to units that read shared memory
+        on their own (a matrix unit reading operands by address); before the barrier that
+        hands a pipeline slot to them."""
 
     @staticmethod
     def declare(module: ir.Module, name: str, ret: ir.Type, args: list) -> ir.Function:

@@ -1,9 +1,9 @@
-"""The NVIDIA compile stages: ``laid-out ir -> llir -> ptx -> cubin``.
+"""The NVIDIA compile stages: core's GPU pipeline (``laid-out ir -> llir``, run with
+``NvidiaTarget``), then NVIDIA's own ``ptx -> cubin``.
 
-* ``laid-out ir``: the shared layout assignment (``anytile.codegen.gpu.assign``);
-* ``llir``: the shared GPU lowering with ``NvidiaTarget``'s hooks (LLVM IR text);
-* ``ptx``: llvmlite's NVPTX target machine for the ``sm``, with libdevice linked in when a
-  math function is called (found through ``CUDA_HOME``/``CUDA_PATH`` or common paths);
+* ``ptx``: llvmlite's NVPTX target machine for the ``sm`` (``sm_90a`` when the kernel uses
+  the warpgroup MMA), with libdevice linked in when the kernel calls one of its functions
+  (found through ``CUDA_HOME``/``CUDA_PATH`` or common paths);
 * ``cubin``: ``ptxas`` (when present), whose ``-v`` report fills ``metadata`` (registers,
   spills, shared memory).  Without ``ptxas`` the driver compiles the PTX when loading.
 """
@@ -19,16 +19,12 @@ from functools import lru_cache
 from typing import Any, Optional
 
 from anytile.backend import CompileOptions, Stage, Target
-from anytile.codegen.gpu import assign_layouts
-from anytile.codegen.gpu.lowering import lower_kernel
-from anytile.codegen.gpu.mma import mma_warps, wgmma_fits
-from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
-from anytile.codegen.gpu.shared import plan_persistent_shared
-from anytile.errors import BackendError, CompilationError
+from anytile.codegen.gpu import GpuKernel, gpu_stages
+from anytile.errors import BackendError
 
 from .target import NvidiaTarget
 
-__all__ = ["nvidia_stages", "find_libdevice", "find_ptxas", "ptx_version_for"]
+__all__ = ["nvidia_stages", "find_libdevice", "find_ptxas", "ptx_version_for", "parse_ptxas_report"]
 
 _LLVM_LOCK = threading.Lock()
 _CUDA_ROOTS = ("/usr/local/cuda", "/opt/cuda", "/usr/lib/cuda", "/usr/local/cuda-13.0",
@@ -89,82 +85,21 @@ def _target_machine(arch: str) -> Any:
     return target.create_target_machine(cpu=arch, features=ptx_version_for(arch), opt=3)
 
 
-#: dynamic shared memory one program may use, per architecture (CUDA programming guide)
-_SHARED_LIMITS = {80: 163 * 1024, 86: 99 * 1024, 87: 163 * 1024, 89: 99 * 1024, 90: 227 * 1024}
-
-
-def shared_memory_limit(arch: str) -> int:
-    """The most shared memory (bytes) a program of ``sm_XY`` may use; 48 KiB if unknown."""
-    number = int(re.sub(r"\D", "", arch) or 0)
-    return _SHARED_LIMITS.get(number, 227 * 1024 if number > 90 else 48 * 1024)
-
-
-def _mma_dot(num_warps: int):
-    def ok(dot: Any) -> bool:
-        return NvidiaTarget.has_mma and mma_warps(dot, num_warps, NvidiaTarget.warp_size) is not None
-    return ok
-
-
-def _wgmma_dot(arch: str, options: CompileOptions):
-    """Hopper's warpgroup MMA for dots that fit it, when the ``wgmma=True`` option asks."""
-    if not (options.get("wgmma", False) and NvidiaTarget(arch).has_wgmma):
-        return None
-    num_warps = options.num_warps
-
-    def ok(dot: Any) -> int:
-        return num_warps if wgmma_fits(dot, num_warps) else 0
-    return ok
-
-
-def laid_out_stage(options: CompileOptions, arch: str):
-    def run(module: Any, metadata: dict) -> Any:
-        if options.num_stages > 1:
-            metadata["pipelined_dot_operands"] = pipeline_dot_operands(
-                module.kernel, options.num_stages, _mma_dot(options.num_warps),
-                shared_memory_limit(arch), _wgmma_dot(arch, options))
-            metadata["prefetched_loads"] = pipeline_loops(module.kernel)
-        metadata["pipelined_shared"] = plan_persistent_shared(module.kernel)[1]
-        laid = assign_layouts(module, options.num_warps, NvidiaTarget.warp_size,
-                              use_mma=NvidiaTarget.has_mma)
-        metadata["num_warps"] = options.num_warps
-        metadata["threads_per_block"] = options.num_warps * NvidiaTarget.warp_size
-        return laid
-    return run
-
-
-def llir_stage(options: CompileOptions, arch: str):
-    def run(laid: Any, metadata: dict) -> str:
-        module, shared, checks = lower_kernel(laid, NvidiaTarget(arch), debug=options.debug)
-        if "wgmma.mma_async" in str(module):
-            metadata["wgmma"] = True     # the ptx and cubin stages target sm_90a
-        limit = shared_memory_limit(arch)
-        if shared > limit:
-            raise CompilationError(
-                f"kernel '{laid.kernel.name}' needs {shared} bytes of shared memory, more than "
-                f"{arch} gives one program ({limit}): use smaller blocks or fewer num_stages "
-                f"(the pipelined loops took {metadata.get('pipelined_shared', 0)} bytes)",
-                laid.kernel.loc)
-        metadata["shared"] = shared
-        if checks:
-            metadata["asserts"] = checks
-        metadata["kernel_name"] = laid.kernel.name
-        return str(module)
-    return run
-
-
 def _arch_for(arch: str, metadata: dict) -> str:
     """``sm_90a`` (Hopper's architecture-specific features) for kernels using wgmma."""
     return arch + "a" if metadata.get("wgmma") and not arch.endswith("a") else arch
 
 
 def ptx_stage(arch: str):
-    def run(llir: str, metadata: dict) -> str:
+    def run(kernel: GpuKernel, metadata: dict) -> str:
+        if "wgmma" in kernel.features:
+            metadata["wgmma"] = True     # the ptx and cubin stages target sm_90a
         llvm = _llvm()
         with _LLVM_LOCK:
             tm = _target_machine(_arch_for(arch, metadata))
-            mod = llvm.parse_assembly(llir)
+            mod = llvm.parse_assembly(str(kernel))
             mod.data_layout = str(tm.target_data)
-            if "__nv_" in llir:
+            if any(name.startswith("__nv_") for name in kernel.external_functions):
                 path = find_libdevice()
                 if path is None:
                     raise BackendError("this kernel calls math functions, and libdevice.10.bc was "
@@ -175,9 +110,8 @@ def ptx_stage(arch: str):
                 lib.triple = mod.triple
                 lib.data_layout = mod.data_layout
                 mod.link_in(lib)
-                kernel = metadata.get("kernel_name")
                 for fn in mod.functions:
-                    if not fn.is_declaration and fn.name != kernel:
+                    if not fn.is_declaration and fn.name != kernel.name:
                         fn.linkage = "internal"
                 # drop the hundreds of libdevice functions this kernel does not call before
                 # the (much slower) optimisation pipeline sees them
@@ -229,9 +163,11 @@ def parse_ptxas_report(text: str, metadata: dict) -> None:
 
 
 def nvidia_stages(target: Target, options: CompileOptions, use_ptxas: bool = True) -> list[Stage]:
+    """``laid-out ir``, ``llir`` (core's, for ``NvidiaTarget``), ``ptx`` and, with ``ptxas``,
+    ``cubin``."""
     arch = target.arch
-    stages = [Stage("laid-out ir", laid_out_stage(options, arch)), Stage("llir", llir_stage(options, arch)),
-              Stage("ptx", ptx_stage(arch))]
+    gpu = NvidiaTarget(arch, warpgroup_mma=bool(options.get("wgmma", False)))
+    stages = gpu_stages(gpu, options) + [Stage("ptx", ptx_stage(arch))]
     ptxas = find_ptxas() if use_ptxas else None
     if ptxas is not None:
         stages.append(Stage("cubin", cubin_stage(arch, ptxas)))

@@ -1,0 +1,373 @@
+"""``dot``: strategies, and the table-driven lowering onto a target's matrix instructions.
+
+A ``DotStrategy`` decides whether it can lower a given ``dot`` (``plan``: the result's layout
+and whatever it needs later), which shared-memory layouts it wants for operands a pipelined
+loop keeps in shared memory (``operand_buffers``), and emits it (``lower``).  A target's own
+strategies (``GpuTarget.dot_strategies``) come first, then core's two:
+
+* ``MatrixDot``: the first of the target's ``matrix_instrs`` that takes the dot's types and
+  whose tile fits the warps.  The accumulator keeps an ordinary ``BlockedLayout`` derived from
+  the instruction's accumulator map (``matrix.geometry``): an instruction's tile is ``reps``
+  consecutive *repetitions* of that layout along each dimension, which need not be adjacent
+  rows of the matrix -- operands are simply read from those same rows.  So stores,
+  reductions and conversions of a dot's result need nothing special.  Operands go through
+  shared memory row-major (rows padded by the instruction's ``pad_bytes``), or are read in
+  place from a pipeline slot; fragments are read by the target's ``fragment_loader`` or, by
+  default, element by element as the fragment maps say (``GenericFragments``);
+* ``FmaDot``: both operands in shared memory, one FMA per (register, k), exact: f32 ``ieee``
+  and ``tf32x3``, f64, int8 -> int32, 16-bit accumulators, and any dot no instruction fits.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional, Sequence
+
+from llvmlite import ir
+
+from ...ir import ops
+from ...ir.types import ScalarType, elem_type, shape_of
+from ..llvm.types import I8, I32
+from .fragments import GenericFragments, OperandSource
+from .layouts import BlockedLayout, register_indices
+from .matrix import TYPE_BITS, MatrixGeometry, MatrixInstr, geometry
+from .registers import Regs, coords, linear_index
+from .scratch import llvm_bytes, reserve, shared_load, shared_store
+from .shared_ops import PaddedRows, SharedBufferLayout
+
+if TYPE_CHECKING:
+    from .lowering import KernelLowering
+    from .target import GpuTarget
+
+__all__ = ["LOWERINGS", "DotPlan", "DotStrategy", "MatrixDotPlan", "MatrixDot", "FmaDot",
+           "DotSelector", "acc_layout", "acc_slots", "choose_warps"]
+
+
+@dataclass
+class DotPlan:
+    """What a strategy decided for one ``dot``: itself and the result's layout."""
+
+    strategy: "DotStrategy"
+    layout: BlockedLayout
+
+
+class DotStrategy(abc.ABC):
+    """One way to lower ``dot`` (see the module docstring)."""
+
+    @abc.abstractmethod
+    def plan(self, op: ops.DotOp, num_warps: int) -> Optional[DotPlan]:
+        """A plan when this strategy lowers ``op`` (run with ``num_warps`` warps), else
+        ``None``.  Called while layouts are assigned, after pipelining."""
+
+    @abc.abstractmethod
+    def lower(self, ctx: "KernelLowering", op: ops.DotOp, plan: DotPlan) -> None:
+        """Emit ``op`` as ``plan`` says and bind its result in ``ctx``."""
+
+    def operand_buffers(self, op: ops.DotOp, num_warps: int,
+                        both: bool) -> Optional[tuple[SharedBufferLayout, SharedBufferLayout]]:
+        """The layouts of pipeline buffers for ``op``'s A and B when a pipelined loop keeps
+        them in shared memory (``both``: both operands, each feeding only ``op``), or
+        ``None`` when this strategy would not read ``op``'s operands from such buffers."""
+        return None
+
+
+# -- placing registers from an instruction's maps ----------------------------------------------
+def acc_layout(instr: MatrixInstr, warps: tuple[int, int]) -> BlockedLayout:
+    """The layout of a dot result computed by ``instr`` with ``warps`` (along M, N)."""
+    geo = geometry(instr)
+    return BlockedLayout(geo.spt, geo.tpw, warps, geo.order)
+
+
+def acc_slots(geo: MatrixGeometry, i: int, s: int, regs_along_n: int) -> list[int]:
+    """For instruction tile (``i`` along M, ``s`` along N), the result register holding each
+    accumulator element of the instruction (``regs_along_n``: the layout's registers along N)."""
+    out = []
+    for p0, q0, p1, q1 in geo.acc_slots:
+        j0 = (i * geo.reps[0] + q0) * geo.spt[0] + p0
+        j1 = (s * geo.reps[1] + q1) * geo.spt[1] + p1
+        out.append(j0 * regs_along_n + j1)
+    return out
+
+
+def choose_warps(m: int, n: int, num_warps: int, tile_m: int, tile_n: int) -> Optional[tuple[int, int]]:
+    """(warps along M, along N) splitting an ``m x n`` result into warp tiles that are whole
+    multiples of ``tile_m x tile_n``, as square as possible (warp tiles sharing operands best)."""
+    best = None
+    wm = 1
+    while wm <= num_warps:
+        wn = num_warps // wm
+        if m % (tile_m * wm) == 0 and n % (tile_n * wn) == 0:
+            score = abs((m // wm) - (n // wn))
+            if best is None or score < best[0]:
+                best = (score, wm, wn)
+        wm *= 2
+    return None if best is None else (best[1], best[2])
+
+
+@dataclass
+class MatrixDotPlan(DotPlan):
+    """A ``MatrixDot`` plan: ``instr`` run by ``warps`` (along M, N) over an ``M x N x K`` dot."""
+
+    instr: MatrixInstr = field(default=None)   # type: ignore[assignment]
+    warps: tuple[int, int] = (1, 1)
+    shape: tuple[int, int, int] = (0, 0, 0)
+
+    @property
+    def geo(self) -> MatrixGeometry:
+        return geometry(self.instr)
+
+    def tiles(self, d: int) -> int:
+        """Instruction tiles a warp runs along ``d`` (0: M, 1: N)."""
+        return self.shape[d] // ((self.instr.m, self.instr.n)[d] * self.warps[d])
+
+    def cta(self, d: int) -> int:
+        """Elements along ``d`` one repetition of the result layout covers."""
+        return self.geo.block(d) * self.warps[d]
+
+    def offset(self, d: int, v: int) -> int:
+        """Where row (``d`` = 0) or column (1) ``v`` of an instruction tile sits, from its
+        warp's first row or column of the tile's first repetition."""
+        block = self.geo.block(d)
+        return v % block + v // block * self.cta(d)
+
+    def tile_stride(self, d: int) -> int:
+        """How far apart consecutive instruction tiles of one warp are along ``d``."""
+        return self.geo.reps[d] * self.cta(d)
+
+
+class MatrixDot(DotStrategy):
+    """``dot`` on the target's matrix instructions (see the module docstring)."""
+
+    def __init__(self, target: "GpuTarget") -> None:
+        self.target = target
+
+    def plan(self, op: ops.DotOp, num_warps: int) -> Optional[MatrixDotPlan]:
+        a, b, acc = elem_type(op.a.type), elem_type(op.b.type), elem_type(op.acc.type)
+        (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+        for instr in self.target.matrix_instrs:
+            if instr.lanes != self.target.warp_size or k % instr.k or \
+                    not instr.accepts(a.name, b.name, acc.name, op.input_precision):
+                continue
+            warps = choose_warps(m, n, num_warps, instr.m, instr.n)
+            if warps is not None:
+                return MatrixDotPlan(self, acc_layout(instr, warps), instr, warps, (m, n, k))
+        return None
+
+    def operand_buffers(self, op: ops.DotOp, num_warps: int,
+                        both: bool) -> Optional[tuple[SharedBufferLayout, SharedBufferLayout]]:
+        plan = self.plan(op, num_warps)
+        if plan is None:
+            return None
+        (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+        return PaddedRows(k + _pad(plan.instr, 0)), PaddedRows(n + _pad(plan.instr, 1))
+
+    def lower(self, ctx: "KernelLowering", op: ops.DotOp, plan: DotPlan) -> None:
+        assert isinstance(plan, MatrixDotPlan)
+        b, instr, geo = ctx.b, plan.instr, plan.geo
+        layout = plan.layout
+        M, N, K = plan.shape
+        acc = ctx.tile(op.acc, layout)
+        a_src, b_src = _stage_operands(ctx, op, plan)
+        loader = ctx.target.fragment_loader(instr) or GenericFragments()
+        state = loader.prepare(ctx, plan, a_src, b_src)
+        regs_along_n = layout.registers_along((M, N), 1)
+        values = list(acc.values)
+        for kk in range(0, K, instr.k):
+            a_frags = loader.load_a(ctx, state, kk)
+            b_frags = loader.load_b(ctx, state, kk)
+            for i in range(plan.tiles(0)):
+                for s in range(plan.tiles(1)):
+                    slots = acc_slots(geo, i, s, regs_along_n)
+                    out = ctx.target.emit_matrix(b, instr, a_frags[i], b_frags[s],
+                                                 [values[x] for x in slots])
+                    for x, v in zip(slots, out):
+                        values[x] = v
+        ctx.set_result(op, Regs(layout, (M, N), values))
+
+
+def _pad(instr: MatrixInstr, operand: int) -> int:
+    """Elements of padding per shared-memory row of operand ``operand`` (0: A, 1: B)."""
+    return instr.pad_bytes[operand] * 8 // TYPE_BITS[(instr.a_type, instr.b_type)[operand]]
+
+
+def _operand_storage(ctx: "KernelLowering", type_name: str, elem: ScalarType) -> ir.Type:
+    return ctx.types.storage(elem) if type_name == elem.name else ir.IntType(TYPE_BITS[type_name])
+
+
+def _stage_operands(ctx: "KernelLowering", op: ops.DotOp,
+                    plan: MatrixDotPlan) -> tuple[OperandSource, OperandSource]:
+    """Where A and B are in shared memory: a pipeline slot read in place, or the scratch space
+    they are written to here (A first, B after it)."""
+    b, instr = ctx.b, plan.instr
+    M, N, K = plan.shape
+    elem = elem_type(op.a.type)
+    sa, sb = _operand_storage(ctx, instr.a_type, elem), _operand_storage(ctx, instr.b_type, elem)
+    views = [ctx.shared_views.get(op.a), ctx.shared_views.get(op.b)]
+    for view in views:
+        if view is not None and not isinstance(view.layout, PaddedRows):
+            raise AssertionError(f"a matrix dot cannot read a {view.layout} buffer")
+    row_a = views[0].layout.row if views[0] else K + _pad(instr, 0)
+    row_b = views[1].layout.row if views[1] else N + _pad(instr, 1)
+    a_bytes = 0 if views[0] else (M * row_a * llvm_bytes(sa) + 15) // 16 * 16
+    a_base = views[0].base if views[0] else ctx.smem_base
+    b_base = views[1].base if views[1] else b.gep(ctx.smem_base, [ir.Constant(I32, a_bytes)],
+                                                  source_etype=I8)
+    if not (views[0] and views[1]):
+        reserve(ctx, a_bytes + (0 if views[1] else K * row_b * llvm_bytes(sb)))
+        ctx.target.barrier(b)
+        if not views[0]:
+            _store_operand(ctx, ctx.tile(op.a), elem, instr.a_type, sa, a_base, row_a)
+        if not views[1]:
+            _store_operand(ctx, ctx.tile(op.b), elem, instr.b_type, sb, b_base, row_b)
+        ctx.target.barrier(b)
+    return OperandSource(a_base, row_a, sa), OperandSource(b_base, row_b, sb)
+
+
+def _store_operand(ctx: "KernelLowering", regs: Regs, elem: ScalarType, type_name: str,
+                   storage: ir.Type, base: ir.Value, row: int) -> None:
+    """Write a 2-D operand tile to shared memory, row-major with ``row`` elements per row, in
+    runs of up to 16 bytes per store where the layout has them; elements become
+    ``type_name`` (``GpuTarget.matrix_operand``) when that is not their own type."""
+    b = ctx.b
+    layout = regs.layout
+    run = 1
+    if isinstance(layout, BlockedLayout) and layout.order[0] == 1 and \
+            regs.shape[1] >= layout.size_per_thread[1]:
+        run = min(layout.size_per_thread[1], 16 // elem.nbytes)
+    where = coords(ctx, layout, regs.shape)
+    for first in range(0, len(regs.values), run):
+        r, c = where[first]
+        ptr = b.gep(base, [b.add(b.mul(r, ir.Constant(I32, row)), c)], source_etype=storage)
+        values = [ctx.target.matrix_operand(b, type_name, v) if type_name != elem.name
+                  else ctx.ew.to_storage(elem, v) for v in regs.values[first:first + run]]
+        if run == 1:
+            b.store(values[0], ptr)
+            continue
+        vec = ir.Constant(ir.VectorType(storage, run), ir.Undefined)
+        for j, v in enumerate(values):
+            vec = b.insert_element(vec, v, ir.Constant(I32, j))
+        b.store(vec, ptr).align = elem.nbytes * run
+
+
+# -- FMAs --------------------------------------------------------------------------------------
+class FmaDot(DotStrategy):
+    """``dot`` as one FMA per (result register, k), both operands in shared memory; products
+    of 16-bit inputs are exact in f32, 16-bit accumulators are rounded once at the end."""
+
+    def __init__(self, warp_size: int) -> None:
+        self.warp_size = warp_size
+
+    def plan(self, op: ops.DotOp, num_warps: int) -> DotPlan:
+        m, n = shape_of(op.result.type)
+        threads = num_warps * self.warp_size
+        per_thread = max(1, m * n // threads)
+        spt_n = min(4, n, per_thread)
+        spt_m = min(max(1, per_thread // spt_n), 4, m)
+        tpw, wpc = _split_threads((m // spt_m, n // spt_n), self.warp_size, num_warps)
+        return DotPlan(self, BlockedLayout((spt_m, spt_n), tpw, wpc, (1, 0)))
+
+    def lower(self, ctx: "KernelLowering", op: ops.DotOp, plan: DotPlan) -> None:
+        b = ctx.b
+        layout = plan.layout
+        a, bm = ctx.tile(op.a), ctx.tile(op.b)
+        acc = ctx.tile(op.acc, layout)
+        (M, K), (_, N) = a.shape, bm.shape
+        acc_elem = elem_type(op.acc.type)
+        in_elem = elem_type(op.a.type)
+        ta, tb = a.values[0].type, bm.values[0].type
+        size_a = (M * K * llvm_bytes(ta) + 15) // 16 * 16
+        reserve(ctx, size_a + K * N * llvm_bytes(tb))
+        ctx.target.barrier(b)
+        for v, c in zip(a.values, coords(ctx, a.layout, a.shape)):
+            shared_store(ctx, v, linear_index(b, c, a.shape))
+        for v, c in zip(bm.values, coords(ctx, bm.layout, bm.shape)):
+            shared_store(ctx, v, linear_index(b, c, bm.shape), size_a)
+        ctx.target.barrier(b)
+        indices = register_indices(layout, (M, N))
+        where = coords(ctx, layout, (M, N))
+        row_of, col_of = {}, {}
+        for j, c in zip(indices, where):
+            row_of.setdefault(j[0], c[0])
+            col_of.setdefault(j[1], c[1])
+        row_base = {j0: b.mul(m, ir.Constant(I32, K)) for j0, m in row_of.items()}
+        values = list(acc.values)
+        ct = values[0].type
+        for k in range(K):
+            kc = ir.Constant(I32, k)
+            av = {j0: _operand(ctx, shared_load(ctx, ta, b.add(base, kc)), in_elem, acc_elem, ct)
+                  for j0, base in row_base.items()}
+            bv = {j1: _operand(ctx, shared_load(ctx, tb, b.add(ir.Constant(I32, k * N), n), size_a),
+                               elem_type(op.b.type), acc_elem, ct)
+                  for j1, n in col_of.items()}
+            for i, j in enumerate(indices):
+                if acc_elem.is_float:
+                    values[i] = ctx.ew.call("llvm.fma", [av[j[0]], bv[j[1]], values[i]])
+                else:
+                    values[i] = b.add(values[i], b.mul(av[j[0]], bv[j[1]]))
+        if acc_elem.is_float and acc_elem.name in ("f16", "bf16"):
+            values = [ctx.ew.round_to(acc_elem, v) for v in values]
+        ctx.set_result(op, Regs(layout, (M, N), values))
+
+
+def _operand(ctx: "KernelLowering", v: ir.Value, elem: ScalarType, acc_elem: ScalarType,
+             t: ir.Type) -> ir.Value:
+    """An operand value in the accumulator's compute type."""
+    if v.type == t:
+        return v
+    return ctx.ew.cast(elem, acc_elem, v)
+
+
+def _split_threads(blocks: tuple[int, int], warp_size: int, num_warps: int):
+    """Lanes then warps over a 2-D grid of per-thread blocks, fastest along dim 1."""
+    tpw = [1, 1]
+    lanes = warp_size
+    for d in (1, 0):
+        take = min(lanes, blocks[d])
+        tpw[d], lanes = take, lanes // take
+    tpw[0] *= lanes
+    wpc = [1, 1]
+    warps = num_warps
+    for d in (0, 1):
+        take = min(warps, max(1, blocks[d] // tpw[d]))
+        wpc[d], warps = take, warps // take
+    wpc[0] *= warps
+    return tuple(tpw), tuple(wpc)
+
+
+# -- choosing ----------------------------------------------------------------------------------
+class DotSelector:
+    """The strategies of one target, in order: the target's own, ``MatrixDot``, ``FmaDot``."""
+
+    def __init__(self, target: "GpuTarget", num_warps: int) -> None:
+        self.num_warps = num_warps
+        self.strategies: Sequence[DotStrategy] = (*target.dot_strategies(), MatrixDot(target),
+                                                  FmaDot(target.warp_size))
+
+    def plan(self, op: ops.DotOp) -> DotPlan:
+        """The first strategy's plan for ``op`` (``FmaDot`` takes every dot)."""
+        for strategy in self.strategies:
+            found = strategy.plan(op, self.num_warps)
+            if found is not None:
+                return found
+        raise AssertionError("FmaDot plans every dot")
+
+    def operand_buffers(self, op: ops.DotOp,
+                        both: bool) -> Optional[tuple[SharedBufferLayout, SharedBufferLayout]]:
+        """The pipeline buffer layouts of the first strategy that reads ``op``'s operands
+        from shared memory (``None``: none does; the loads stay in registers)."""
+        for strategy in self.strategies:
+            found = strategy.operand_buffers(op, self.num_warps, both)
+            if found is not None:
+                return found
+        return None
+
+    def reads_shared(self, op: ops.DotOp) -> bool:
+        return self.operand_buffers(op, False) is not None
+
+
+def lower_dot(ctx: "KernelLowering", op: ops.DotOp) -> None:
+    plan = ctx.laid.dot_plans[op]
+    plan.strategy.lower(ctx, op, plan)
+
+
+LOWERINGS = {ops.DotOp: lower_dot}

@@ -1,0 +1,351 @@
+"""Host-side plumbing every GPU backend needs: a documented helper of the plugin contract.
+
+Backends import it beside ``anytile.backend`` (``host_array_view`` is the host-memory
+counterpart).  Nothing here names a vendor: a backend says which DLPack device type its
+devices are (``DLPackDevice.CUDA``, ``DLPackDevice.ROCM``) and writes the driver call.
+
+* foreign device arrays: ``__cuda_array_interface__`` (v2/v3; CuPy on ROCm speaks it too)
+  and DLPack producers, seen in place as an ``ImportedArray`` (``import_device_array``),
+  the backend device one lives on (``device_of``), and a few-attribute reader for torch-like
+  tensors so launches skip the import (``tensor_reader``);
+* streams: the current stream of the framework (torch, cupy) an imported array belongs to
+  (``framework_stream``), a stream handle from an int or a framework's stream object
+  (``stream_handle``);
+* launch arguments: one ctypes slot per parameter (``argument_slots``, ``fill_slots``), and
+  ``compile_launcher``: a function generated per kernel that packs a launch header and the
+  argument values into one prebuilt block with a single ``struct.pack_into`` and calls the
+  driver -- the fast path behind ``Backend.launcher``.
+"""
+from __future__ import annotations
+
+import ctypes
+import enum
+import struct
+import sys
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence
+
+import numpy as np
+
+from .backend import Buffer, DeviceInfo, ImportedArray
+from .errors import BackendError, LaunchError
+from .ir.types import PointerType, ScalarType, from_numpy, scalar_type
+
+__all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
+           "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
+           "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher"]
+
+
+class DLPackDevice(enum.IntEnum):
+    """DLPack's device types (``__dlpack_device__()[0]``)."""
+
+    CPU = 1
+    CUDA = 2
+    CUDA_HOST = 3
+    OPENCL = 4
+    VULKAN = 7
+    METAL = 8
+    VPI = 9
+    ROCM = 10
+    ROCM_HOST = 11
+    CUDA_MANAGED = 13
+    ONEAPI = 14
+
+
+# -- foreign device arrays ---------------------------------------------------------------------
+_TYPESTR = {"f2": "f16", "f4": "f32", "f8": "f64", "i1": "i8", "i2": "i16", "i4": "i32",
+            "i8": "i64", "u1": "u8", "u2": "u16", "u4": "u32", "u8": "u64", "b1": "i1"}
+
+
+def dlpack_device(obj: Any) -> Optional[tuple[int, int]]:
+    """``obj.__dlpack_device__()`` as (device type, index), or ``None``."""
+    locate = getattr(obj, "__dlpack_device__", None)
+    if locate is None:
+        return None
+    try:
+        kind, index = locate()
+        return int(kind), int(index)
+    except Exception:  # noqa: BLE001 -- a foreign object's protocol failing means "not ours"
+        return None
+
+
+def device_of(obj: Any, devices: Sequence[DeviceInfo], device_type: int) -> Optional[DeviceInfo]:
+    """The device of ``devices`` (indexed as the driver counts them) holding the foreign
+    array ``obj``, when DLPack says it lives on a ``device_type`` device."""
+    located = dlpack_device(obj)
+    if located is None or located[0] != device_type:
+        return None
+    for info in devices:
+        if info.index == located[1]:
+            return info
+    return None
+
+
+def import_device_array(obj: Any, device: DeviceInfo, device_type: int) -> Optional[ImportedArray]:
+    """Zero-copy view of a foreign array on ``device`` (``__cuda_array_interface__`` or a
+    DLPack producer of ``device_type``), or ``None``.  Torch-like tensors
+    (``__dlpack_device__`` + ``data_ptr``) take the fast path: torch's
+    ``__cuda_array_interface__`` costs tens of microseconds a launch."""
+    located = dlpack_device(obj)
+    if located is not None and hasattr(obj, "data_ptr"):
+        if located != (device_type, device.index):
+            return None
+        return _from_tensor(obj, device)
+    try:
+        interface = getattr(obj, "__cuda_array_interface__", None)
+    except (TypeError, ValueError, RuntimeError):  # torch refuses it for bfloat16
+        interface = None
+    if interface is not None:
+        return _from_array_interface(obj, interface, device)
+    if located is not None and hasattr(obj, "__dlpack__"):
+        if located != (device_type, device.index):
+            return None
+        return _from_tensor(obj, device)
+    return None
+
+
+def _from_array_interface(obj: Any, cai: dict, device: DeviceInfo) -> Optional[ImportedArray]:
+    name = _TYPESTR.get(cai["typestr"][1:])
+    if name is None:
+        return None
+    dtype = scalar_type(name)
+    shape = tuple(int(s) for s in cai["shape"])
+    address = int(cai["data"][0])
+    itemsize = dtype.nbytes
+    strides_bytes = cai.get("strides")
+    if strides_bytes is None:
+        strides, acc = [], 1
+        for s in reversed(shape):
+            strides.append(acc)
+            acc *= max(s, 1)
+        strides = list(reversed(strides))
+    else:
+        if any(s % itemsize for s in strides_bytes):
+            return None
+        strides = [int(s) // itemsize for s in strides_bytes]
+    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + 1 if all(shape) else 0
+    buf = Buffer(device, extent * itemsize, address, address, owner=obj)
+    return ImportedArray(buf, 0, shape, tuple(strides), dtype)
+
+
+_FOREIGN_DTYPES: dict[Any, Any] = {}   # a framework's dtype object -> ScalarType (or None)
+
+
+def _foreign_dtype(framework_dtype: Any) -> Optional[ScalarType]:
+    try:
+        return _FOREIGN_DTYPES[framework_dtype]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable dtype object
+        return None
+    text = str(framework_dtype).replace("torch.", "")
+    try:
+        found: Any = from_numpy(np.dtype(text))
+    except TypeError:
+        from .ir.types import bf16
+        found = bf16 if "bfloat16" in text else None
+    _FOREIGN_DTYPES[framework_dtype] = found
+    return found
+
+
+def _from_tensor(obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+    """A DLPack producer read through torch-like attributes (``data_ptr``, ``stride``)."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "stride") and hasattr(obj, "dtype"):
+        dtype = _foreign_dtype(obj.dtype)
+        if dtype is None:
+            return None
+        shape = tuple(int(s) for s in obj.shape)
+        strides = tuple(int(s) for s in obj.stride())
+        address = int(obj.data_ptr())
+        buf = Buffer(device, 0, address, address, owner=obj)
+        return ImportedArray(buf, 0, shape, strides, dtype)
+    return None
+
+
+def tensor_reader(cls: type) -> Optional[Callable[[Any], tuple[int, tuple]]]:
+    """A ``Backend.foreign_reader`` for torch-like tensors (``data_ptr()``, ``get_device()``
+    -1 off the GPU, ``dtype``, ``__dlpack_device__``): three cheap reads instead of an
+    import per launch; ``None`` for other types."""
+    if not all(hasattr(cls, a) for a in ("data_ptr", "get_device", "dtype", "__dlpack_device__")):
+        return None
+
+    def read(obj: Any) -> tuple[int, tuple]:
+        address = obj.data_ptr()
+        return address, (obj.dtype, obj.get_device(), not address & 15)
+    return read
+
+
+# -- streams -----------------------------------------------------------------------------------
+#: a framework's tensor type -> function(device index) -> its current raw stream handle
+STREAM_GETTERS: dict[type, Any] = {}
+
+
+def framework_stream(owner: Any, device_index: int) -> int:
+    """The current stream on ``device_index`` of the framework ``owner`` (an imported array)
+    belongs to; 0 for unknown frameworks.  Never imports a framework the user has not
+    (``owner`` exists, so its module is loaded); the getter is cached per type."""
+    cls = type(owner)
+    getter = STREAM_GETTERS.get(cls)
+    if getter is None:
+        getter = STREAM_GETTERS[cls] = _stream_getter(cls.__module__.split(".")[0])
+    return int(getter(device_index))
+
+
+def _stream_getter(framework: str) -> Any:
+    module = sys.modules.get(framework)
+    if framework == "torch" and module is not None:
+        raw = getattr(getattr(module, "_C", None), "_cuda_getCurrentRawStream", None)
+        if raw is not None:       # torch's GPU streams, CUDA or ROCm alike
+            return raw
+        return lambda index: module.cuda.current_stream(index).cuda_stream
+    if framework == "cupy" and module is not None:
+        return lambda index: module.cuda.get_current_stream().ptr
+    return lambda index: 0
+
+
+def stream_handle(stream: Any) -> int:
+    """A stream handle from an int, a torch/cupy stream or a driver stream object."""
+    if isinstance(stream, int):
+        return stream
+    for attr in ("cuda_stream", "ptr", "handle"):
+        value = getattr(stream, attr, None)
+        if isinstance(value, int):
+            return value
+    try:
+        return int(stream)
+    except (TypeError, ValueError):
+        raise BackendError(f"cannot use {stream!r} as a GPU stream (pass an int handle or a "
+                           f"torch/cupy stream)") from None
+
+
+# -- launch arguments --------------------------------------------------------------------------
+#: IR scalar type -> the ctypes type of its kernel parameter (f16/bf16 travel as their bits)
+SCALAR_CTYPES = {"i1": ctypes.c_int32, "i8": ctypes.c_int8, "i16": ctypes.c_int16,
+                 "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u8": ctypes.c_uint8,
+                 "u16": ctypes.c_uint16, "u32": ctypes.c_uint32, "u64": ctypes.c_uint64,
+                 "f32": ctypes.c_float, "f64": ctypes.c_double, "f16": ctypes.c_uint16,
+                 "bf16": ctypes.c_uint16}
+#: ctypes type of a parameter -> its ``struct`` code (16-bit floats have none: general path)
+STRUCT_CODES = {ctypes.c_int8: "b", ctypes.c_int16: "h", ctypes.c_int32: "i",
+                ctypes.c_int64: "q", ctypes.c_uint8: "B", ctypes.c_uint64: "Q",
+                ctypes.c_uint32: "I", ctypes.c_float: "f", ctypes.c_double: "d"}
+
+
+def scalar_bits(type_name: str, value: Any) -> Any:
+    """A Python scalar as its parameter slot holds it (bools as ints, 16-bit floats as bits)."""
+    if type_name == "i1":
+        return int(bool(value))
+    if type_name in ("f16", "bf16"):
+        import ml_dtypes
+        dt = np.float16 if type_name == "f16" else ml_dtypes.bfloat16
+        return int(np.array(value, dtype=dt).view(np.uint16))
+    if type_name in ("f32", "f64"):
+        return float(value)
+    return int(value)
+
+
+def argument_slots(signature: Sequence[tuple[str, Any]]) -> tuple[list, list, Any]:
+    """(one ctypes scalar per parameter, which are pointers, the array of their addresses the
+    driver reads) for a kernel's ``signature``."""
+    slots, is_pointer = [], []
+    for _, t in signature:
+        if isinstance(t, PointerType):
+            slots.append(ctypes.c_uint64(0))
+            is_pointer.append(True)
+        else:
+            slots.append(SCALAR_CTYPES[t.name]())
+            is_pointer.append(False)
+    params = (ctypes.c_void_p * max(1, len(slots)))(*[ctypes.addressof(s) for s in slots])
+    return slots, is_pointer, params
+
+
+def fill_slots(slots: list, is_pointer: list, args: Sequence[Any], error: str) -> Any:
+    """Write the launch's ``KernelArg`` values into ``slots``; returns the owner of the first
+    imported pointer argument (for its framework's stream).  ``LaunchError(error)`` when an
+    argument has no device address or does not fit its slot."""
+    owner = None
+    try:
+        for slot, pointer, arg in zip(slots, is_pointer, args):
+            value = arg.value
+            if pointer:
+                buf = value.buffer
+                slot.value = buf.address + value.offset
+                if owner is None:
+                    owner = buf.owner
+            elif type(value) is int:
+                slot.value = value
+            else:
+                slot.value = scalar_bits(arg.type.name, value)
+    except TypeError:
+        raise LaunchError(error) from None
+    return owner
+
+
+@dataclass
+class ArgumentBlock:
+    """A prebuilt launch block: a header of ``header_format`` (the driver's launch
+    configuration, possibly empty) then each parameter at its C alignment.  ``params`` holds
+    the parameters' addresses; ``pack(block, 0, *header, *values)`` writes it all."""
+
+    format: str
+    block: Any
+    address: int
+    params: Any
+
+    @staticmethod
+    def build(header_format: str, codes: Sequence[str]) -> "ArgumentBlock":
+        fmt = "=" + header_format.lstrip("=")
+        size = header_size = struct.calcsize(fmt)
+        offsets = []
+        for code in codes:
+            width = struct.calcsize("=" + code)
+            pad = -size % width
+            fmt += "x" * pad
+            size += pad
+            offsets.append(size)
+            fmt += code
+            size += width
+        block = ctypes.create_string_buffer(max(size, header_size + 8))
+        base = ctypes.addressof(block)
+        params = (ctypes.c_void_p * max(1, len(codes)))(*[base + o for o in offsets])
+        return ArgumentBlock(fmt, block, base, params)
+
+
+def compile_launcher(name: str, count: int, header: str, call: str,
+                     namespace: dict[str, Any], device_index: int) -> Callable[..., None]:
+    """A generated ``run(gx, gy, gz, stream, owner, v0, ...)`` for ``count`` raw argument
+    values (``Backend.launcher``'s contract): resolves the stream (given, the owner's
+    framework's, else 0), then under ``namespace["_lock"]`` packs ``header`` (Python
+    expressions over ``gx, gy, gz, stream``) and the values with ``namespace["_pack"]`` into
+    ``namespace["_block"]``, evaluates ``call`` and hands a non-zero result to
+    ``namespace["_failed"](result, grid, namespace["_again"])``.  A value that does not pack
+    calls ``namespace["_bad_argument"]()``.  The source is generated once per kernel so a
+    launch costs one Python call."""
+    names = [f"v{i}" for i in range(count)]
+    packed = ", ".join(([header] if header else []) + names)
+    src = "\n".join([
+        f"def run(gx, gy, gz, stream, owner{''.join(', ' + n for n in names)}):",
+        "    if stream is None:",
+        "        if owner is None:",
+        "            stream = 0",
+        "        else:",
+        "            get = _getters.get(type(owner))",
+        "            stream = get(_index) if get is not None else _framework_stream(owner, _index)",
+        "    elif type(stream) is not int:",
+        "        stream = _stream_handle(stream)",
+        # one argument block per kernel: threads take turns (ctypes lets go of the GIL while
+        # the driver reads it)
+        "    with _lock:",
+        "        try:",
+        f"            _pack(_block, 0{', ' + packed if packed else ''})",
+        "        except (struct.error, TypeError, OverflowError):",
+        "            _bad_argument()",
+        f"        result = {call}",
+        "        if result:",
+        "            _failed(result, (gx, gy, gz), _again)",
+        ""])
+    scope = dict(namespace)
+    scope.update({"_getters": STREAM_GETTERS, "_index": device_index, "struct": struct,
+                  "_framework_stream": framework_stream, "_stream_handle": stream_handle})
+    exec(compile(src, f"<launcher of {name}>", "exec"), scope)
+    return scope["run"]
