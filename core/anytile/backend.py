@@ -47,7 +47,7 @@ import ml_dtypes
 import numpy as np
 
 from .errors import LaunchArgumentError, LaunchValueError
-from .ir.core import Module
+from .ir.nodes import Module
 from .ir.types import ScalarType, Type, from_numpy
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",

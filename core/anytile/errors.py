@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .ir.core import Loc
+from .ir.nodes import Loc
 
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
            "LaunchValueError", "OutOfBoundsError",

@@ -6,7 +6,7 @@ import textwrap
 from typing import Any, Callable
 
 import anytile.codegen.gpu  # noqa: F401 -- registers the GPU layouts' and types' text forms
-from anytile.ir.core import Module
+from anytile.ir.nodes import Module
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.verifier import verify_module

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from anytile.ir.core import Module
+from anytile.ir.nodes import Module
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.verifier import IRVerificationError, verify_module

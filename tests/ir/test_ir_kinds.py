@@ -8,7 +8,7 @@ import pytest
 from anytile.ir import (AtomicKind, AtomicRMWOp, BinaryKind, BinaryOp, Block, ComparePredicate,
                         CompareOp, DotOp, InputPrecision, MemoryScope, MemorySemantics, Trait,
                         UnaryKind, UnaryOp, i32)
-from anytile.ir.core import TRAIT_PURE
+from anytile.ir.nodes import TRAIT_PURE
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 

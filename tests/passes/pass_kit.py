@@ -4,7 +4,7 @@ from __future__ import annotations
 import textwrap
 from typing import Sequence, Union
 
-from anytile.ir.core import Module
+from anytile.ir.nodes import Module
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.verifier import verify_module

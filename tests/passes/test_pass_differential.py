@@ -7,7 +7,7 @@ import pytest
 
 from anytile.backend import KernelArg, PointerArg
 from anytile.interpreter import InterpreterBackend
-from anytile.ir.core import Module
+from anytile.ir.nodes import Module
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.types import scalar_type

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from anytile.errors import CompilationError
-from anytile.ir.core import Loc
+from anytile.ir.nodes import Loc
 from anytile.ir.parser import parse_module
 from anytile.ir.printer import print_module
 from anytile.ir.types import i64

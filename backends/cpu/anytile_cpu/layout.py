@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from anytile.ir import Block, Function, Module, TileType, Value
-from anytile.ir.core import clone_block
+from anytile.ir.nodes import clone_block
 from anytile.ir.types import register_layout_syntax
 from anytile.ir.verifier import verify_if_enabled
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..errors import CompilationError
-from ..ir.core import Module
+from ..ir.nodes import Module
 from ..ir.types import Type
 from ..language.source import KernelSource
 from .context import ModuleContext

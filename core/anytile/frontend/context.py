@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import CompilationError
 from ..ir import ops
 from ..ir import types as irt
-from ..ir.core import Block, Function, Loc, Module
+from ..ir.nodes import Block, Function, Loc, Module
 from ..language import semantic
 from ..language.objects import constexpr, dtype, tensor, unwrap
 from ..language.source import KernelSource

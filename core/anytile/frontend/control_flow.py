@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from ..ir import ops
 from ..ir import types as irt
-from ..ir.core import Block
+from ..ir.nodes import Block
 from ..language import objects as lc
 from ..language import semantic
 from ..language.objects import constexpr, tensor, unwrap

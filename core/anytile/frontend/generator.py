@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from ..errors import CompilationError
 from ..ir.builder import Builder
-from ..ir.core import Function, Loc
+from ..ir.nodes import Function, Loc
 from ..language import objects as lc
 from ..language import math as tl_math
 from ..language import semantic

@@ -22,7 +22,7 @@ import numpy as np
 from ..backend import (CAPABILITIES, Availability, Backend, Buffer, CompiledKernel,
                        CompileOptions, DeviceInfo, ImportedArray, KernelArg, Stage, Target,
                        host_array_view, numpy_view_of)
-from ..ir.core import Module
+from ..ir.nodes import Module
 from .memory import VirtualMemory
 
 if TYPE_CHECKING:   # the executor is imported when a kernel is first loaded

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backend import KernelArg, PointerArg
 from ..errors import DeviceAssertError, LaunchError, OutOfBoundsError
-from ..ir.core import Loc, Module, Op
+from ..ir.nodes import Loc, Module, Op
 from ..ir.ops import AtomicCASOp, AtomicRMWOp
 from ..ir.types import PointerType, ScalarType
 from .arith import UnsupportedOp, round_f64_to

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 import numpy as np
 
 from ..ir import ops as O
-from ..ir.core import Block, Function, Op, Value
+from ..ir.nodes import Block, Function, Op, Value
 from ..ir.types import PointerType, ScalarType, elem_type, shape_of
 from . import arith, atomics, tiles
 from .memory import AccessSite

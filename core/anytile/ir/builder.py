@@ -4,7 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence, TypeVar
 
-from .core import UNKNOWN_LOC, Block, Loc, Op
+from .nodes import UNKNOWN_LOC, Block, Loc, Op
 from .types import Type
 
 OpT = TypeVar("OpT", bound=Op)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .core import OP_REGISTRY, UNKNOWN_LOC, Block, Function, Loc, Module, Op, Value
+from .nodes import OP_REGISTRY, UNKNOWN_LOC, Block, Function, Loc, Module, Op, Value
 from .types import Type, parse_type
 
 __all__ = ["IRParseError", "parse_module", "parse_function"]

@@ -40,7 +40,7 @@ import math
 import re
 from typing import Any, Iterable
 
-from .core import UNKNOWN_LOC, Block, Function, Loc, Module, Op, Value
+from .nodes import UNKNOWN_LOC, Block, Function, Loc, Module, Op, Value
 from .types import PointerType, ScalarType, TileType
 
 __all__ = ["print_module", "print_function", "print_op", "op_header", "format_attr_value",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from .core import Block, Value
+from .nodes import Block, Value
 from .types import PointerType, ScalarType, TileType, Type, elem_type, i1, shape_of, with_shape
 
 __all__ = ["VerifyError", "expect", "same_type", "same_types", "expect_type", "fmt_types",

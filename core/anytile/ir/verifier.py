@@ -28,7 +28,7 @@ import functools
 import os
 from typing import Any, Optional, Union
 
-from .core import TRAIT_TERMINATOR, UNKNOWN_LOC, Block, Function, Module, Op, Value
+from .nodes import TRAIT_TERMINATOR, UNKNOWN_LOC, Block, Function, Module, Op, Value
 from .printer import ValueNamer, op_header
 from .rules import VerifyError, check_results, fmt_types, same_types
 from .types import TileType

@@ -8,7 +8,7 @@ from typing import Any
 from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
-from ..ir.core import Block
+from ..ir.nodes import Block
 from . import semantic
 from .objects import builtin, dtype_of, int32, static_int, tensor, tensor_method, unwrap
 from .math import fdiv

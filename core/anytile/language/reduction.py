@@ -11,7 +11,7 @@ from typing import Any, Callable, Optional, Sequence
 from ..ir import ops
 from ..ir import types as irt
 from ..ir.builder import Builder
-from ..ir.core import Block
+from ..ir.nodes import Block
 from .source import KernelSource
 from . import semantic
 from .objects import builtin, dtype, dtype_of, static_int, tensor, tensor_method, unwrap

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from ..ir.core import Module
+from ..ir.nodes import Module
 from ..ir.verifier import IRVerificationError, verification_enabled, verify_module
 from .canonicalize import canonicalize
 from .cse import cse

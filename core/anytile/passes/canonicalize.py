@@ -12,7 +12,7 @@ import math
 from typing import Any, Optional
 
 from ..ir import ops as O
-from ..ir.core import Module, Value
+from ..ir.nodes import Module, Value
 from ..ir.types import ScalarType, Type, elem_type
 from .rewrite import Const, Match, OpPattern, P, Rule, Var, apply_rules, is_commutative
 

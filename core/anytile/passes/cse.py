@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
-from ..ir.core import TRAIT_PURE, Block, Module, Op
+from ..ir.nodes import TRAIT_PURE, Block, Module, Op
 from ..ir.printer import format_attr_value
 from .rewrite import Substitution, is_commutative
 

@@ -17,7 +17,7 @@ after the loop and the body's argument ``i`` only feeds the yields of slots that
 from __future__ import annotations
 
 from ..ir import ops as O
-from ..ir.core import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Module, Op, Value
+from ..ir.nodes import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Module, Op, Value
 
 __all__ = ["dce"]
 

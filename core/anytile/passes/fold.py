@@ -19,7 +19,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ..interpreter import arith
-from ..ir.core import Module, Op
+from ..ir.nodes import Module, Op
 from ..ir.types import PointerType, ScalarType, elem_type
 from .rewrite import Match, P, Rule, apply_rules, constant_of
 

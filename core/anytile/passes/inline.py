@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..errors import CompilationError
 from ..ir import ops as O
-from ..ir.core import Block, Function, Module, Op, Value
+from ..ir.nodes import Block, Function, Module, Op, Value
 from .rewrite import Substitution
 
 __all__ = ["inline_calls"]

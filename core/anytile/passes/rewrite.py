@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Optional, Sequence, Union
 
-from ..ir.core import TRAIT_COMMUTATIVE, Block, Module, Op, Value
+from ..ir.nodes import TRAIT_COMMUTATIVE, Block, Module, Op, Value
 from ..ir.ops import ConstantOp
 from ..ir.types import ScalarType, Type, elem_type
 

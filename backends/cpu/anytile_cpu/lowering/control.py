@@ -15,7 +15,7 @@ from anytile.codegen.llvm.types import I1, I32, intrinsic
 from anytile.errors import CompilationError
 from anytile.ir import (AssertOp, ConditionOp, ForOp, IfOp, TileType, Value, WhileOp,
                         shape_of)
-from anytile.ir.core import Loc
+from anytile.ir.nodes import Loc
 
 from .values import Point, TileBuffer
 

@@ -25,7 +25,7 @@ from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, 
                         FmaOp, ForOp, Function, HintOp, LoadOp, Op, PermuteOp, ReshapeOp, ScalarType,
                         SelectOp, SplatOp, StoreOp, TileType, UMulHiOp, UnaryOp, Value,
                         YieldOp)
-from anytile.ir.core import TRAIT_CONTROL, TRAIT_MEMORY, TRAIT_SIDE_EFFECT
+from anytile.ir.nodes import TRAIT_CONTROL, TRAIT_MEMORY, TRAIT_SIDE_EFFECT
 
 from ..pointers import param_indices, pointer_origins
 

@@ -21,7 +21,7 @@ from math import gcd
 from typing import Optional
 
 from ...ir import ops
-from ...ir.core import Block, Function, Value
+from ...ir.nodes import Block, Function, Value
 from ...ir.types import PointerType, ScalarType, elem_type, shape_of
 
 __all__ = ["AxisInfo", "analyse_function", "vector_width_of_access"]

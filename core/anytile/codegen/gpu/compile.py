@@ -23,7 +23,7 @@ from llvmlite import ir
 
 from ...backend import CompileOptions, Stage
 from ...errors import CompilationError
-from ...ir.core import Module
+from ...ir.nodes import Module
 from ...ir.verifier import verify_if_enabled
 from .assign import LaidOutKernel, assign_layouts
 from .dot import DotSelector

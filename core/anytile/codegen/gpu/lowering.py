@@ -24,7 +24,7 @@ from llvmlite import ir
 
 from ...errors import CompilationError
 from ...ir import ops
-from ...ir.core import Block, Value, walk
+from ...ir.nodes import Block, Value, walk
 from ...ir.types import PointerType, ScalarType, TileType
 from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes

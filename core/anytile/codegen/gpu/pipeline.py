@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ...ir import ops
-from ...ir.core import TRAIT_PURE, Block, Function, Op, Value, walk
+from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.types import TileType, elem_type, i1, i32
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedRows,
                          SharedAllocOp, SharedBufferLayout, SharedBufferType, SharedLoadOp)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from llvmlite import ir
 
-from ...ir.core import walk
+from ...ir.nodes import walk
 from ...ir.types import elem_type, shape_of
 from ..llvm.types import I8, I32
 from .layouts import register_indices

@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from llvmlite import ir
 
-from ...ir.core import TRAIT_SIDE_EFFECT, Op, Value
+from ...ir.nodes import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.rules import check_mask, expect, expect_type
 from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)

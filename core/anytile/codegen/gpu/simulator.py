@@ -33,7 +33,7 @@ from llvmlite import ir
 
 from ...backend import CompileOptions
 from ...gpu_host import SCALAR_CTYPES
-from ...ir.core import Module
+from ...ir.nodes import Module
 from ...ir.types import PointerType
 from .compile import lay_out, lower_to_llvm
 from .fragments import FragmentLoader, lane_value

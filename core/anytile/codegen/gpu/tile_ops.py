@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Optional
 from llvmlite import ir
 
 from ...ir import ops
-from ...ir.core import Value
+from ...ir.nodes import Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_indices

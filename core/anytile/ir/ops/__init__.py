@@ -23,7 +23,7 @@ The ops are grouped by what they do: ``tiles`` (constants, program ids, shapes),
 """
 from __future__ import annotations
 
-from ..core import Block, Op, Value
+from ..nodes import Block, Op, Value
 from ..kinds import (AtomicKind, BinaryKind, ComparePredicate, InputPrecision, MemoryScope,
                      MemorySemantics, Trait, UnaryKind)
 from ..types import PointerType, ScalarType, Type, elem_type

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..core import TRAIT_COMMUTATIVE, TRAIT_ELEMENTWISE, TRAIT_PURE, Op, Value
+from ..nodes import TRAIT_COMMUTATIVE, TRAIT_ELEMENTWISE, TRAIT_PURE, Op, Value
 from ..kinds import BinaryKind, ComparePredicate, UnaryKind
 from ..rules import (bit_width, bool_like, expect, expect_type, is_float, is_int, is_ptr,
                      same_type)

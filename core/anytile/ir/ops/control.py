@@ -4,13 +4,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from ..core import TRAIT_CONTROL, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Op, Value
+from ..nodes import TRAIT_CONTROL, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Op, Value
 from ..rules import (bool_like, check_block_args, check_results, check_same_layouts,
                      check_terminator, expect, expect_type, fmt_types, is_scalar, same_types)
 from ..types import Type, i1
 
 if TYPE_CHECKING:
-    from ..core import Module
+    from ..nodes import Module
 
 __all__ = ["YieldOp", "ConditionOp", "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp",
            "AssertOp", "BarrierOp"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from ..core import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
+from ..nodes import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
 from ..kinds import AtomicKind, MemoryScope, MemorySemantics
 from ..rules import check_mask, expect, expect_type, is_int, is_ptr, pointee_type
 from ..types import Type, elem_type, shape_of, with_shape

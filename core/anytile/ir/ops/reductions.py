@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core import TRAIT_CONTROL, TRAIT_PURE, Block, Op, Value
+from ..nodes import TRAIT_CONTROL, TRAIT_PURE, Block, Op, Value
 from ..kinds import InputPrecision
 from ..rules import check_block_args, check_terminator, expect, is_float, is_ptr, layout_of
 from ..types import TileType, Type, elem_type, shape_of, with_shape

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core import TRAIT_PURE, Op, Value
+from ..nodes import TRAIT_PURE, Op, Value
 from ..rules import bit_width, expect
 from ..types import ScalarType, TileType, Type, elem_type, i32, shape_of
 
