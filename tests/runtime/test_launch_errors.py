@@ -79,3 +79,35 @@ def test_numpy_grid_sizes_are_ints(arrays):
     x, out = arrays
     scale[(np.int64(1),)](x, out, 16, 2.0, BLOCK=16)
     np.testing.assert_array_equal(out.numpy(), 2 * np.arange(16, dtype=np.float32))
+
+
+@pytest.mark.parametrize("view", [lambda a: a[::2], lambda a: a[::-1], lambda a: a.reshape(4, 8).T,
+                                  lambda a: np.broadcast_to(a[:1], (32,))],
+                         ids=["every other", "reversed", "transposed", "broadcast"])
+def test_non_contiguous_numpy_arguments_are_refused(view, device):
+    """A kernel gets the address of element 0 only: a NumPy view read as contiguous would
+    touch memory outside it, so it is refused, naming the argument, and nothing is written
+    (on every usable device)."""
+    base = np.arange(32, dtype=np.float32)
+    out = np.full(64, np.nan, np.float32)
+    with pytest.raises(LaunchArgumentError, match="argument 'x_ptr' is a non-contiguous NumPy "
+                                                  "array") as info:
+        scale[(1,)](view(base), out, 16, 2.0, BLOCK=16, device=device)
+    assert "np.ascontiguousarray(x_ptr)" in str(info.value)
+    assert np.isnan(out).all()
+    assert len(_anytile_frames(info.value)) <= 1
+
+
+@at.jit
+def strided_scale(x_ptr, out_ptr, n, stride, factor, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs * stride, mask=offs < n) * factor, mask=offs < n)
+
+
+def test_strided_arrays_keep_their_strides_through_at_asarray(device):
+    """The advice works: ``at.asarray`` of a view keeps its strides for a kernel taking them."""
+    base = np.arange(32, dtype=np.float32)
+    x = at.asarray(base[::2], device=device)
+    out = at.asarray(np.full(16, np.nan, np.float32), device=device)
+    strided_scale[(1,)](x, out, 16, x.stride(0), 2.0, BLOCK=16)
+    np.testing.assert_array_equal(out.numpy(), 2 * base[::2])

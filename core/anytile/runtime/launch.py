@@ -128,6 +128,13 @@ def import_arrays(fn: Any, bound: tuple, dev: Device) -> tuple[list, list[tuple[
             raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' is a "
                                       f"{type(value).__name__}; kernel arguments are arrays, "
                                       f"ints, floats, bools or constexprs")
+        if isinstance(value, np.ndarray) and value.size > 1 and not value.flags.c_contiguous:
+            raise LaunchArgumentError(
+                f"{fn.__name__}: argument '{name}' is a non-contiguous NumPy array (shape "
+                f"{value.shape}, strides {value.strides} bytes): a kernel receives only the "
+                f"address of its first element, so reading it as contiguous would touch memory "
+                f"outside the view.  Pass np.ascontiguousarray({name}) (and copy results back), "
+                f"or at.asarray({name}) for a kernel that takes its strides ({name}.stride(i))")
         try:
             seen = import_foreign(value, dev)
             if seen is None:
