@@ -80,6 +80,26 @@ def reduce(ctx, op, dtype, axis, keep_dims):
               None if magnitude is None else np.reshape(magnitude, (size,)))
 
 
+@family("reductions",
+        quick=dict(op=["argmax", "argmin"], nans=["one"], axis=[1]),
+        full=dict(op=["argmax", "argmin"], nans=["one", "several", "all"], axis=[0, 1, None]))
+def arg_reduce_with_nan(ctx, op, nans, axis):
+    """argmax/argmin of f32 tiles holding NaNs: a NaN wins over every number, and among NaNs
+    (as among equal values) the smallest index, so any reduction order gives the first NaN."""
+    m, n = 8, 16
+    x = ctx.random((m, n), "f32", -6, 6)
+    count = {"one": 1, "several": m * n // 5, "all": m * n}[nans]
+    x.reshape(-1)[ctx.rng.choice(m * n, size=count, replace=False)] = np.nan
+    # the inputs are finite, so an infinity stands for a NaN; NumPy takes the first occurrence
+    keyed = np.where(np.isnan(x), np.inf if op == "argmax" else -np.inf, x.astype(np.float64))
+    expected = np.asarray((np.argmax if op == "argmax" else np.argmin)(keyed, axis=axis)).astype(np.int32)
+    size = 1 if axis is None else (n if axis == 0 else m)
+    out = ctx.output((size,), "i32")
+    ctx.launch(reduce_kernel, (1,), ctx.input(x), out, m, n, OP=op, AXIS=axis, KEEP=False,
+               BM=m, BN=n)
+    ctx.check(f"{op}(axis={axis}) with {nans} NaN", out, np.reshape(expected, (size,)), "i32", EXACT)
+
+
 @at.jit
 def masked_rowsum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)

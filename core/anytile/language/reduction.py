@@ -142,16 +142,24 @@ def xor_sum(input: Any, axis: Any = None, keep_dims: Any = False,
                    _builder)[0]
 
 
-def _arg_combine(kind: str, tie_break_left: bool, b: Builder) -> Combine:
+def _arg_combine(kind: str, tie_break_left: bool, float_values: bool, b: Builder) -> Combine:
+    """The (value, index) combine of argmax/argmin: the larger (smaller) value wins, a NaN
+    wins over any number, and among equal values (or two NaNs) the smaller index when
+    ``tie_break_left``.  That is a total order, so every reduction tree (a loop, SIMD lanes,
+    warp shuffles) gives the same answer: the first NaN's index if there is a NaN."""
     better = semantic.greater_than if kind == "max" else semantic.less_than
+    and_, or_, not_ = semantic.logical_and, semantic.logical_or, semantic.logical_not
 
     def combine(args: list[tensor]) -> list[tensor]:
         v1, i1, v2, i2 = args
         take_left = better(v1, v2, b)
+        same = semantic.equal(v1, v2, b)
+        if float_values:
+            nan1, nan2 = semantic.not_equal(v1, v1, b), semantic.not_equal(v2, v2, b)
+            take_left = or_(take_left, and_(nan1, not_(nan2, b), b), b)
+            same = or_(same, and_(nan1, nan2, b), b)
         if tie_break_left:
-            tie = semantic.logical_and(semantic.equal(v1, v2, b),
-                                       semantic.less_than(i1, i2, b), b)
-            take_left = semantic.logical_or(take_left, tie, b)
+            take_left = or_(take_left, and_(same, semantic.less_than(i1, i2, b), b), b)
         return [semantic.where(take_left, v1, v2, b), semantic.where(take_left, i1, i2, b)]
     return combine
 
@@ -177,7 +185,9 @@ def _arg_reduce(kind: str, input: Any, axis: Any, tie_break_left: Any, keep_dims
     else:
         ax = _axis(axis, len(x.shape), what)
     idx = _indices(x, ax, b)
-    values, indices = _reduce([x, idx], ax, _arg_combine(kind, bool(unwrap(tie_break_left)), b),
+    is_float = irt.elem_type(x.type).is_float
+    values, indices = _reduce([x, idx], ax,
+                              _arg_combine(kind, bool(unwrap(tie_break_left)), is_float, b),
                               keep_dims, what, b)
     return values, indices
 
@@ -217,7 +227,8 @@ def min(input: Any, axis: Any = None, return_indices: Any = False,
 @builtin
 def argmax(input: Any, axis: Any = None, tie_break_left: Any = True, keep_dims: Any = False,
            _builder: Builder = None) -> tensor:
-    """The index of the maximum along ``axis`` (the smallest such index on ties)."""
+    """The index of the maximum along ``axis`` (the smallest such index on ties; a NaN counts
+    as larger than any number, so a tile holding NaNs gives the first NaN's index)."""
     return _arg_reduce("max", input, axis, tie_break_left, keep_dims, "tl.argmax", _builder)[1]
 
 
@@ -225,7 +236,8 @@ def argmax(input: Any, axis: Any = None, tie_break_left: Any = True, keep_dims: 
 @builtin
 def argmin(input: Any, axis: Any = None, tie_break_left: Any = True, keep_dims: Any = False,
            _builder: Builder = None) -> tensor:
-    """The index of the minimum along ``axis`` (the smallest such index on ties)."""
+    """The index of the minimum along ``axis`` (the smallest such index on ties; a NaN counts
+    as smaller than any number, so a tile holding NaNs gives the first NaN's index)."""
     return _arg_reduce("min", input, axis, tie_break_left, keep_dims, "tl.argmin", _builder)[1]
 
 
