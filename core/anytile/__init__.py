@@ -16,13 +16,16 @@ from .version import __version__  # noqa: F401
 from . import language  # noqa: F401  (``anytile.language`` is ``tl``)
 from .backend import API_VERSION, CompiledKernel, Target  # noqa: F401
 from .errors import (AnytileError, BackendError, CompilationError, DeviceAssertError,  # noqa: F401
-                     LaunchError, OutOfBoundsError)
+                     LaunchArgumentError, LaunchError, LaunchValueError, OutOfBoundsError)
 from .runtime.arrays import (Array, asarray, empty, empty_like, full, zeros,  # noqa: F401
                              zeros_like)
 from .runtime.compile import compile  # noqa: F401
 from .runtime.devices import Device, default_device, device, devices  # noqa: F401
 from .runtime.discovery import get_backend, list_backends, register_backend  # noqa: F401
 from .runtime.jit import JITFunction, jit  # noqa: F401
+from .runtime.autotune import Config, autotune, heuristics  # noqa: F401
+from .runtime.hooks import knobs  # noqa: F401
+from . import profiler, testing  # noqa: F401  (``anytile.testing``: do_bench, assert_close, perf_report)
 
 
 def cdiv(a: int, b: int) -> int:

@@ -40,20 +40,22 @@ import abc
 import dataclasses
 import functools
 import importlib.metadata
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 
 import ml_dtypes
 import numpy as np
 
-from .errors import LaunchArgumentError, LaunchValueError
+from .errors import BackendError, LaunchArgumentError, LaunchValueError
 from .ir.nodes import Module
 from .ir.types import ScalarType, Type, from_numpy
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",
            "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "KernelMetadata",
            "CompiledKernel",
-           "Availability", "Backend", "CAPABILITIES", "HostArrayView", "host_array_view"]
+           "Availability", "Backend", "DeviceTimer", "CAPABILITIES", "HostArrayView",
+           "host_array_view"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
@@ -253,6 +255,27 @@ class CompiledKernel:
     metadata: KernelMetadata
     module: Module                            # device-independent IR after the generic passes
     binary: Any = None                        # the last stage's output (``module`` if none)
+    #: set by the runtime for a kernel compiled by a launch or ``warmup``: ``launch(grid,
+    #: args, kwargs)`` runs it again (``compiled[grid](*args)``, as Triton's handle does)
+    launch: Optional[Callable[[Any, tuple, dict], Any]] = field(default=None, repr=False)
+
+    @property
+    def n_regs(self) -> Optional[int]:
+        """Registers per thread, where the backend reports them (Triton's name)."""
+        return self.metadata.registers
+
+    @property
+    def n_spills(self) -> Optional[int]:
+        """Registers spilled per thread, where the backend reports them (Triton's name)."""
+        return self.metadata.spills
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        """``compiled[grid](*args)``: launch with the arguments the kernel takes (its
+        constexprs too, as with the ``@jit`` kernel), on the options it was compiled with."""
+        if self.launch is None:
+            raise BackendError(f"'{self.name}' was compiled ahead of time (at.compile): launch "
+                               f"the @jit kernel instead")
+        return lambda *args, **kwargs: self.launch(grid, args, kwargs)
 
 
 @dataclass(frozen=True)
@@ -409,6 +432,12 @@ class Backend(abc.ABC):
         are alike modulo 16.  Runs on every launch: keep it to a few attribute reads."""
         return None
 
+    def timer(self, device: DeviceInfo) -> "DeviceTimer":
+        """A timer of the work queued on ``device`` (``anytile.testing.do_bench``, the
+        profiler, autotuning).  The default reads the host clock around ``synchronize``; a
+        backend with device events returns its own ``DeviceTimer`` (added within version 1)."""
+        return DeviceTimer(self, device)
+
     def launcher(self, loaded: Any, device: DeviceInfo) -> Optional[Callable[..., None]]:
         """For cheap launches: a function ``run(grid_x, grid_y, grid_z, stream, owner,
         *values)`` that launches ``loaded`` like ``launch`` does, with one raw value per
@@ -418,6 +447,27 @@ class Backend(abc.ABC):
         ``owner`` is the foreign array (if any) the first pointer argument was imported
         from, so the backend may pick that framework's current stream."""
         return None
+
+
+class DeviceTimer:
+    """Times the work queued on one device between ``start()`` and ``stop()``;
+    ``elapsed_ms()`` waits for that work.  This default waits for the device at both ends and
+    reads the host's clock (right for host devices; on a GPU it also counts the launch)."""
+
+    def __init__(self, backend: "Backend", device: DeviceInfo) -> None:
+        self._backend, self._device = backend, device
+        self._began = self._ended = 0.0
+
+    def start(self) -> None:
+        self._backend.synchronize(self._device)
+        self._began = time.perf_counter()
+
+    def stop(self) -> None:
+        self._backend.synchronize(self._device)
+        self._ended = time.perf_counter()
+
+    def elapsed_ms(self) -> float:
+        return (self._ended - self._began) * 1e3
 
 
 @functools.lru_cache(maxsize=1)

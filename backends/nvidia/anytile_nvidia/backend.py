@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional, Sequence
 import numpy as np
 
 from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
-                             DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
+                             DeviceInfo, DeviceTimer, ImportedArray, KernelArg, Stage, Target,
+                             numpy_view_of)
 from anytile.errors import BackendError
 from anytile.gpu_host import DLPackDevice, device_of, import_device_array, stream_handle, tensor_reader
 
@@ -136,6 +137,10 @@ class NvidiaBackend(Backend):
     def synchronize(self, device: DeviceInfo) -> None:
         driver.synchronize(device.index)
 
+    def timer(self, device: DeviceInfo) -> DeviceTimer:
+        """CUDA events on the default stream (which waits for the other blocking streams)."""
+        return _EventTimer(self, device)
+
     # -- memory --------------------------------------------------------------------------------
     def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
         address = driver.alloc(device.index, nbytes)
@@ -162,3 +167,34 @@ class NvidiaBackend(Backend):
         """Zero-copy view of a CUDA array (``__cuda_array_interface__`` or CUDA DLPack;
         ``anytile.gpu_host.import_device_array``)."""
         return import_device_array(obj, device, DLPackDevice.CUDA)
+
+
+class _EventTimer(DeviceTimer):
+    """A ``DeviceTimer`` from two CUDA events: the time the GPU spent between them."""
+
+    def __init__(self, backend: Backend, device: DeviceInfo) -> None:
+        super().__init__(backend, device)
+        driver.make_current(device.index)
+        cu = driver.cu
+        self._events = [driver.check("cuEventCreate", cu.cuEventCreate(0), BackendError)
+                        for _ in range(2)]
+
+    def start(self) -> None:
+        driver.make_current(self._device.index)
+        driver.check("cuEventRecord", driver.cu.cuEventRecord(self._events[0], 0), BackendError)
+
+    def stop(self) -> None:
+        driver.check("cuEventRecord", driver.cu.cuEventRecord(self._events[1], 0), BackendError)
+
+    def elapsed_ms(self) -> float:
+        cu = driver.cu
+        driver.check("cuEventSynchronize", cu.cuEventSynchronize(self._events[1]), BackendError)
+        return float(driver.check("cuEventElapsedTime",
+                                  cu.cuEventElapsedTime(*self._events), BackendError))
+
+    def __del__(self) -> None:
+        try:
+            for event in self._events:
+                driver.cu.cuEventDestroy(event)
+        except Exception:  # noqa: BLE001 -- at interpreter exit the driver may be gone
+            pass

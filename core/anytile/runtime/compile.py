@@ -20,6 +20,7 @@ from ..ir.verifier import verify_if_enabled
 from ..language.source import KernelSource
 from . import cache
 from .discovery import get_backend
+from .hooks import call_compile_listener
 from .specialize import Signature, Specialization
 
 __all__ = ["CompileRequest", "compile_kernel", "compile"]
@@ -59,10 +60,12 @@ def compile_kernel(request: CompileRequest) -> CompiledKernel:
             kernel = _from_cache(request, *hit)
             if kernel is not None:
                 kernel.metadata.cache_hit_s = time.perf_counter() - started
+                call_compile_listener(kernel.name, kernel, cache_hit=True)
                 return kernel
     kernel = _compile_stages(request, started)
     if key is not None:
         cache.store_entry(folder, key, kernel.asm, kernel.metadata.to_json())
+    call_compile_listener(kernel.name, kernel, cache_hit=False)
     return kernel
 
 

@@ -24,6 +24,7 @@ from ..errors import AnytileError, BackendError, LaunchArgumentError, LaunchValu
 from .arrays import Array, asarray, import_foreign
 from .compile import CompileRequest, compile_kernel
 from .devices import Device, _device as _device_for, default_device
+from .hooks import LaunchInfo, call_launch_hook, launch_hooks_set
 from .specialize import ArgSpec, Specialization
 
 __all__ = ["launch", "launch_bound", "make_binder", "pick_device", "import_arrays", "plan_for",
@@ -182,11 +183,19 @@ def plan_for(fn: Any, dev: Device, specs: tuple[ArgSpec, ...], options: dict[str
         request = CompileRequest(fn, backend, backend.target_of(dev.info),
                                  backend.parse_options(**options), spec)
         compiled = compile_kernel(request)
+        compiled.launch = _relauncher(fn, options)
         plan = fn._plans[key] = LaunchPlan(compiled, None, spec)
         _planned.add(fn)
     if plan.loaded is None and not warmup:
         plan.loaded = dev.backend.load(plan.compiled, dev.info)
     return plan
+
+
+def _relauncher(fn: Any, options: dict[str, Any]) -> Any:
+    """What ``CompiledKernel.launch`` does for a kernel compiled by a launch: launch ``fn``
+    again with the options it was compiled with (later ones win)."""
+    kept = dict(options)
+    return lambda grid, args, kwargs: fn.run(*args, grid=grid, **{**kept, **kwargs})
 
 
 # -- step 6 --------------------------------------------------------------------------------------
@@ -246,11 +255,17 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
     if warmup:
         return plan.compiled
     grid3 = normalise_grid(fn, grid, values, options)
+    hooked = launch_hooks_set()
+    if hooked:
+        info = LaunchInfo(fn, plan.compiled, dev, grid3, stream, dict(zip(fn.arg_names, bound)))
+        call_launch_hook("enter", info)
     if grid3[0] and grid3[1] and grid3[2]:
         dev.backend.launch(plan.loaded, grid3, plan.kernel_args(values), dev.info, stream)
+    if hooked:
+        call_launch_hook("exit", info)
     for host, array in writebacks:
         host[...] = array.numpy()
-    if fast_key is not None and not writebacks and requested is None:
+    if fast_key is not None and not writebacks and requested is None and not hooked:
         from .fast_launch import remember
         remember(fn, fast_key, plan, bound, values, dev)
     return plan.compiled
@@ -265,4 +280,11 @@ def forget_plans() -> None:
     for fn in list(_planned):
         fn._fast_cache.clear()
         fn._plans.clear()
+
+
+def forget_fast_entries() -> None:
+    """Drop every kernel's fast-path entries (launch hooks were set: launches must take the
+    general path, which calls them)."""
+    for fn in list(_planned):
+        fn._fast_cache.clear()
 

@@ -1,0 +1,112 @@
+"""Launch and compile hooks (``anytile.knobs``), with Triton's names.
+
+* ``knobs.runtime.launch_enter_hook`` / ``launch_exit_hook``: called before and after every
+  launch with a ``LaunchInfo`` (the kernel, its ``CompiledKernel``, the device, the grid, the
+  stream and the arguments by name);
+* ``knobs.compilation.listener``: called after every compile with a ``CompileInfo`` (the
+  kernel's name, the ``CompiledKernel``, the time of each stage, whether it came from the
+  on-disk cache).
+
+They cost nothing while unset: setting a launch hook empties every kernel's fast-path entries
+and keeps new ones from being made, so each launch then takes the general path, which calls
+the hooks; unsetting both lets the fast path fill again.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+__all__ = ["LaunchInfo", "CompileInfo", "knobs", "launch_hooks_set", "call_launch_hook",
+           "call_compile_listener"]
+
+
+@dataclass
+class LaunchInfo:
+    """One launch, as the hooks see it."""
+
+    kernel: Any                      # the JITFunction
+    compiled: Any                    # its CompiledKernel
+    device: Any                      # the Device
+    grid: tuple[int, int, int]
+    stream: Any
+    args: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.compiled.name
+
+
+@dataclass
+class CompileInfo:
+    """One compile, as the listener sees it."""
+
+    name: str
+    compiled: Any                    # the CompiledKernel
+    stage_times_s: dict[str, float]
+    cache_hit: bool
+
+
+class _RuntimeKnobs:
+    """``knobs.runtime``: the launch hooks."""
+
+    def __init__(self) -> None:
+        self._enter: Optional[Callable[[LaunchInfo], Any]] = None
+        self._exit: Optional[Callable[[LaunchInfo], Any]] = None
+
+    @property
+    def launch_enter_hook(self) -> Optional[Callable[[LaunchInfo], Any]]:
+        return self._enter
+
+    @launch_enter_hook.setter
+    def launch_enter_hook(self, hook: Optional[Callable[[LaunchInfo], Any]]) -> None:
+        self._enter = hook
+        _hooks_changed()
+
+    @property
+    def launch_exit_hook(self) -> Optional[Callable[[LaunchInfo], Any]]:
+        return self._exit
+
+    @launch_exit_hook.setter
+    def launch_exit_hook(self, hook: Optional[Callable[[LaunchInfo], Any]]) -> None:
+        self._exit = hook
+        _hooks_changed()
+
+
+class _CompilationKnobs:
+    """``knobs.compilation``: the compile listener."""
+
+    def __init__(self) -> None:
+        self.listener: Optional[Callable[[CompileInfo], Any]] = None
+
+
+class _Knobs:
+    """``anytile.knobs``: ``runtime`` (launch hooks) and ``compilation`` (the listener)."""
+
+    def __init__(self) -> None:
+        self.runtime = _RuntimeKnobs()
+        self.compilation = _CompilationKnobs()
+
+
+knobs = _Knobs()
+
+
+def launch_hooks_set() -> bool:
+    """Whether a launch hook is set (the fast path then stays empty)."""
+    return knobs.runtime._enter is not None or knobs.runtime._exit is not None
+
+
+def _hooks_changed() -> None:
+    from .launch import forget_fast_entries
+    forget_fast_entries()
+
+
+def call_launch_hook(which: str, info: LaunchInfo) -> None:
+    hook = knobs.runtime._enter if which == "enter" else knobs.runtime._exit
+    if hook is not None:
+        hook(info)
+
+
+def call_compile_listener(name: str, compiled: Any, cache_hit: bool) -> None:
+    listener = knobs.compilation.listener
+    if listener is not None:
+        listener(CompileInfo(name, compiled, dict(compiled.metadata.stage_times_s), cache_hit))
