@@ -136,3 +136,21 @@ def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop, wgmma
     np.testing.assert_allclose(c.numpy(), ref, rtol=2e-3, atol=2e-3)
     hopper = cuda.properties["compute_capability"] == (9, 0)   # every shape here fits wgmma
     assert bool(compiled.metadata.get("wgmma")) == (wgmma and hopper)
+
+
+def test_event_timer_do_bench_and_profiler(cuda):
+    """do_bench and the profiler time launches with CUDA events on the GPU."""
+    from anytile_nvidia.backend import _EventTimer
+    assert isinstance(cuda.backend.timer(cuda.info), _EventTimer)
+    n = 1 << 22
+    x = at.asarray(np.random.default_rng(3).standard_normal(n).astype(np.float32), device=cuda)
+    out = at.empty_like(x)
+    launch = lambda: vector_add_kernel[(n // 1024,)](x, x, out, n, BLOCK=1024)  # noqa: E731
+    ms = at.testing.do_bench(launch, warmup=5, rep=20)
+    assert 0 < ms < 100
+    with at.profiler.profile() as prof:
+        launch()
+        launch()
+    (row,) = prof.summary()
+    assert row["launches"] == 2 and row["device"] == "cuda:0" and 0 < row["mean_ms"] < 100
+    np.testing.assert_array_equal(out.numpy(), 2 * x.numpy())
