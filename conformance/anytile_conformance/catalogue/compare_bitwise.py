@@ -7,7 +7,7 @@ import anytile as at
 import anytile.language as tl
 
 from ..case import family
-from ..numerics import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, as_pyint, bits_of, wrap_int
+from ..numerics import ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, as_pyint, bits_of, np_dtype, wrap_int
 from ..tolerances import EXACT
 
 
@@ -91,6 +91,32 @@ def bitwise(ctx, op, dtype):
     ref = {"and": lambda: a & b, "or": lambda: a | b, "xor": lambda: a ^ b,
            "shl": lambda: a << amount, "shr": lambda: a >> amount}[op]()
     ctx.check(f"x {op} y", out, wrap_int(ref, dtype), dtype, EXACT)
+
+
+@at.jit
+def mixed_shift_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) >> tl.load(y_ptr + offs))
+
+
+@family("compare-bitwise",
+        quick=dict(types=[("i8", "u16", "u16")]),
+        full=dict(types=[("i8", "u16", "u16"), ("i16", "u16", "u16"), ("i32", "u32", "u32"),
+                         ("i8", "u32", "u32"), ("u8", "i32", "i32"), ("u16", "i32", "i32")]))
+def mixed_signedness_shift(ctx, types):
+    """``x >> y`` of a signed and an unsigned operand: the result has the promoted type (the
+    unsigned one when it is at least as wide), but the shift follows ``x``'s own signedness:
+    arithmetic for a signed ``x`` (Triton: int8 -8 >> uint16 1 is 65532), logical otherwise."""
+    x_type, y_type, out_type = types
+    block = 64
+    bits = bits_of(out_type)
+    x = ctx.random((block,), x_type)
+    y = np.array([int(v) % bits_of(x_type) for v in as_pyint(ctx.random((block,), y_type)).ravel()])
+    out = ctx.output((block,), out_type)
+    ctx.launch(mixed_shift_kernel, (1,), ctx.input(x), ctx.input(y.astype(np_dtype(y_type))),
+               out, BLOCK=block)
+    shifted = np.array([v >> int(s) for v, s in zip(as_pyint(x).ravel(), y)], dtype=object)
+    ctx.check("x >> y", out, wrap_int(shifted, out_type), out_type, EXACT)
 
 
 @at.jit

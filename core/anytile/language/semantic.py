@@ -384,7 +384,21 @@ def shl(x: Any, y: Any, b: Builder) -> tensor:
 
 
 def shr(x: Any, y: Any, b: Builder) -> tensor:
-    return _binary("shr", *_bitwise_pair(x, y, b, ">>"), b)
+    """``x >> y``: arithmetic when ``x`` itself is signed, logical otherwise, whatever type
+    the two promote to (as Triton: int8 -8 >> uint16 1 is 65532)."""
+    left = _scalar(to_tensor(x, b))
+    xs, ys = _bitwise_pair(x, y, b, ">>")
+    promoted = _scalar(xs)
+    if left.is_signed and promoted.is_unsigned:
+        signed = irt.scalar_type("i" + promoted.name[1:])
+        shifted = _binary("shr", _bitcast_to(xs, signed, b), _bitcast_to(ys, signed, b), b)
+        return _bitcast_to(shifted, promoted, b)
+    return _binary("shr", xs, ys, b)
+
+
+def _bitcast_to(x: tensor, elem: irt.ScalarType, b: Builder) -> tensor:
+    return tensor(b.create(ops.BitcastOp, x.handle,
+                           result_types=[irt.with_shape(elem, irt.shape_of(x.type))]).result)
 
 
 def minimum(x: Any, y: Any, b: Builder) -> tensor:

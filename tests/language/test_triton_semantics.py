@@ -1,0 +1,71 @@
+"""Triton's semantics where anytile once differed (each found by running Triton programs), on
+every usable device against NumPy."""
+import numpy as np
+
+import anytile as at
+import anytile.language as tl
+
+
+@at.jit
+def max_with_index(x_ptr, v_ptr, i_ptr, N: tl.constexpr):
+    v, i = tl.max(tl.load(x_ptr + tl.arange(0, N)), axis=0, return_indices=True)
+    tl.store(v_ptr, v)
+    tl.store(i_ptr, i)
+
+
+def test_max_with_indices_of_a_32_element_tile(device, rng):
+    """It once never finished compiling on cpu."""
+    x = rng.standard_normal(32).astype(np.float32)
+    v = at.asarray(np.full(1, np.nan, np.float32), device=device)
+    i = at.asarray(np.full(1, -1, np.int32), device=device)
+    max_with_index[(1,)](at.asarray(x, device=device), v, i, N=32)
+    assert v.numpy()[0] == x.max() and i.numpy()[0] == x.argmax()
+
+
+@at.jit
+def _sum_and_max(a, b, c, d):
+    return a + c, tl.maximum(b, d)
+
+
+@at.jit
+def scan_pair_down_columns(x_ptr, sum_ptr, max_ptr):
+    r = tl.arange(0, 8)
+    offs = r[:, None] * 8 + r[None, :]
+    x = tl.load(x_ptr + offs)
+    s, m = tl.associative_scan((x, x * 2.0), 0, _sum_and_max)
+    tl.store(sum_ptr + offs, s)
+    tl.store(max_ptr + offs, m)
+
+
+def test_associative_scan_of_a_tuple_along_axis_0(device, rng, poison):
+    """It once failed in cpu's llir stage."""
+    x = rng.standard_normal((8, 8)).astype(np.float32)
+    s = at.asarray(poison((8, 8), np.float32), device=device)
+    m = at.asarray(poison((8, 8), np.float32), device=device)
+    scan_pair_down_columns[(1,)](at.asarray(x, device=device), s, m)
+    np.testing.assert_allclose(s.numpy(), np.cumsum(x.astype(np.float64), axis=0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(m.numpy(), np.maximum.accumulate(2 * x, axis=0))
+
+
+@at.jit
+def shift_right(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) >> tl.load(y_ptr + offs))
+
+
+def test_right_shift_follows_the_left_operands_own_signedness(device):
+    """int8 >> uint16 promotes to uint16 but shifts arithmetically (Triton: -8 >> 1 is 65532);
+    uint8 >> int32 shifts logically; same-signedness pairs as before."""
+    cases = [(np.int8, np.uint16, np.uint16, [-8, 5, -128, 127], [1, 1, 7, 3]),
+             (np.int32, np.uint32, np.uint32, [-1024, 7, -1, 2**30], [2, 1, 31, 4]),
+             (np.uint8, np.int32, np.int32, [255, 128, 3, 200], [1, 7, 1, 3]),
+             (np.int16, np.int16, np.int16, [-300, 300, -1, 5], [3, 3, 15, 1])]
+    for xt, yt, rt, xs, ys in cases:
+        x, y = np.array(xs, xt), np.array(ys, yt)
+        bits = 8 * np.dtype(rt).itemsize
+        # the left operand widened by its own signedness, shifted, cut to the result's width
+        expected = ((x.astype(np.int64) >> y.astype(np.int64)) & ((1 << bits) - 1)).astype(np.uint64)
+        out = at.empty(4, rt, device=device)
+        shift_right[(1,)](at.asarray(x, device=device), at.asarray(y, device=device), out, BLOCK=4)
+        np.testing.assert_array_equal(out.numpy(), expected.astype(f"u{bits // 8}").view(rt),
+                                      err_msg=f"{np.dtype(xt)} >> {np.dtype(yt)}")
