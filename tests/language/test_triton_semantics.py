@@ -69,3 +69,30 @@ def test_right_shift_follows_the_left_operands_own_signedness(device):
         shift_right[(1,)](at.asarray(x, device=device), at.asarray(y, device=device), out, BLOCK=4)
         np.testing.assert_array_equal(out.numpy(), expected.astype(f"u{bits // 8}").view(rt),
                                       err_msg=f"{np.dtype(xt)} >> {np.dtype(yt)}")
+
+
+@at.jit
+def bf16_scans_and_max(x_ptr, sum_ptr, prod_ptr, max_ptr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    s = tl.cumsum(x, axis=0)
+    p = tl.cumprod(x, axis=0)
+    m = tl.max(x, axis=0)
+    tl.static_assert(s.dtype == tl.float32 and p.dtype == tl.float32 and m.dtype == tl.float32)
+    tl.store(sum_ptr + tl.arange(0, BLOCK), s)
+    tl.store(prod_ptr + tl.arange(0, BLOCK), p)
+    tl.store(max_ptr, m)
+
+
+def test_bf16_scans_and_max_compute_in_f32(device, rng, poison):
+    """Triton computes cumsum, cumprod and max/min of bf16 in f32 (and returns f32): a running
+    sum of 1024 bf16 values then agrees with f32 arithmetic on every backend."""
+    import ml_dtypes
+    x = (rng.uniform(0.5, 1.5, 1024)).astype(ml_dtypes.bfloat16)
+    s = at.asarray(poison(1024, np.float32), device=device)
+    p = at.asarray(poison(1024, np.float32), device=device)
+    m = at.asarray(poison(1, np.float32), device=device)
+    bf16_scans_and_max[(1,)](at.asarray(x, device=device), s, p, m, BLOCK=1024)
+    wide = x.astype(np.float64)
+    np.testing.assert_allclose(s.numpy(), np.cumsum(wide), rtol=1e-5)
+    np.testing.assert_allclose(p.numpy()[:64], np.cumprod(wide)[:64], rtol=1e-5)
+    assert m.numpy()[0] == wide.max()

@@ -101,6 +101,32 @@ def arg_reduce_with_nan(ctx, op, nans, axis):
 
 
 @at.jit
+def bf16_scan_kernel(x_ptr, out_ptr, OP: tl.constexpr, BLOCK: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    if OP == "cumsum":
+        y = tl.cumsum(x, axis=0)
+    else:
+        y = tl.cumprod(x, axis=0)
+    tl.static_assert(y.dtype == tl.float32)
+    tl.store(out_ptr + tl.arange(0, BLOCK), y)
+
+
+@family("reductions", quick=dict(op=["cumsum"]), full=dict(op=["cumsum", "cumprod"]),
+        needs=["bf16"])
+def bf16_scan_in_f32(ctx, op):
+    """cumsum and cumprod of bf16 run and return f32, as Triton's: a running sum of 1024 bf16
+    values matches f32 arithmetic, not bf16's."""
+    block = 1024
+    x = ctx.random((block,), "bf16", 0.5, 1.5)
+    out = ctx.output((block,), "f32")
+    ctx.launch(bf16_scan_kernel, (1,), ctx.input(x), out, OP=op, BLOCK=block)
+    wide = x.astype(np.float64)
+    exact = np.cumsum(wide) if op == "cumsum" else np.cumprod(wide)
+    # the inputs are positive: each running value is its own magnitude
+    ctx.check(op, out, exact, "f32", tolerances.accumulation(block, "f32"), np.abs(exact))
+
+
+@at.jit
 def masked_rowsum_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
     x = tl.load(x_ptr + tl.program_id(0) * n + offs, mask=offs < n, other=0)

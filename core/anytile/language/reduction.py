@@ -106,6 +106,14 @@ def _binary_combine(kind: str, b: Builder) -> Combine:
     return combine
 
 
+def _bf16_to_f32(x: tensor, b: Builder) -> tensor:
+    """bf16 inputs of max/min/argmax/argmin/cumsum/cumprod are computed (and returned) in
+    f32, as Triton does."""
+    if irt.elem_type(x.type) == irt.bf16:
+        return semantic.cast(x, dtype_of(irt.f32), b)
+    return x
+
+
 def _sum_input(x: tensor, dt: Any, b: Builder) -> tensor:
     target = unwrap(dt)
     if target is None:
@@ -179,6 +187,7 @@ def _arg_reduce(kind: str, input: Any, axis: Any, tie_break_left: Any, keep_dims
     x = _inputs(input, what, b)[0]
     if isinstance(irt.elem_type(x.type), irt.PointerType):
         raise TypeError(f"{what} is not defined for pointers")
+    x = _bf16_to_f32(x, b)
     if unwrap(axis) is None:
         x = reshape(x, x.numel, _builder=b)
         ax: Any = 0
@@ -200,7 +209,7 @@ def _min_max(kind: str, input: Any, axis: Any, return_indices: Any, tie_break_le
     x = _inputs(input, what, b)[0]
     if isinstance(irt.elem_type(x.type), irt.PointerType):
         raise TypeError(f"{what} is not defined for pointers")
-    return _reduce([x], axis, _binary_combine(kind, b), keep_dims, what, b)[0]
+    return _reduce([_bf16_to_f32(x, b)], axis, _binary_combine(kind, b), keep_dims, what, b)[0]
 
 
 @tensor_method
@@ -282,8 +291,9 @@ def associative_scan(input: Any, axis: Any, combine_fn: Any, reverse: Any = Fals
 @builtin
 def cumsum(input: Any, axis: Any = 0, reverse: Any = False, dtype: Any = None,
            _builder: Builder = None) -> tensor:
-    """The inclusive running sum along ``axis``."""
-    x = _sum_input(_inputs(input, "tl.cumsum", _builder)[0], dtype, _builder)
+    """The inclusive running sum along ``axis`` (of bf16 inputs: in f32, as Triton)."""
+    x = _sum_input(_bf16_to_f32(_inputs(input, "tl.cumsum", _builder)[0], _builder), dtype,
+                   _builder)
     return _scan([x], axis, _binary_combine("add", _builder), reverse, "tl.cumsum", _builder)[0]
 
 
@@ -291,6 +301,6 @@ def cumsum(input: Any, axis: Any = 0, reverse: Any = False, dtype: Any = None,
 @builtin
 def cumprod(input: Any, axis: Any = 0, reverse: Any = False, _builder: Builder = None) -> tensor:
     """The inclusive running product along ``axis``."""
-    x = _inputs(input, "tl.cumprod", _builder)[0]
+    x = _bf16_to_f32(_inputs(input, "tl.cumprod", _builder)[0], _builder)
     return _scan([x], axis, _binary_combine("mul", _builder), reverse, "tl.cumprod",
                  _builder)[0]
