@@ -122,6 +122,8 @@ DOT_INPUT_ROUNDING: dict[str, float] = {
     "ieee": 0.0,
     "tf32": 2.0 ** -10,      # both factors rounded to 10 mantissa bits: 2 * 2^-11
     "tf32x3": 2.0 ** -20,    # the split product recovers ~21 bits
+    "bf16x3": 2.0 ** -14,    # two bf16 parts a factor, the smallest cross product dropped
+    "bf16x6": 2.0 ** -20,    # three bf16 parts a factor
 }
 
 

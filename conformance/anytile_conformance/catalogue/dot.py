@@ -32,7 +32,8 @@ def dot_kernel(a_ptr, b_ptr, c_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K
 
 #: (input dtype, accumulator dtype, input_precision)
 DOT_TYPES = [("f16", "f32", "default"), ("bf16", "f32", "default"), ("f32", "f32", "ieee"),
-             ("f32", "f32", "tf32"), ("f32", "f32", "tf32x3"), ("i8", "i32", "default"),
+             ("f32", "f32", "tf32"), ("f32", "f32", "tf32x3"), ("f32", "f32", "bf16x3"),
+             ("f32", "f32", "bf16x6"), ("i8", "i32", "default"),
              ("f64", "f64", "default"), ("f16", "f16", "default")]
 DOT_SHAPES = [(16, 16, 16), (32, 16, 64), (16, 64, 32), (64, 64, 64)]
 
@@ -44,7 +45,8 @@ def _dot_needs(params: dict) -> set[str]:
 
 
 @family("dot",
-        quick=dict(types=[DOT_TYPES[0], DOT_TYPES[2], DOT_TYPES[3], DOT_TYPES[5]], shape=[(16, 16, 16)]),
+        quick=dict(types=[("f16", "f32", "default"), ("f32", "f32", "ieee"), ("f32", "f32", "tf32"),
+                          ("i8", "i32", "default")], shape=[(16, 16, 16)]),
         full=dict(types=DOT_TYPES, shape=DOT_SHAPES), needs=_dot_needs)
 def dot(ctx, types, shape):
     """``acc + a @ b`` for one (input, accumulator, precision) triple and one M x N x K."""

@@ -163,3 +163,5 @@ class InputPrecision(IREnum):
     IEEE = "ieee"
     TF32 = "tf32"
     TF32X3 = "tf32x3"
+    BF16X3 = "bf16x3"
+    BF16X6 = "bf16x6"

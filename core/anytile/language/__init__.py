@@ -7,9 +7,9 @@ from . import extra, math  # noqa: F401  (tl.math.exp, tl.extra.cuda.libdevice)
 from .block_pointer import advance, make_block_ptr  # noqa: F401
 from .objects import (bfloat16, block_type, constexpr, dtype, float8e4b8, float8e4b15,  # noqa: F401
                    float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
-                   int16, int32, int64, pointer_type, range, static_range, tensor, uint8,
+                   int16, int32, int64, pi32_t, pointer_type, range, static_range, tensor, uint8,
                    uint16, uint32, uint64)
-from .library import (assume, flip, gather, histogram, interleave, join, softmax,  # noqa: F401
+from .library import (assume, cat, flip, gather, histogram, interleave, join, softmax,  # noqa: F401
                       sort, split, swizzle2d, topk)
 from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,  # noqa: F401
                    rsqrt, sigmoid, sin, sqrt, sqrt_rn, tanh, umulhi)

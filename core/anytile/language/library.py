@@ -16,7 +16,7 @@ from .reduction import max as _max
 from .reduction import sum as _sum
 from .standard import expand_dims, permute, reshape
 
-__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "sort", "topk", "flip",
+__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "cat", "item", "sort", "topk", "flip",
            "histogram", "assume", "gather"]
 
 
@@ -202,6 +202,32 @@ def interleave(a: Any, b: Any, _builder: Builder = None) -> tensor:
     if len(c.shape) == 1:
         return c
     return reshape(c, *(c.shape[:-2] + (2 * c.shape[-2],)), _builder=_builder)
+
+
+@builtin
+def cat(input: Any, other: Any, can_reorder: Any = False, _builder: Builder = None) -> tensor:
+    """``input`` and ``other`` (one shape) concatenated along dimension 0, in order (Triton
+    allows a reordered result with ``can_reorder``; an in-order one is always right)."""
+    b = _builder
+    x, y = semantic.to_tensor(input, b), semantic.to_tensor(other, b)
+    if not x.shape or x.shape != y.shape:
+        raise ValueError(f"tl.cat needs two tiles of one shape, got {list(x.shape)} and "
+                         f"{list(y.shape)}")
+    rank = len(x.shape)
+    stacked = permute(join(x, y, _builder=b), rank, *range(rank), _builder=b)
+    return reshape(stacked, 2 * x.shape[0], *x.shape[1:], _builder=b)
+
+
+@tensor_method
+@builtin
+def item(input: Any, _builder: Builder = None) -> tensor:
+    """The one element of a one-element tile, as a scalar."""
+    x = semantic.to_tensor(input, _builder)
+    if not x.shape:
+        return x
+    if x.numel != 1:
+        raise ValueError(f"item() needs a tile of one element, got shape {list(x.shape)}")
+    return _pick(reshape(x, 1, _builder=_builder), False, _builder, axis=0)
 
 
 @tensor_method

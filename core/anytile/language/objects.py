@@ -16,7 +16,7 @@ from ..ir import types as irt
 __all__ = ["dtype", "pointer_type", "constexpr", "tensor", "builtin", "tensor_method",
            "is_builtin", "NotConstexprError", "unwrap", "static_value", "static_int",
            "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
-           "float16", "bfloat16", "float32", "float64", "dtype_of", "static_range", "range"]
+           "float16", "bfloat16", "float32", "float64", "pi32_t", "dtype_of", "static_range", "range"]
 
 _builtin_range = range
 
@@ -536,3 +536,6 @@ def shape_list(shape: Any, param: str = "shape") -> tuple[int, ...]:
     # ``param[i]`` lets the frontend name the offending element of the user's list
     return tuple(static_int(d, f"{param}[{i}]", "tile shapes must be known at compile time")
                  for i, d in enumerate(shape))
+
+
+pi32_t = pointer_type(int32)      # Triton's alias of a pointer to int32

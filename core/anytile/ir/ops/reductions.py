@@ -86,7 +86,9 @@ class DotOp(Op):
     """``acc + a @ b`` for ``a: MxK``, ``b: KxN``, ``acc: MxN``; the result has ``acc``'s type.
 
     Products are summed in the accumulator's type.  ``input_precision`` for f32 inputs:
-    ``ieee`` (exact f32 products), ``tf32`` (inputs may be rounded to tf32) or ``tf32x3``."""
+    ``ieee`` (exact f32 products), ``tf32`` (inputs may be rounded to tf32), ``tf32x3``,
+    ``bf16x3`` or ``bf16x6`` (products of split inputs: at least as accurate as the tolerance
+    table says; computing them exactly is always right)."""
 
     NAME = "dot"
     OPERANDS = ("a", "b", "acc")

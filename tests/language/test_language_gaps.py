@@ -1,0 +1,82 @@
+"""Language features Triton programs use that anytile once lacked, on every usable device."""
+import numpy as np
+
+import anytile as at
+import anytile.language as tl
+
+
+@at.jit
+def cat_halves(x_ptr, out_ptr, N: tl.constexpr):
+    a = tl.load(x_ptr + tl.arange(0, N))
+    b = tl.load(x_ptr + N + tl.arange(0, N))
+    tl.store(out_ptr + tl.arange(0, 2 * N), tl.cat(b, a, can_reorder=True))
+
+
+@at.jit
+def cat_rows(x_ptr, out_ptr):
+    r, c = tl.arange(0, 4), tl.arange(0, 8)
+    tile = tl.load(x_ptr + r[:, None] * 8 + c[None, :])
+    both = tl.cat(tile, tile * 10)
+    r2 = tl.arange(0, 8)
+    tl.store(out_ptr + r2[:, None] * 8 + c[None, :], both)
+
+
+def test_cat(device, rng, poison):
+    x = rng.standard_normal(32).astype(np.float32)
+    out = at.asarray(poison(32, np.float32), device=device)
+    cat_halves[(1,)](at.asarray(x, device=device), out, N=16)
+    np.testing.assert_array_equal(out.numpy(), np.concatenate([x[16:], x[:16]]))
+    t = rng.standard_normal((4, 8)).astype(np.float32)
+    out2 = at.asarray(poison((8, 8), np.float32), device=device)
+    cat_rows[(1,)](at.asarray(t, device=device), out2)
+    np.testing.assert_array_equal(out2.numpy(), np.concatenate([t, t * 10]))
+
+
+@at.jit
+def scalar_of_one_element(x_ptr, out_ptr):
+    one = tl.load(x_ptr + 3 + tl.arange(0, 1))
+    tl.static_assert(len(one.item().shape) == 0)
+    tl.store(out_ptr + tl.arange(0, 4), tl.full((4,), one.item(), tl.float32) * 2)
+
+
+def test_item(device, rng, poison):
+    x = rng.standard_normal(8).astype(np.float32)
+    out = at.asarray(poison(4, np.float32), device=device)
+    scalar_of_one_element[(1,)](at.asarray(x, device=device), out)
+    np.testing.assert_array_equal(out.numpy(), np.full(4, 2 * x[3], np.float32))
+
+
+@at.jit
+def python_accumulator(x_ptr, out_ptr, n, PTR_TYPE: tl.constexpr):
+    tl.static_assert(x_ptr.dtype == PTR_TYPE)
+    acc = 0
+    for i in range(n):
+        acc += tl.load(x_ptr + i)
+    tl.store(out_ptr, acc.to(tl.int64))
+
+
+def test_python_int_accumulator_and_pointer_alias(device, rng, poison):
+    x = rng.integers(-1000, 1000, 10).astype(np.int32)
+    out = at.asarray(poison(1, np.int64), device=device)
+    python_accumulator[(1,)](at.asarray(x, device=device), out, 10, PTR_TYPE=tl.pi32_t)
+    assert out.numpy()[0] == x.astype(np.int64).sum()
+
+
+@at.jit
+def split_precision_dot(a_ptr, b_ptr, out_ptr, PRECISION: tl.constexpr):
+    r = tl.arange(0, 16)
+    a = tl.load(a_ptr + r[:, None] * 16 + r[None, :])
+    b = tl.load(b_ptr + r[:, None] * 16 + r[None, :])
+    tl.store(out_ptr + r[:, None] * 16 + r[None, :], tl.dot(a, b, input_precision=PRECISION))
+
+
+def test_bf16x3_and_bf16x6_dots(device, rng, poison):
+    a = rng.standard_normal((16, 16)).astype(np.float32)
+    b = rng.standard_normal((16, 16)).astype(np.float32)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    for precision, tol in (("bf16x3", 2.0 ** -14 * 16), ("bf16x6", 2.0 ** -20 * 16)):
+        out = at.asarray(poison((16, 16), np.float32), device=device)
+        split_precision_dot[(1,)](at.asarray(a, device=device), at.asarray(b, device=device), out,
+                                  PRECISION=precision)
+        scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+        assert (np.abs(out.numpy() - exact) <= tol * scale + 1e-6).all(), precision
