@@ -42,7 +42,7 @@ def test_constructors_normalise_strings_to_members():
     (lambda x: AtomicRMWOp("sub", x, x), "unknown atomic kind 'sub'"),
     (lambda x: AtomicRMWOp("add", x, x, scope="device"), "unknown memory scope 'device'"),
     (lambda x: AtomicRMWOp("add", x, x, sem="seq_cst"), "unknown memory semantics 'seq_cst'"),
-    (lambda x: DotOp(x, x, x, input_precision="bf16x3"), "unknown input precision 'bf16x3'"),
+    (lambda x: DotOp(x, x, x, input_precision="fp8x2"), "unknown input precision 'fp8x2'"),
     (lambda x: BinaryOp(UnaryKind.NEG, x, x), "unknown binary kind UnaryKind.NEG"),
 ])
 def test_unknown_kinds_are_refused(make, problem):
