@@ -8,7 +8,9 @@ pointer parameter when that is not known), its whole element included.  A failin
 is not made: the program branches to one shared block that claims the launch's error
 record (``failures.CheckRecord``: the first failure wins), writes the program ids, the lane
 and the address, and returns; the entry's program loop then stops.  An integer ``div`` or
-``rem`` whose divisor is 0 in any lane fails the same way.
+``rem`` whose divisor is 0 in a lane fails the same way, unless a masked load its operands
+come from (through elementwise ops) has that lane off: a lane the kernel never loaded is
+one whose result it discards (``x // y`` on masked tiles, ragged edges).
 
 Nothing here runs without ``debug``: the program then has no extra parameters and no check,
 so its code is the same as before checked mode existed.
@@ -22,12 +24,13 @@ from llvmlite import ir
 
 from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic, splat, \
     vector_width
-from anytile.ir import AtomicCASOp, AtomicRMWOp, Op, shape_of
+from anytile.ir import AtomicCASOp, AtomicRMWOp, LoadOp, Op, TileType, Value, shape_of
 
 from ..failures import CheckRecord
 from ..pointers import carried_sources, param_indices, pointer_origins
 from .control import RuntimeCheck
-from .values import Point, row_major_strides
+from .plan import ELEMENTWISE_OPS
+from .values import Point, TileBuffer, row_major_strides
 
 __all__ = ["CheckedAccess", "CheckedMode", "access_name"]
 
@@ -92,11 +95,38 @@ class CheckedMode:
         """Stop the program before an integer division or remainder by 0."""
         b = self.low.b
         bad = b.icmp_unsigned("==", divisor, ir.Constant(divisor.type, None))
+        if point is not None:
+            for mask in self._load_masks(op):
+                loaded = self.low.value_at(mask, point)
+                if vector_width(loaded) and not vector_width(bad):
+                    bad = splat(b, bad, vector_width(loaded))
+                bad = b.and_(bad, loaded)
         name = "division" if op.kind == "div" else "remainder"
         shape = shape_of(op.result.type) if point is not None else ()
         self._fail_if(bad, CheckedAccess("division", name, shape), op, point, None)
 
     # -- shared parts --------------------------------------------------------------------------
+    def _load_masks(self, op: Op) -> list[Value]:
+        """The masks of the masked loads ``op``'s operands come from through elementwise
+        ops, those that can be evaluated again here (cheap or in a buffer)."""
+        low, masks, seen = self.low, [], set()
+        stack = [v for v in op.operands if isinstance(v.type, TileType)]
+        while stack:
+            v = stack.pop()
+            if id(v) in seen or not isinstance(v.owner, Op):
+                continue
+            seen.add(id(v))
+            owner = v.owner
+            if isinstance(owner, LoadOp) and owner.mask is not None:
+                mask = owner.mask
+                ref = low.tiles.get(mask)
+                if mask.type.shape == op.result.type.shape and (
+                        isinstance(ref, TileBuffer) or id(mask.owner) in low.plan.cheap):
+                    masks.append(mask)
+            elif isinstance(owner, ELEMENTWISE_OPS):
+                stack.extend(o for o in owner.operands if isinstance(o.type, TileType))
+        return masks
+
     def _bound(self, param: int, elem_bytes: int) -> ir.Value:
         """``size - elem_bytes + 1`` (0 when the span is smaller than one element): an
         address passes when its offset from ``lo`` is below it.  Made once, at entry."""
