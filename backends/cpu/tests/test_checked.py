@@ -92,6 +92,16 @@ def _report(kernel, grid, args, constexprs, interpreter=True):
     return mine.value, theirs.value if theirs else None
 
 
+def _expect_store_report(kernel, grid, args, block, program, place):
+    """The store of ``kernel`` fails in ``program`` at lane 0, ``place`` in ``dst``, as on
+    the interpreter."""
+    mine, theirs = _report(kernel, grid, args, dict(BLOCK=block))
+    assert mine.loc.line == _line(kernel, "tl.store")
+    assert _facts(str(mine)) == (f"out-of-bounds store in {program}", place,
+                                 f"lane (0,) of a {block}-lane pointer tile")
+    assert _facts(str(mine)) == _facts(str(theirs)) and "argument 'dst'" in str(mine)
+
+
 def test_unmasked_load_past_the_end(cpu, rng):
     src, dst = Arena(10), Arena(32)
     src.view[:] = rng.standard_normal(10)
@@ -110,12 +120,8 @@ def test_store_from_a_program_past_the_data(cpu, rng):
     """Seven programs of 16 over 96 elements: program 6 stores wholly past the end."""
     src = rng.standard_normal(112).astype(np.float32)
     dst = Arena(96)
-    mine, theirs = _report(copy_by_program, (7,), (src, dst.view), dict(BLOCK=16))
-    assert mine.loc.line == _line(copy_by_program, "tl.store")
-    assert _facts(str(mine)) == ("out-of-bounds store in program (6, 0, 0)",
-                                 "element 96 of a 96-element (384-byte) allocation",
-                                 "lane (0,) of a 16-lane pointer tile")
-    assert _facts(str(mine)) == _facts(str(theirs))
+    _expect_store_report(copy_by_program, (7,), (src, dst.view), 16, "program (6, 0, 0)",
+                         "element 96 of a 96-element (384-byte) allocation")
     assert dst.surroundings_intact()
 
 
@@ -136,12 +142,8 @@ def test_every_program_failing_at_once_gives_one_consistent_report(cpu, rng):
 def test_negative_offset_store(cpu, rng):
     src = rng.standard_normal(16).astype(np.float32)
     dst = Arena(16)
-    mine, theirs = _report(shift_store, (1,), (src, dst.view, -3), dict(BLOCK=16))
-    assert mine.loc.line == _line(shift_store, "tl.store")
-    assert _facts(str(mine)) == ("out-of-bounds store in program (0, 0, 0)",
-                                 "element -3 of a 16-element (64-byte) allocation",
-                                 "lane (0,) of a 16-lane pointer tile")
-    assert _facts(str(mine)) == _facts(str(theirs))
+    _expect_store_report(shift_store, (1,), (src, dst.view, -3), 16, "program (0, 0, 0)",
+                         "element -3 of a 16-element (64-byte) allocation")
     assert dst.surroundings_intact()
 
 
