@@ -40,6 +40,7 @@ import abc
 import dataclasses
 import functools
 import importlib.metadata
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
@@ -55,7 +56,7 @@ __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", 
            "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "KernelMetadata",
            "CompiledKernel",
            "Availability", "Backend", "DeviceTimer", "CAPABILITIES", "HostArrayView",
-           "host_array_view"]
+           "host_array_view", "debug_default"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
@@ -70,8 +71,17 @@ CAPABILITIES = {
     "float_atomics": "atomic add/min/max on floats",
     "dot_int8": "tl.dot on int8 inputs with int32 accumulation",
     "device_assert": "tl.device_assert stops the launch with an error",
-    "bounds_check": "out-of-bounds accesses are reported instead of undefined",
+    "bounds_check": "out-of-bounds loads, stores and atomics raise OutOfBoundsError naming the "
+                    "kernel's line, at least when launched with debug=True (a backend may check "
+                    "always, as the interpreter does)",
 }
+
+
+def debug_default() -> bool:
+    """Whether launches and compiles that do not say ``debug=`` (nor ``@jit(debug=...)``) get
+    ``debug=True``: the ``ANYTILE_DEBUG`` environment variable set to anything but 0, read
+    when a kernel is compiled (set it before the first launch)."""
+    return os.environ.get("ANYTILE_DEBUG", "") not in ("", "0")
 
 
 @dataclass(frozen=True)
@@ -96,7 +106,9 @@ class Target:
 class CompileOptions:
     """Options that change generated code; part of the compile cache key.
 
-    ``extra`` holds backend-specific options as sorted ``(key, value)`` pairs."""
+    ``debug``: ``tl.device_assert`` is checked and, on backends whose checks are opt-in
+    (cpu), so are memory accesses (``bounds_check``).  ``extra`` holds backend-specific
+    options as sorted ``(key, value)`` pairs."""
 
     num_warps: int = 4
     num_stages: int = 3
@@ -337,9 +349,11 @@ class Backend(abc.ABC):
     def parse_options(self, **options: Any) -> CompileOptions:
         """Launch keyword options -> ``CompileOptions``.  Unknown keys raise
         ``LaunchArgumentError`` unless the backend accepts them (override
-        ``extra_option_names``); bad values ``LaunchValueError``."""
+        ``extra_option_names``); bad values ``LaunchValueError``.  ``debug`` missing or
+        ``None`` is ``debug_default()`` (``ANYTILE_DEBUG``)."""
         known = {f.name for f in dataclasses.fields(CompileOptions)} - {"extra"}
         base = {k: v for k, v in options.items() if k in known}
+        base["debug"] = debug_default() if base.get("debug") is None else bool(base["debug"])
         extra = {k: v for k, v in options.items() if k not in known}
         unknown = set(extra) - set(self.extra_option_names())
         if unknown:

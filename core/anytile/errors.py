@@ -11,7 +11,8 @@ from .ir.nodes import Loc
 
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
            "LaunchValueError", "OutOfBoundsError",
-           "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error"]
+           "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error",
+           "describe_place", "describe_lane"]
 
 
 class AnytileError(Exception):
@@ -69,6 +70,24 @@ class LaunchValueError(LaunchError, ValueError):
 
 class OutOfBoundsError(LaunchError):
     """An unmasked load, store or atomic touched memory outside every live allocation."""
+
+
+def describe_place(addr: int, base: int, nbytes: int, elem_size: int,
+                   adjective: str = "") -> str:
+    """Where ``addr`` lies relative to the allocation of ``nbytes`` bytes at ``base``, as
+    out-of-bounds reports say it: "element 10 of a 10-element (40-byte) allocation"
+    (``adjective``: e.g. "freed ")."""
+    offset = addr - base
+    where = (f"element {offset // elem_size}" if offset % elem_size == 0
+             else f"byte offset {offset}")
+    return f"{where} of a {adjective}{nbytes // elem_size}-element ({nbytes}-byte) allocation"
+
+
+def describe_lane(lane: tuple[int, ...], shape: tuple[int, ...], what: str = "pointer tile") -> str:
+    """Lane ``lane`` (one index per dimension) of a tile of ``shape``, as launch errors say
+    it: "lane (1,) of a 16-lane pointer tile"."""
+    tile = f"{shape[0]}-lane" if len(shape) == 1 else "x".join(map(str, shape))
+    return f"lane {lane} of a {tile} {what}"
 
 
 class DeviceAssertError(LaunchError):

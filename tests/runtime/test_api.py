@@ -102,6 +102,36 @@ def test_warmup_compiles_without_running():
     assert np.all(out.numpy() == -1.0)
 
 
+def test_debug_comes_from_the_launch_then_jit_then_anytile_debug(monkeypatch):
+    """``debug=`` at launch wins, then ``@jit(debug=...)``, then ``ANYTILE_DEBUG`` (read when
+    a kernel is compiled); ``at.compile`` follows the same rules."""
+    def new_kernel(**jit_options):
+        @at.jit(**jit_options)
+        def copy(x_ptr, out_ptr, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs))
+        return copy
+
+    def debug_of(kernel, **options):
+        x = at.zeros((16,), np.float32, device="interpreter")
+        return kernel.warmup(x, x, BLOCK=16, **options).options.debug
+
+    def aot_debug_of(kernel, **options):
+        return at.compile(kernel, target="interpreter:reference",
+                          signature={"x_ptr": "*fp32", "out_ptr": "*fp32"},
+                          constexprs={"BLOCK": 16}, **options).options.debug
+
+    monkeypatch.delenv("ANYTILE_DEBUG", raising=False)
+    assert not debug_of(new_kernel()) and debug_of(new_kernel(), debug=True)
+    assert debug_of(new_kernel(debug=True)) and not debug_of(new_kernel(debug=True), debug=False)
+    assert aot_debug_of(new_kernel(debug=True)) and not aot_debug_of(new_kernel())
+    monkeypatch.setenv("ANYTILE_DEBUG", "0")
+    assert not debug_of(new_kernel())
+    monkeypatch.setenv("ANYTILE_DEBUG", "1")
+    assert debug_of(new_kernel()) and aot_debug_of(new_kernel())
+    assert not debug_of(new_kernel(), debug=False) and not debug_of(new_kernel(debug=False))
+
+
 def test_arrays_on_different_devices_are_refused():
     devs = at.devices()
     if len(devs) < 2:

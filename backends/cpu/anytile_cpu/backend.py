@@ -46,7 +46,7 @@ class CpuBackend(Backend):
     device_prefix = "cpu"
     host_memory = True
     capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics",
-                              "dot_int8", "device_assert"})
+                              "dot_int8", "device_assert", "bounds_check"})
 
     # -- identity --------------------------------------------------------------------------------
     def availability(self) -> Availability:
@@ -94,11 +94,12 @@ class CpuBackend(Backend):
         def llir(module: Module, metadata: dict) -> OptimizedLLVM:
             from .lowering.kernel import lower_kernel
             tm = llvm_host.target_machine(cpu)
-            lowered = lower_kernel(module, lanes, cpu.triple, str(tm.target_data))
+            lowered = lower_kernel(module, lanes, cpu.triple, str(tm.target_data), options.debug)
             ref = llvm_host.optimize(lowered.llvm_ir, cpu)
             out = OptimizedLLVM(llvm_host.to_text(ref))
             out.module_ref = ref
-            out.asserts = [(c.message, c.loc, c.is_assert) for c in lowered.asserts]
+            out.asserts = [(c.message, c.loc, c.is_assert, c.access) for c in lowered.asserts]
+            metadata["checked"] = options.debug
             metadata["asserts"] = out.asserts
             metadata["stack_bytes"] = lowered.stack_bytes
             return out
@@ -130,7 +131,8 @@ class CpuBackend(Backend):
         asserts = kernel.metadata.get("asserts", getattr(binary, "asserts", []))
         return LoadedKernel(kernel.name, library, entry, arg_types, asserts,
                             kernel.metadata.get("stack_bytes", 0), arg_names,
-                            written_pointer_params(kernel.module.kernel))
+                            written_pointer_params(kernel.module.kernel),
+                            kernel.metadata.get("checked", False))
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:

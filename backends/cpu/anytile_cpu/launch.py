@@ -24,6 +24,8 @@ from anytile.backend import KernelArg, PointerArg
 from anytile.errors import DeviceAssertError, LaunchError
 from anytile.ir import PointerType, ScalarType
 
+from .failures import CheckRecord, checked_failure, span_of
+
 __all__ = ["EntryPoint", "ProgramPool", "make_arg_packer", "LoadedKernel", "cpu_count"]
 
 EntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
@@ -94,13 +96,17 @@ def _check_usable(buffer: Any, name: str, written: bool) -> None:
 
 
 def make_arg_packer(arg_types: Sequence[Any], names: Sequence[str] = (),
-                    written: Collection[int] = ()) -> Callable[[Sequence[KernelArg]], Any]:
+                    written: Collection[int] = (),
+                    spans: bool = False) -> Callable[[Sequence[KernelArg]], Any]:
     """The packer of launch arguments into 64-bit slots; ``names`` are the parameters'
-    names, ``written`` the indices of the pointer parameters the kernel may write through."""
+    names, ``written`` the indices of the pointer parameters the kernel may write through;
+    ``spans`` (checked mode): then two slots per pointer parameter, its memory's address
+    and size (``failures.span_of``)."""
     names = list(names) or [f"#{i}" for i in range(len(arg_types))]
     converters = [_slot_converter(t, names[i], i in written) for i, t in enumerate(arg_types)]
     n = len(converters)
-    array_type = ctypes.c_uint64 * max(n, 1)
+    pointers = [i for i, t in enumerate(arg_types) if isinstance(t, PointerType)] if spans else []
+    array_type = ctypes.c_uint64 * max(n + 2 * len(pointers), 1)
 
     def pack(args: Sequence[KernelArg]) -> Any:
         if len(args) != n:
@@ -108,6 +114,8 @@ def make_arg_packer(arg_types: Sequence[Any], names: Sequence[str] = (),
         slots = array_type()
         for i, (conv, a) in enumerate(zip(converters, args)):
             slots[i] = conv(a.value)
+        for j, i in enumerate(pointers):
+            slots[n + 2 * j], slots[n + 2 * j + 1] = span_of(args[i].value)
         return slots
     return pack
 
@@ -199,11 +207,12 @@ class LoadedKernel:
 
     def __init__(self, name: str, library: Any, entry: Any, arg_types: Sequence[Any],
                  asserts: Sequence[tuple], stack_bytes: int = 0, arg_names: Sequence[str] = (),
-                 written: Collection[int] = ()) -> None:
+                 written: Collection[int] = (), checked: bool = False) -> None:
         self.name = name
         self.library = library
         self.entry = entry
-        self.pack = make_arg_packer(arg_types, arg_names, frozenset(written))
+        self.arg_names = list(arg_names) or [f"#{i}" for i in range(len(arg_types))]
+        self.pack = make_arg_packer(arg_types, arg_names, frozenset(written), checked)
         self.asserts = list(asserts)
         self.on_caller_stack = stack_bytes < CALLER_STACK_LIMIT
         if stack_bytes > WORKER_STACK_BYTES // 2:
@@ -220,7 +229,7 @@ class LoadedKernel:
         if max(gx, gy, gz) >= 2 ** 31:
             raise LaunchError(f"grid {grid} is too large: each axis must be below 2**31")
         slots = self.pack(args)
-        error = ctypes.c_int32(0)
+        error = CheckRecord()
         err_ptr = ctypes.addressof(error)
         addr = ctypes.addressof(slots)
         if total == 1 and self.on_caller_stack:     # one program: no hand-off to a worker
@@ -231,15 +240,18 @@ class LoadedKernel:
             bounds = [total * i // parts for i in range(parts + 1)]
             jobs = [(lambda lo=lo, hi=hi: self.entry(addr, gx, gy, gz, lo, hi, err_ptr))
                     for lo, hi in zip(bounds, bounds[1:])]
-            pool.run(jobs, cancel=lambda: setattr(error, "value", CANCELLED))
-        if error.value:
-            raise self._check_failure(error.value - 1)
+            pool.run(jobs, cancel=lambda: setattr(error, "word", CANCELLED))
+        if error.word:
+            raise self._check_failure(error, args)
 
-    def _check_failure(self, index: int) -> LaunchError:
-        """The error for failed runtime check ``index`` (see ``lowering.program.RuntimeCheck``;
-        entries cached before it had ``is_assert`` are asserts)."""
-        message, loc, *kind = self.asserts[index]
+    def _check_failure(self, record: CheckRecord, args: Sequence[KernelArg]) -> LaunchError:
+        """The error for the failed runtime check the record names (see
+        ``lowering.control.RuntimeCheck``; entries cached before it had ``is_assert`` are
+        asserts, before it had ``access`` no checked-mode check)."""
+        message, loc, *kind = self.asserts[record.word - 1]
         line = (linecache.getline(loc.file, loc.line) if loc is not None else None) or None
+        if len(kind) > 1 and kind[1] is not None:
+            return checked_failure(kind[1], loc, line, record, args, self.arg_names)
         if kind and not kind[0]:
             return LaunchError(message, loc, line)
         return DeviceAssertError(f"device assertion failed: {message}" if message

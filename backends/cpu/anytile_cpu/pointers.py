@@ -1,16 +1,20 @@
 """Where a kernel's pointers come from: the pointer parameters each one may be derived from.
 
-Two uses: the launcher refuses a read-only array (a NumPy view of ``bytes``, which host
+Three uses: the launcher refuses a read-only array (a NumPy view of ``bytes``, which host
 memory would not protect) for every parameter the kernel may write through
-(``written_pointer_params``), and the fusion plan fuses a load into a store only when their
-pointers come from different parameters (``pointer_origins``).
+(``written_pointer_params``), the fusion plan fuses a load into a store only when their
+pointers come from different parameters (``pointer_origins``), and checked mode tests each
+access against the spans of the arguments its pointer comes from (``pointer_origins`` with
+``carried_sources``, which follows pointers carried through loops and ``if``s).
 """
 from __future__ import annotations
 
-from anytile.ir import AtomicCASOp, AtomicRMWOp, Function, Op, PointerType, StoreOp, Value, \
-    elem_type
+from typing import Optional
 
-__all__ = ["written_pointer_params", "pointer_origins", "param_indices"]
+from anytile.ir import AtomicCASOp, AtomicRMWOp, ForOp, Function, IfOp, Op, PointerType, \
+    StoreOp, Value, WhileOp, elem_type
+
+__all__ = ["written_pointer_params", "pointer_origins", "param_indices", "carried_sources"]
 
 # ops whose pointer result is one of their pointer operands, moved or offset
 _PASS_THROUGH = frozenset({"addptr", "splat", "broadcast", "expand_dims", "reshape", "permute",
@@ -37,10 +41,37 @@ def param_indices(fn: Function) -> dict[int, int]:
     return {id(a): i for i, a in enumerate(fn.args)}
 
 
-def pointer_origins(value: Value, index_of: dict[int, int]) -> set[int] | None:
+def carried_sources(fn: Function) -> dict[int, list[Value]]:
+    """``id(value) -> the values it may take`` for what control flow carries: the carried
+    arguments of ``for``/``while`` regions and the results of ``for``/``if``/``while``."""
+    sources: dict[int, list[Value]] = {}
+
+    def add(targets: list[Value], *lists: list[Value]) -> None:
+        for i, t in enumerate(targets):
+            sources.setdefault(id(t), []).extend(vals[i] for vals in lists if i < len(vals))
+
+    def ends(block) -> list[Value]:
+        term = block.terminator
+        return list(term.values) if term is not None else []
+
+    for op in fn.walk():
+        if isinstance(op, ForOp):
+            add(op.body.args[1:], op.inits, ends(op.body))
+            add(op.results, op.inits, ends(op.body))
+        elif isinstance(op, IfOp):
+            add(op.results, ends(op.then_body), ends(op.else_body))
+        elif isinstance(op, WhileOp):
+            add(op.before.args, op.inits, ends(op.after))
+            add(op.after.args, ends(op.before))
+            add(op.results, ends(op.before))
+    return sources
+
+
+def pointer_origins(value: Value, index_of: dict[int, int],
+                    carried: Optional[dict[int, list[Value]]] = None) -> set[int] | None:
     """The indices of the parameters ``value``'s pointers come from, or None when that is
-    not known (pointers loaded from memory, made from integers, or carried through control
-    flow)."""
+    not known (pointers loaded from memory or made from integers; carried through control
+    flow unless ``carried`` (``carried_sources``) says what the carried values are)."""
     found: set[int] = set()
     stack, seen = [value], set()
     while stack:
@@ -50,6 +81,9 @@ def pointer_origins(value: Value, index_of: dict[int, int]) -> set[int] | None:
         seen.add(id(v))
         if id(v) in index_of:
             found.add(index_of[id(v)])
+            continue
+        if carried is not None and id(v) in carried:
+            stack.extend(carried[id(v)])
             continue
         owner = v.owner
         if not isinstance(owner, Op) or owner.NAME not in _PASS_THROUGH:

@@ -116,10 +116,11 @@ def ptr(t: ScalarType) -> PointerType:
     return PointerType(t)
 
 
-def compile_module(module: Module, backend: Any = CPU) -> CompiledKernel:
+def compile_module(module: Module, backend: Any = CPU,
+                   options: Optional[CompileOptions] = None) -> CompiledKernel:
     """Run ``backend``'s stages on (a copy of) ``module``, as the runtime's driver does."""
     from anytile.ir.printer import print_module
-    options = CompileOptions()
+    options = options or CompileOptions()
     target = backend.target_of(backend.devices()[0])
     out: Any = copy.deepcopy(module)
     asm: dict[str, Any] = {"ir": print_module(module)}

@@ -183,21 +183,34 @@ def bool_memory(ctx, n):
 @at.jit
 def unmasked_kernel(src, dst, BLOCK: tl.constexpr):
     offs = tl.arange(0, BLOCK)
-    tl.store(dst + offs, tl.load(src + offs))
+    x = tl.load(src + offs)
+    tl.store(dst + offs, x)
 
 
 @family("memory", quick=dict(n=[5]), full=dict(n=[1, 5, 31]), needs=["bounds_check"])
 def out_of_bounds_reported(ctx, n):
-    """An unmasked load past the end of an array raises ``OutOfBoundsError`` naming the
-    kernel's source line, where the backend declares ``bounds_check``."""
+    """An unmasked load past the end of an array, and an unmasked store past the end of
+    another, launched with ``debug=True``, raise ``OutOfBoundsError`` naming the kernel's
+    file and the line of the offending op, where the backend declares ``bounds_check``."""
+    block = 32
+    short = ctx.input(ctx.random((n,), "f32"))
+    _expect_out_of_bounds(ctx, "tl.load", f"loading {block} elements from an array of {n}",
+                          short, ctx.output((block,), "f32"), block)
+    _expect_out_of_bounds(ctx, "tl.store", f"storing {block} elements into an array of {n}",
+                          ctx.input(ctx.random((block,), "f32")), short, block)
+
+
+def _expect_out_of_bounds(ctx, op_text, what, src, dst, block):
+    import linecache
     from anytile.errors import OutOfBoundsError
     from ..case import CaseFailure
-    block = 32
-    dst = ctx.output((block,), "f32")
     try:
-        ctx.launch(unmasked_kernel, (1,), ctx.input(ctx.random((n,), "f32")), dst, BLOCK=block)
+        ctx.launch(unmasked_kernel, (1,), src, dst, BLOCK=block, debug=True)
     except OutOfBoundsError as exc:
-        if "memory.py" not in str(exc):
-            raise CaseFailure(f"OutOfBoundsError does not name the kernel's file: {exc}") from None
+        loc = exc.loc
+        line = linecache.getline(loc.file, loc.line) if loc is not None else ""
+        if loc is None or "memory.py" not in loc.file or op_text not in line:
+            raise CaseFailure(f"{what}: OutOfBoundsError does not name the {op_text} line of "
+                              f"the kernel's file: {exc}") from None
         return
-    raise CaseFailure(f"loading {block} elements from an array of {n} raised no OutOfBoundsError")
+    raise CaseFailure(f"{what} raised no OutOfBoundsError")

@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ..errors import describe_lane, describe_place
 from ..ir.types import ScalarType
 
 FIRST_BASE = 1 << 32
@@ -259,9 +260,8 @@ class VirtualMemory:
         shape = np.shape(ptrs)
         if shape:
             lane = tuple(int(i) for i in np.unravel_index(int(lanes[first]), shape))
-            tile = f"{shape[0]}-lane" if len(shape) == 1 else "x".join(map(str, shape))
             problem = "misaligned" if kind == "alignment" else "out of bounds"
-            what += (f" (lane {lane} of a {tile} pointer tile; "
+            what += (f" ({describe_lane(lane, shape)}; "
                      f"{int(bad.sum())} of {lanes.size} active lanes are {problem})")
         return AccessViolation(what, kind)
 
@@ -280,12 +280,5 @@ class VirtualMemory:
             return base - addr if addr < base else max(0, addr - (base + max(nbytes, 1) - 1))
 
         base, nbytes, adjective = min(spans, key=distance)
-        return _relative(addr, base, nbytes, elem_size, adjective)
+        return describe_place(addr, base, nbytes, elem_size, adjective)
 
-
-def _relative(addr: int, base: int, nbytes: int, elem_size: int, adjective: str) -> str:
-    offset = addr - base
-    count = nbytes // elem_size
-    where = (f"element {offset // elem_size}" if offset % elem_size == 0
-             else f"byte offset {offset}")
-    return f"{where} of a {adjective}{count}-element ({nbytes}-byte) allocation"

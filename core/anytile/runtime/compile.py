@@ -141,5 +141,6 @@ def compile(kernel: Any, target: str, signature: Mapping[str, str],
                            f"its targets: {', '.join(backend.targets())}")
     rules: Signature = kernel.launch_signature
     specs = rules.from_text(signature, dict(constexprs or {}))
-    return compile_kernel(CompileRequest(kernel, backend, tgt, backend.parse_options(**options),
+    options = backend.parse_options(**{"debug": kernel.debug, **options})
+    return compile_kernel(CompileRequest(kernel, backend, tgt, options,
                                          rules.compile_inputs(specs)))

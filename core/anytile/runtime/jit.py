@@ -12,7 +12,8 @@ from .specialize import Signature
 class JITFunction(KernelSource):
     """A Python function compiled by anytile: its ``KernelSource`` (what the frontend reads)
     plus what launching needs: the ``launch_signature`` (how arguments specialise it), its
-    compiled plans per specialisation and the generated fast launcher."""
+    compiled plans per specialisation and the generated fast launcher.  ``debug``: the
+    default of the launch option ``debug`` (``None``: ``ANYTILE_DEBUG``)."""
 
     def __init__(self, fn: Callable, *, do_not_specialize: tuple = (),
                  debug: Optional[bool] = None, noinline: bool = False) -> None:

@@ -181,7 +181,7 @@ def plan_for(fn: Any, dev: Device, specs: tuple[ArgSpec, ...], options: dict[str
         backend = dev.backend
         spec = fn.launch_signature.compile_inputs(specs)
         request = CompileRequest(fn, backend, backend.target_of(dev.info),
-                                 backend.parse_options(**options), spec)
+                                 backend.parse_options(**{"debug": fn.debug, **options}), spec)
         compiled = compile_kernel(request)
         compiled.launch = _relauncher(fn, options)
         plan = fn._plans[key] = LaunchPlan(compiled, None, spec)

@@ -45,6 +45,8 @@ class AtomicLowering:
             ptr = self.value_at(op.ptr, p)
             val = self.value_at(op.value, p)
             mask = self.value_at(op.mask, p) if op.mask is not None else None
+            if self.checks is not None:
+                self.checks.access(op, ptr, mask, elem.nbytes, p)
             return self._guarded(mask, elem, lambda: self.atomic_rmw(op.kind, elem, ptr, val,
                                                                     ordering))
         self._per_element(op, emit)
@@ -55,6 +57,8 @@ class AtomicLowering:
 
         def emit(p: Point) -> ir.Value:
             ptr = self.value_at(op.ptr, p)
+            if self.checks is not None:
+                self.checks.access(op, ptr, None, elem.nbytes, p)
             cmp = self.ew.to_storage(elem, self.value_at(op.cmp, p))
             val = self.ew.to_storage(elem, self.value_at(op.value, p))
             if elem.is_float:

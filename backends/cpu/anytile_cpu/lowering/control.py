@@ -7,7 +7,7 @@ for-loop step that must be positive) write their number to the launch's error wo
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 from llvmlite import ir
 
@@ -19,6 +19,9 @@ from anytile.ir.nodes import Loc
 
 from .values import Point, TileBuffer
 
+if TYPE_CHECKING:
+    from .checked import CheckedAccess
+
 __all__ = ["ControlFlowLowering", "RuntimeCheck", "Slot"]
 
 Slot = Union[TileBuffer, ir.Value]
@@ -28,11 +31,13 @@ Slot = Union[TileBuffer, ir.Value]
 class RuntimeCheck:
     """A check the generated code makes while running; failure ``i`` writes ``i + 1`` to the
     launch's error word.  ``is_assert``: a user's ``device_assert`` (else a violated IR rule,
-    such as a for-loop step that is not positive)."""
+    such as a for-loop step that is not positive); ``access``: what a checked-mode check
+    (``checked``) failing reports."""
 
     message: str
     loc: Optional[Loc]
     is_assert: bool = True
+    access: Optional["CheckedAccess"] = None
 
 
 class ControlFlowLowering:

@@ -116,12 +116,12 @@ class ChunkEvaluator:
     def eval_elementwise(self, op: Op, point: Point) -> Chunk:
         chunks = [self.chunk(v, point) for v in op.operands]
         if all(c.kind == "uniform" for c in chunks):
-            return Chunk.uniform(self.scalar_op(op, [c.value for c in chunks]))
+            return Chunk.uniform(self.scalar_op(op, [c.value for c in chunks], point))
         ramp = self._ramp_rule(op, chunks)
         if ramp is not None:
             return ramp
         vals = [self.vec(c, elem_type(v.type), point.width) for c, v in zip(chunks, op.operands)]
-        return Chunk.vector(self.scalar_op(op, vals))
+        return Chunk.vector(self.scalar_op(op, vals, point))
 
     def _ramp_rule(self, op: Op, chunks: list[Chunk]) -> Optional[Chunk]:
         """Keep ``ramp + uniform`` a ramp, so contiguous pointers stay recognisable."""
@@ -141,17 +141,21 @@ class ChunkEvaluator:
                 return Chunk.ramp(self.scalar_op(op, [chunks[0].value]))
         return None
 
-    def scalar_op(self, op: Op, vals: list[ir.Value]) -> ir.Value:
-        """An elementwise op on scalars or on equal-width vectors."""
+    def scalar_op(self, op: Op, vals: list[ir.Value], point: Optional[Point] = None) -> ir.Value:
+        """An elementwise op on scalars or on equal-width vectors (at ``point`` of its tile,
+        when known, which checked mode's reports number lanes by)."""
         try:
-            return self._scalar_op(op, vals)
+            return self._scalar_op(op, vals, point)
         except NotImplementedError as exc:   # lazy ops are emitted inside their consumer
             raise CompilationError(f"the cpu backend cannot lower op '{op.NAME}': {exc}",
                                    op.loc) from None
 
-    def _scalar_op(self, op: Op, vals: list[ir.Value]) -> ir.Value:
+    def _scalar_op(self, op: Op, vals: list[ir.Value], point: Optional[Point]) -> ir.Value:
         ew, b = self.ew, self.b
         if isinstance(op, BinaryOp):
+            if self.checks is not None and op.kind in ("div", "rem") and \
+                    not elem_type(op.lhs.type).is_float:
+                self.checks.divisor(op, vals[1], point)
             return ew.binary(op.kind, elem_type(op.lhs.type), *vals)
         if isinstance(op, UnaryOp):
             return ew.unary(op.kind, elem_type(op.src.type), *vals)
@@ -260,6 +264,8 @@ class ChunkEvaluator:
         m = self.chunk(op.mask, point) if op.mask is not None else None
         other = self.chunk(op.other, point) if op.other is not None else None
         w = point.width
+        if self.checks is not None:
+            self.check_access(op, p, m, align, point)
         if p.kind == "uniform" and (m is None or m.kind == "uniform"):
             loaded = self.guarded_scalar_load(p.value, st, align, None if m is None else m.value)
             value = self.ew.from_storage(elem, loaded)
@@ -285,6 +291,17 @@ class ChunkEvaluator:
         if mask is not None and other is not None:
             value = b.select(mask, value, self.vec(other, elem, w))
         return Chunk.vector(value)
+
+    def check_access(self, op: Op, p: Chunk, m: Optional[Chunk], elem_bytes: int,
+                     point: Point) -> None:
+        """Checked mode: the access of ``op`` through ``p`` where ``m`` is on (one address
+        when both are uniform, else every lane of the chunk)."""
+        if p.kind == "uniform" and (m is None or m.kind == "uniform"):
+            self.checks.access(op, p.value, None if m is None else m.value, elem_bytes, point)
+            return
+        w = point.width
+        mask = self.vec(m, elem_type(op.mask.type), w) if m is not None else None
+        self.checks.access(op, self.vec(p, elem_type(op.ptr.type), w), mask, elem_bytes, point)
 
     def guarded_scalar_load(self, ptr: ir.Value, st: ir.Type, align: int,
                             mask: Optional[ir.Value]) -> ir.Value:

@@ -5,7 +5,9 @@ programs whose linear ids are in ``[begin, end)`` (x fastest, then y, then z).  
 holds one 8-byte slot per runtime parameter (its storage bits, little-end first), so the
 launcher packs arguments with no per-kernel C code; ``error`` receives ``i + 1`` when
 ``device_assert`` number ``i`` fails, and the loop over programs stops once ``error`` is not
-0 (the launcher writes ``CANCELLED`` there to stop a launch on Ctrl-C).
+0 (the launcher writes ``CANCELLED`` there to stop a launch on Ctrl-C).  In checked mode
+(``debug=True``) ``args`` also holds two slots per pointer parameter after the others, the
+address and size of its argument's memory, and ``error`` points to a ``failures.CheckRecord``.
 """
 from __future__ import annotations
 
@@ -34,19 +36,22 @@ class LoweredKernel:
     stack_bytes: int          # tile buffers in one program's stack frame
 
 
-def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str) -> LoweredKernel:
+def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str,
+                 checked: bool = False) -> LoweredKernel:
+    """The LLVM module of ``module``'s kernel; ``checked``: with checked mode's checks."""
     kernel = module.kernel
     m = ir.Module(name=kernel.name)
     m.triple = triple
     m.data_layout = data_layout
     types = LLVMTypes()
-    lowering = ProgramLowering(m, kernel, lanes, types)
+    lowering = ProgramLowering(m, kernel, lanes, types, checked)
     program = lowering.build("program")
-    _build_entry(m, program, [a.type for a in kernel.args], types)
+    _build_entry(m, program, [a.type for a in kernel.args], types, checked)
     return LoweredKernel(str(m), lowering.asserts, lowering.stack_bytes)
 
 
-def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLVMTypes) -> None:
+def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLVMTypes,
+                 checked: bool) -> None:
     ptr = ir.PointerType()
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ptr, I32, I32, I32, I64, I64, ptr]),
                      ENTRY_NAME)
@@ -62,6 +67,12 @@ def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLV
         else:
             assert isinstance(t, ScalarType)
             values.append(ew.from_storage(t, b.load(slot, typ=types.storage(t), align=8)))
+    spans = []
+    if checked:
+        count = sum(isinstance(t, PointerType) for t in arg_types)
+        for j in range(2 * count):
+            slot = b.gep(args, [ir.Constant(I64, 8 * (len(arg_types) + j))], source_etype=I8)
+            spans.append(b.load(slot, typ=I64, align=8))
     header = fn.append_basic_block("programs")
     body = fn.append_basic_block("program")
     done = fn.append_basic_block("done")
@@ -80,7 +91,7 @@ def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLV
     y = b.urem(rest, gy64)
     z = b.udiv(rest, gy64)
     ids = [b.trunc(v, I32) for v in (x, y, z)]
-    b.call(program, values + ids + [gx, gy, gz, error])
+    b.call(program, values + ids + [gx, gy, gz, error] + spans)
     pid.add_incoming(b.add(pid, ir.Constant(I64, 1)), b.block)
     b.branch(header)
     b.position_at_end(done)

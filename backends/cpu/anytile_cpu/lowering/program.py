@@ -1,7 +1,8 @@
 """``ProgramLowering``: one kernel ``Function`` -> an LLVM function running one program.
 
 The generated function takes the kernel's runtime arguments (compute form), the program id
-and grid size per axis, and a pointer to the launch's error word.  Scalars become SSA
+and grid size per axis, and a pointer to the launch's error word (in checked mode also the
+span of each pointer parameter's memory, see ``checked``).  Scalars become SSA
 values; tiles follow ``values``/``plan``: lazy tiles are evaluated inside their consumer's
 loop, the others live in 64-byte-aligned stack buffers allocated in the entry block.
 Structured control flow and run-time checks are in ``control``.
@@ -23,6 +24,7 @@ from anytile.ir import (AssertOp, AtomicCASOp, AtomicRMWOp, BarrierOp, Block, Ca
 
 from .algorithms import TileAlgorithms
 from .atomics import AtomicLowering
+from .checked import CheckedMode
 from .control import ControlFlowLowering, RuntimeCheck
 from .evaluate import ChunkEvaluator
 from .plan import ELEMENTWISE_OPS, SHAPE_OPS, FusionPlan
@@ -33,10 +35,11 @@ __all__ = ["ProgramLowering", "RuntimeCheck"]
 
 class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlowLowering):
     """Lowers ``fn`` into ``module`` as function ``name``; ``lanes`` is the SIMD width
-    (in 32-bit lanes) that loops over tiles are chunked by."""
+    (in 32-bit lanes) that loops over tiles are chunked by; ``checked``: with the checks of
+    ``debug=True`` (``checked.CheckedMode``)."""
 
     def __init__(self, module: ir.Module, fn: Function, lanes: int,
-                 types: Optional[LLVMTypes] = None) -> None:
+                 types: Optional[LLVMTypes] = None, checked: bool = False) -> None:
         self.module = module
         self.fn = fn
         self.lanes = lanes
@@ -48,11 +51,16 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
         self.asserts: list[RuntimeCheck] = []
         self.stack_bytes = 0     # tile buffers in the program's frame
         self.lowered_with_other: set[int] = set()   # ops folded into an earlier op
+        self.checked = checked
+        self.checks: Optional[CheckedMode] = None
 
     # -- entry ---------------------------------------------------------------------------------
     def build(self, name: str) -> ir.Function:
         args = self.fn.args
         params = [self.ctype(a.type) for a in args] + [I32] * 6 + [ir.PointerType()]
+        pointers = [i for i, a in enumerate(args) if isinstance(a.type, PointerType)]
+        if self.checked:
+            params += [I64, I64] * len(pointers)
         func = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), name)
         func.linkage = "internal"
         entry = func.append_basic_block("entry")
@@ -68,6 +76,10 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
         self.program_ids = list(func.args[n:n + 3])
         self.grid = list(func.args[n + 3:n + 6])
         self.error_word = func.args[n + 6]
+        if self.checked:
+            spans = func.args[n + 7:]
+            self.checks = CheckedMode(self, {k: (spans[2 * j], spans[2 * j + 1])
+                                             for j, k in enumerate(pointers)})
         self.lower_block(self.fn.body)
         self.b.ret_void()
         self.alloca_b.branch(body)
@@ -236,6 +248,8 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
     def lower_scalar_load(self, op: LoadOp) -> None:
         elem = op.result.type
         mask = self.scalars[op.mask] if op.mask is not None else None
+        if self.checks is not None:
+            self.checks.access(op, self.scalars[op.ptr], mask, elem.nbytes, Point((), 0))
         raw = self.guarded_scalar_load(self.scalars[op.ptr], self.stype(elem), elem.nbytes, mask)
         value = self.ew.from_storage(elem, raw)
         if mask is not None and op.other is not None:
@@ -249,6 +263,8 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
 
         def body(p: Point) -> None:
             m = self.chunk(op.mask, p) if op.mask is not None else None
+            if self.checks is not None:
+                self.check_access(op, self.chunk(op.ptr, p), m, elem.nbytes, p)
             self.emit_store(elem, self.chunk(op.ptr, p), self.chunk(op.value, p), m, ptr_elem,
                             mask_elem, p.width)
         self.for_each_point(shape_of(op.ptr.type), body)
