@@ -14,7 +14,10 @@ devices are (``DLPackDevice.CUDA``, ``DLPackDevice.ROCM``) and writes the driver
 * launch arguments: one ctypes slot per parameter (``argument_slots``, ``fill_slots``), and
   ``compile_launcher``: a function generated per kernel that packs a launch header and the
   argument values into one prebuilt block with a single ``struct.pack_into`` and calls the
-  driver -- the fast path behind ``Backend.launcher``.
+  driver -- the fast path behind ``Backend.launcher``;
+* ``LoadedGpuKernel``: what a loaded kernel keeps whatever the driver (its launch shape, its
+  argument block shared by the threads launching it, the error word of debug builds), which
+  a backend's own loaded kernel extends with its driver's handles.
 """
 from __future__ import annotations
 
@@ -22,18 +25,20 @@ import ctypes
 import enum
 import struct
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Optional, Sequence
 
 import numpy as np
 
 from .backend import Buffer, DeviceInfo, ImportedArray
-from .errors import BackendError, LaunchError
-from .ir.types import PointerType, ScalarType, from_numpy, scalar_type
+from .errors import BackendError, LaunchError, device_assert_error
+from .ir.types import PointerType, ScalarType, from_numpy, i32, scalar_type
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
-           "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher"]
+           "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher",
+           "LoadedGpuKernel", "ERROR_WORD"]
 
 
 class DLPackDevice(enum.IntEnum):
@@ -349,3 +354,84 @@ def compile_launcher(name: str, count: int, header: str, call: str,
                   "_framework_stream": framework_stream, "_stream_handle": stream_handle})
     exec(compile(src, f"<launcher of {name}>", "exec"), scope)
     return scope["run"]
+
+
+#: the hidden last parameter of a debug build with ``device_assert``s: the error word
+ERROR_WORD = ("error word", PointerType(i32))
+
+
+@dataclass(eq=False)
+class LoadedGpuKernel:
+    """A loaded kernel's launch state, the same for every GPU driver: the device it runs on,
+    its name, dynamic shared memory and threads a program, the argument block (one ctypes
+    slot per parameter and the array of their addresses the driver reads) shared by the
+    threads that launch it (hold ``lock``), and for debug builds the ``device_assert``s
+    (``checks``: message, file, line) and the device address of their error word."""
+
+    device_index: int
+    name: str
+    shared_bytes: int
+    threads: int
+    slots: list = field(default_factory=list)
+    is_pointer: list = field(default_factory=list)
+    params: Any = None
+    params_address: int = 0
+    lock: Any = field(default_factory=threading.Lock)
+    checks: list = field(default_factory=list)
+    error_word: int = 0
+    #: what the device memory is called in error messages
+    memory_name: ClassVar[str] = "GPU memory"
+
+    @classmethod
+    def from_signature(cls, signature: Sequence[tuple[str, Any]], **fields: Any) -> Any:
+        """An instance with the argument block of ``signature`` (``fields``: the rest)."""
+        slots, is_pointer, params = argument_slots(signature)
+        return cls(slots=slots, is_pointer=is_pointer, params=params,
+                   params_address=ctypes.addressof(params), **fields)
+
+    def attach_error_word(self, checks: list, address: int) -> None:
+        """Make this (debug) kernel report ``checks`` through the (zeroed) error word at
+        ``address``, its last parameter (``ERROR_WORD``)."""
+        self.checks = list(checks)
+        self.error_word = address
+        self.slots[-1].value = address
+
+    @property
+    def bad_argument_message(self) -> str:
+        return (f"kernel '{self.name}': an argument is not in {self.memory_name} or does not "
+                f"fit its parameter type")
+
+    def bad_argument(self) -> None:
+        raise LaunchError(self.bad_argument_message)
+
+    def fill(self, args: Sequence[Any], stream: Optional[int]) -> int:
+        """Write the launch's ``KernelArg`` values into the argument block (hold ``lock``);
+        returns the stream: ``stream``, else the current stream of the framework (torch,
+        cupy) owning the first imported array, else 0."""
+        owner = fill_slots(self.slots, self.is_pointer, args, self.bad_argument_message)
+        if stream is None:
+            stream = 0 if owner is None else framework_stream(owner, self.device_index)
+        return stream
+
+    def raw_codes(self) -> Optional[list[str]]:
+        """The ``struct`` code of each parameter for ``compile_launcher``, or ``None`` when
+        the raw path does not apply (a debug build, or a parameter without a code)."""
+        if self.checks:       # debug builds read their error word after each launch
+            return None
+        codes = []
+        for pointer, slot in zip(self.is_pointer, self.slots):
+            code = "Q" if pointer else STRUCT_CODES.get(type(slot))
+            if code is None:
+                return None
+            codes.append(code)
+        return codes
+
+    def check_error_word(self, read: Callable[[Any], None], write: Callable[[Any], None]) -> None:
+        """After a debug build's launch has finished: ``read(host_word)`` copies the error
+        word into a ``c_int32``; a non-zero word is cleared (``write(zero)``) and raised as
+        ``DeviceAssertError`` for the assert it numbers."""
+        word = ctypes.c_int32(0)
+        read(word)
+        if word.value:
+            write(ctypes.c_int32(0))
+            raise device_assert_error(*self.checks[word.value - 1])

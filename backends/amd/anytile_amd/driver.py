@@ -19,13 +19,11 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
-from anytile.errors import BackendError, LaunchError, device_assert_error
-from anytile.gpu_host import (STRUCT_CODES, ArgumentBlock, argument_slots, compile_launcher,
-                              fill_slots, framework_stream)
-from anytile.ir.types import PointerType, i32
+from anytile.errors import BackendError, LaunchError
+from anytile.gpu_host import ERROR_WORD, ArgumentBlock, LoadedGpuKernel, compile_launcher
 
 __all__ = ["HipDriver", "LoadedKernel", "driver"]
 
@@ -158,52 +156,33 @@ class HipDriver:
         self.set_device(index)
         module = self.check("hipModuleLoadData", hip.hipModuleLoadData(image))
         function = self.check("hipModuleGetFunction", hip.hipModuleGetFunction(module, name.encode()))
-        if not checks:
-            return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
-                                      signature)
-        loaded = LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
-                                    list(signature) + [("error word", PointerType(i32))])
-        loaded.checks = list(checks)
-        loaded.error_word = self.alloc(index, 4)
-        zero = ctypes.c_int32(0)   # kept alive until the copy returns
-        self.copy_htod(index, loaded.error_word, ctypes.addressof(zero), 4)
-        loaded.slots[-1].value = loaded.error_word
+        loaded = LoadedKernel.from_signature(
+            list(signature) + ([ERROR_WORD] if checks else []), device_index=index, name=name,
+            shared_bytes=shared_bytes, threads=threads, driver=self, module=module,
+            function=function)
+        if checks:
+            address = self.alloc(index, 4)
+            zero = ctypes.c_int32(0)   # kept alive until the copy returns
+            self.copy_htod(index, address, ctypes.addressof(zero), 4)
+            loaded.attach_error_word(checks, address)
         return loaded
 
 
 @dataclass(eq=False)
-class LoadedKernel:
-    """A kernel ready to launch: the hipFunction_t and its reusable argument block."""
+class LoadedKernel(LoadedGpuKernel):
+    """A kernel ready to launch: the hipFunction_t and its reusable argument block (core's
+    ``LoadedGpuKernel``)."""
 
-    driver: HipDriver
-    device_index: int
-    module: Any
-    function: Any
-    name: str
-    shared_bytes: int
-    threads: int
-    slots: list = field(default_factory=list)        # one ctypes scalar per parameter
-    is_pointer: list = field(default_factory=list)
-    params: Any = None                                # (c_void_p * n) of the slots' addresses
-    params_address: int = 0
-    lock: Any = field(default_factory=threading.Lock)  # the argument block is shared
-    checks: list = field(default_factory=list)        # device_asserts ([message, file, line])
-    error_word: int = 0                               # their hidden parameter's device address
-
-    @staticmethod
-    def build(drv: HipDriver, index: int, module: Any, function: Any, name: str, shared: int,
-              threads: int, signature: list) -> "LoadedKernel":
-        slots, is_pointer, params = argument_slots(signature)
-        return LoadedKernel(drv, index, module, function, name, shared, threads, slots,
-                            is_pointer, params, ctypes.addressof(params))
+    driver: Any = None
+    module: Any = None
+    function: Any = None
+    memory_name = "AMD GPU memory"
 
     def launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
         """Fill the argument block from ``args`` and launch.  ``stream`` ``None``: the current
         stream of the framework (torch, cupy) owning the first imported array, else 0."""
         with self.lock:
-            owner = fill_slots(self.slots, self.is_pointer, args, _bad_argument_message(self.name))
-            if stream is None:
-                stream = 0 if owner is None else framework_stream(owner, self.device_index)
+            stream = self.fill(args, stream)
             drv = self.driver
             drv.set_device(self.device_index)
             result = drv.hip.hipModuleLaunchKernel(self.function, grid[0], grid[1], grid[2],
@@ -211,34 +190,19 @@ class LoadedKernel:
                                                    self.params_address, None)
             drv.check(f"hipModuleLaunchKernel('{self.name}', grid={tuple(grid)})", result)
             if self.checks:
-                self.read_error_word(stream)
-
-    def read_error_word(self, stream: int) -> None:
-        """After a launch of a debug build with ``device_assert``s: wait for it and raise
-        ``DeviceAssertError`` for the first assert that failed (clearing the word)."""
-        drv = self.driver
-        drv.check("hipStreamSynchronize", drv.hip.hipStreamSynchronize(stream))
-        word = ctypes.c_int32(0)
-        drv.copy_dtoh(self.device_index, ctypes.addressof(word), self.error_word, 4)
-        if word.value:
-            zero = ctypes.c_int32(0)
-            drv.copy_htod(self.device_index, self.error_word, ctypes.addressof(zero), 4)
-            raise device_assert_error(*self.checks[word.value - 1])
+                drv.check("hipStreamSynchronize", drv.hip.hipStreamSynchronize(stream))
+                self.check_error_word(
+                    lambda word: drv.copy_dtoh(self.device_index, ctypes.addressof(word),
+                                               self.error_word, 4),
+                    lambda zero: drv.copy_htod(self.device_index, self.error_word,
+                                               ctypes.addressof(zero), 4))
 
     def raw_launcher(self) -> Optional[Any]:
         """A function ``run(gx, gy, gz, stream, owner, *values)`` launching through
         ``hipModuleLaunchKernel`` by ``ctypes`` (see the module docstring), or ``None`` when
         libamdhip64 cannot be reached that way or a parameter type has no ``struct`` code."""
-        if self.checks:       # debug builds read their error word after each launch
-            return None
-        codes = []
-        for pointer, slot in zip(self.is_pointer, self.slots):
-            code = "Q" if pointer else STRUCT_CODES.get(type(slot))
-            if code is None:
-                return None
-            codes.append(code)
-        raw = self.driver.launch_fn
-        if raw is None:
+        codes, raw = self.raw_codes(), self.driver.launch_fn
+        if codes is None or raw is None:
             return None
         block = ArgumentBlock.build("", codes)
         function = ctypes.c_void_p(int(self.function))
@@ -250,25 +214,17 @@ class LoadedKernel:
             return raw(*arguments)
         namespace: dict[str, Any] = {
             "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
-            "_bad_argument": self._bad_argument, "_launch": launch, "_function": function,
+            "_bad_argument": self.bad_argument, "_launch": launch, "_function": function,
             "_params": block.params, "_failed": self._raw_failed, "_lock": self.lock,
             "_again": None}
         call = (f"_launch(_function, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, "
                 f"stream, _params, None)")
         return compile_launcher(self.name, len(codes), "", call, namespace, index)
 
-    def _bad_argument(self) -> None:
-        raise LaunchError(_bad_argument_message(self.name))
-
     def _raw_failed(self, result: int, grid: tuple, again: Any) -> None:
         hip = self.driver.hip
         self.driver.check(f"hipModuleLaunchKernel('{self.name}', grid={grid})",
                           (hip.hipError_t(result),))
-
-
-def _bad_argument_message(name: str) -> str:
-    return (f"kernel '{name}': an argument is not in AMD GPU memory or does not fit its "
-            f"parameter type")
 
 
 def _open_launch() -> Any:

@@ -92,8 +92,13 @@ def _driver(fake):
     return drv
 
 
-def loaded_kernel(fake, signature=SIGNATURE):
-    return drvmod.LoadedKernel.build(_driver(fake), 0, None, "function", "k", 2048, 256, signature)
+def _loaded(drv, function, shared, threads, signature=SIGNATURE):
+    return drvmod.LoadedKernel.from_signature(signature, device_index=0, name="k", shared_bytes=shared,
+                                              threads=threads, driver=drv, function=function)
+
+
+def loaded_kernel(fake):
+    return _loaded(_driver(fake), "function", 2048, 256)
 
 
 def arguments(address=0x7F0000001000, offset=64):
@@ -163,7 +168,7 @@ class FakeLaunch:
 def raw(fake_launch, fake_hip=None):
     drv = _driver(fake_hip or FakeHip())
     drv._launch_fn = fake_launch
-    kernel = drvmod.LoadedKernel.build(drv, 0, None, 0xF00D, "k", 1024, 128, SIGNATURE)
+    kernel = _loaded(drv, 0xF00D, 1024, 128)
     return drv, kernel.raw_launcher()
 
 
@@ -191,9 +196,9 @@ def test_raw_launch_errors_name_the_kernel_and_the_hip_error():
 def test_no_raw_launch_without_libamdhip64_or_for_16_bit_float_scalars():
     drv = _driver(FakeHip())
     drv._launch_fn = None
-    assert drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, SIGNATURE).raw_launcher() is None
+    assert _loaded(drv, 1, 0, 128).raw_launcher() is None
     drv._launch_fn = FakeLaunch()
-    assert drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, [("h", bf16)]).raw_launcher() is None
+    assert _loaded(drv, 1, 0, 128, [("h", bf16)]).raw_launcher() is None
 
 
 @no_runtime
