@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from fractions import Fraction
 from functools import lru_cache
-from math import factorial, isqrt
+from math import isqrt
 
-__all__ = ["SCALE", "pi_scaled", "two_over_pi_scaled", "ln2_scaled", "split", "rounded",
-           "two_over_pi_word"]
+__all__ = ["SCALE", "pi_scaled", "two_over_pi_scaled", "ln2_scaled", "inverse_sqrt_pi_scaled",
+           "split", "rounded", "two_over_pi_word"]
 
 #: constants are integers ``c`` meaning ``c / 2**SCALE``
 SCALE = 1400
@@ -81,17 +81,6 @@ def two_over_pi_word(n: int) -> int:
     return (two_over_pi_scaled() >> (SCALE - 64 * n)) & ((1 << 64) - 1)
 
 
-def taylor(coefficient, count: int, bits: int) -> tuple[float, ...]:
-    """``coefficient(n)`` (a ``Fraction``) for n = count-1 .. 0, rounded to ``bits``: the
-    Horner order of a polynomial."""
-    return tuple(rounded(coefficient(n), bits) for n in reversed(range(count)))
-
-
 def inverse_sqrt_pi_scaled() -> int:
     """1/sqrt(pi) * 2**SCALE."""
     return (1 << (2 * SCALE)) // isqrt(pi_scaled() << SCALE)
-
-
-def exact(n: int) -> Fraction:
-    """1/n! as a fraction (the Taylor coefficients of exp)."""
-    return Fraction(1, factorial(n))

@@ -22,6 +22,7 @@ against float64/mpmath references) is within the conformance suite's ULP table:
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
@@ -226,7 +227,6 @@ class _Emitter:
         return b.sitofp(e, self.t), ell
 
     def _bits_of(self, value: float) -> int:
-        import struct
         if self.f.precision == 24:
             return struct.unpack("<I", struct.pack("<f", value))[0]
         return struct.unpack("<Q", struct.pack("<d", value))[0]
