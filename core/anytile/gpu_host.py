@@ -17,10 +17,13 @@ devices are (``DLPackDevice.CUDA``, ``DLPackDevice.ROCM``) and writes the driver
   driver -- the fast path behind ``Backend.launcher``;
 * ``LoadedGpuKernel``: what a loaded kernel keeps whatever the driver (its launch shape, its
   argument block shared by the threads launching it, the error word of debug builds), which
-  a backend's own loaded kernel extends with its driver's handles.
+  a backend's own loaded kernel extends with its driver's handles;
+* ``DriverBackend``: the ``Backend`` methods a GPU backend built on a driver object shares
+  (memory, copies, launches, foreign arrays).
 """
 from __future__ import annotations
 
+import abc
 import ctypes
 import enum
 import struct
@@ -31,14 +34,14 @@ from typing import Any, Callable, ClassVar, Optional, Sequence
 
 import numpy as np
 
-from .backend import Buffer, DeviceInfo, ImportedArray
+from .backend import Availability, Backend, Buffer, DeviceInfo, ImportedArray, numpy_view_of
 from .errors import BackendError, LaunchError, device_assert_error
 from .ir.types import PointerType, ScalarType, from_numpy, i32, scalar_type
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
            "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher",
-           "LoadedGpuKernel", "ERROR_WORD"]
+           "LoadedGpuKernel", "ERROR_WORD", "DriverBackend"]
 
 
 class DLPackDevice(enum.IntEnum):
@@ -435,3 +438,89 @@ class LoadedGpuKernel:
         if word.value:
             write(ctypes.c_int32(0))
             raise device_assert_error(*self.checks[word.value - 1])
+
+
+class DriverBackend(Backend):
+    """What a GPU backend built on a driver object shares: memory, copies, launches and
+    foreign arrays.  A subclass sets ``dlpack_device_type`` (its arrays' DLPack device type)
+    and returns its driver from ``gpu_driver()``: ``availability_error() -> str | None``,
+    ``device_count()``, ``properties(index) -> dict``, ``alloc(index, nbytes) -> address``,
+    ``free(index, address)``, ``copy_htod(index, address, host_address, nbytes)``,
+    ``copy_dtoh(index, host_address, address, nbytes)`` and ``synchronize(index)``; its
+    loaded kernels have ``launch(grid, args, stream)`` and ``raw_launcher()``."""
+
+    host_memory = False
+    dlpack_device_type: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        self._devices: Optional[list[DeviceInfo]] = None
+
+    @abc.abstractmethod
+    def gpu_driver(self) -> Any:
+        """The driver object (see the class docstring)."""
+
+    def availability(self) -> Availability:
+        error = self.gpu_driver().availability_error()
+        return Availability(False, error) if error else Availability(True)
+
+    def devices(self) -> list[DeviceInfo]:
+        """``<device_prefix>:N`` for each device the driver counts (read once)."""
+        if self._devices is None:
+            drv = self.gpu_driver()
+            if drv.availability_error():
+                return []
+            infos = []
+            for index in range(drv.device_count()):
+                props = drv.properties(index)
+                infos.append(DeviceInfo(f"{self.device_prefix}:{index}", index,
+                                        self.device_description(props), tuple(sorted(props.items()))))
+            self._devices = infos
+        return self._devices
+
+    def device_description(self, props: dict[str, Any]) -> str:
+        """What ``anytile backends`` says a device is (its driver's ``properties``)."""
+        return str(props["name"])
+
+    def launch(self, loaded: Any, grid: tuple[int, int, int], args: Sequence[Any],
+               device: DeviceInfo, stream: Any = None) -> None:
+        loaded.launch(grid, args, None if stream is None else stream_handle(stream))
+
+    def launcher(self, loaded: Any, device: DeviceInfo) -> Optional[Callable[..., None]]:
+        """The driver's launch through ``ctypes`` (the loaded kernel's ``raw_launcher``)."""
+        return loaded.raw_launcher()
+
+    def foreign_reader(self, cls: type) -> Optional[Callable[[Any], tuple[Any, Any]]]:
+        """Torch-like tensors (``data_ptr()``, ``get_device()`` -1 off the GPU, ``dtype``,
+        ``__dlpack_device__``): three cheap reads instead of an import per launch."""
+        return tensor_reader(cls)
+
+    def synchronize(self, device: DeviceInfo) -> None:
+        self.gpu_driver().synchronize(device.index)
+
+    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
+        address = self.gpu_driver().alloc(device.index, nbytes)
+        return Buffer(device, nbytes, address, address)
+
+    def free(self, buffer: Buffer) -> None:
+        self.gpu_driver().free(buffer.device.index, buffer.address)
+
+    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        view = numpy_view_of(host)
+        self.gpu_driver().copy_htod(buffer.device.index, buffer.address + offset, view.ctypes.data,
+                                    view.nbytes)
+
+    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        if not host.flags.c_contiguous:
+            raise BackendError("copy_to_host needs a C-contiguous destination")
+        view = host.reshape(-1).view(np.uint8)
+        self.gpu_driver().copy_dtoh(buffer.device.index, view.ctypes.data, buffer.address + offset,
+                                    view.nbytes)
+
+    def device_of_foreign(self, obj: Any) -> Optional[DeviceInfo]:
+        """This backend's device holding a GPU tensor of torch, CuPy or any DLPack producer."""
+        return device_of(obj, self.devices(), self.dlpack_device_type)
+
+    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+        """Zero-copy view of a device array (``__cuda_array_interface__`` or DLPack of this
+        backend's device type; ``import_device_array``)."""
+        return import_device_array(obj, device, self.dlpack_device_type)

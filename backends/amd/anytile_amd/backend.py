@@ -8,14 +8,11 @@ has run on AMD silicon yet: see ``backends/amd/README.md`` for what is verified 
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
-import numpy as np
-
-from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
-                             DeviceInfo, ImportedArray, KernelArg, Stage, Target, numpy_view_of)
+from anytile.backend import CompiledKernel, CompileOptions, DeviceInfo, Stage, Target
 from anytile.errors import BackendError
-from anytile.gpu_host import DLPackDevice, device_of, import_device_array, stream_handle, tensor_reader
+from anytile.gpu_host import DLPackDevice, DriverBackend
 
 from .archs import KNOWN_ARCHS, arch_of
 from .code_object import find_lld
@@ -27,35 +24,21 @@ from .driver import LoadedKernel, driver
 __all__ = ["AmdBackend"]
 
 
-class AmdBackend(Backend):
-    """AMD GPUs through LLVM's AMDGPU target and the HIP runtime."""
+class AmdBackend(DriverBackend):
+    """AMD GPUs through LLVM's AMDGPU target and the HIP runtime (memory, launches and foreign
+    ROCm arrays: core's ``DriverBackend``; torch and CuPy on ROCm speak
+    ``__cuda_array_interface__``, other producers DLPack device type ROCm)."""
 
     name = "amd"
     device_prefix = "hip"
     capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert"})
-    host_memory = False
     disk_cacheable = True   # ``load`` needs only the code object, metadata and signature
-
-    def __init__(self) -> None:
-        self._devices: Optional[list[DeviceInfo]] = None
+    dlpack_device_type = DLPackDevice.ROCM
 
     # -- identity and availability --------------------------------------------------------------
-    def availability(self) -> Availability:
-        error = driver.availability_error()
-        return Availability(False, error) if error else Availability(True)
-
-    def devices(self) -> list[DeviceInfo]:
-        if self._devices is None:
-            if driver.availability_error():
-                return []
-            infos = []
-            for index in range(driver.device_count()):
-                props = driver.properties(index)
-                infos.append(DeviceInfo(f"hip:{index}", index, f"{props['name']} ({props['arch']})",
-                                        tuple(sorted(props.items()))))
-            self._devices = infos
-        return self._devices
+    def device_description(self, props: dict[str, Any]) -> str:
+        return f"{props['name']} ({props['arch']})"
 
     def describe(self) -> dict[str, Any]:
         facts = {"ld.lld": find_lld() or "not found (compiles stop at amdgcn; nothing loads)",
@@ -85,6 +68,9 @@ class AmdBackend(Backend):
         arch_of(target.arch)    # an unknown name fails here, before any work
         return amd_stages(target, options)
 
+    def gpu_driver(self) -> Any:
+        return driver
+
     def cache_facts(self, target: Target) -> str:
         """The tools behind the generated code: llvmlite's version and ``ld.lld``."""
         import llvmlite
@@ -105,46 +91,3 @@ class AmdBackend(Backend):
                                f"{kernel.target}: {meta.get('hsaco', 'no hsaco stage ran')}")
         return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
                            int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"))
-
-    def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
-               device: DeviceInfo, stream: Any = None) -> None:
-        loaded.launch(grid, args, None if stream is None else stream_handle(stream))
-
-    def launcher(self, loaded: LoadedKernel, device: DeviceInfo) -> Optional[Callable[..., None]]:
-        """``hipModuleLaunchKernel`` through ``ctypes`` (``LoadedKernel.raw_launcher``)."""
-        return loaded.raw_launcher()
-
-    def foreign_reader(self, cls: type) -> Optional[Callable[[Any], tuple[Any, Any]]]:
-        """Torch-like tensors (``data_ptr()``, ``get_device()``, ``dtype``,
-        ``__dlpack_device__``): a few reads instead of an import per launch."""
-        return tensor_reader(cls)
-
-    def synchronize(self, device: DeviceInfo) -> None:
-        driver.synchronize(device.index)
-
-    # -- memory --------------------------------------------------------------------------------
-    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
-        address = driver.alloc(device.index, nbytes)
-        return Buffer(device, nbytes, address, address)
-
-    def free(self, buffer: Buffer) -> None:
-        driver.free(buffer.device.index, buffer.address)
-
-    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
-        view = numpy_view_of(host)
-        driver.copy_htod(buffer.device.index, buffer.address + offset, view.ctypes.data, view.nbytes)
-
-    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
-        if not host.flags.c_contiguous:
-            raise BackendError("copy_to_host needs a C-contiguous destination")
-        view = host.reshape(-1).view(np.uint8)
-        driver.copy_dtoh(buffer.device.index, view.ctypes.data, buffer.address + offset, view.nbytes)
-
-    def device_of_foreign(self, obj: Any) -> Optional[DeviceInfo]:
-        """``hip:N`` for a ROCm tensor of torch, CuPy or any DLPack producer."""
-        return device_of(obj, self.devices(), DLPackDevice.ROCM)
-
-    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
-        """Zero-copy view of a ROCm array (``__cuda_array_interface__``, which torch and CuPy
-        on ROCm speak, or DLPack device type ROCm)."""
-        return import_device_array(obj, device, DLPackDevice.ROCM)

@@ -64,33 +64,26 @@ def test_dots_on_matrix_instructions(device, rng, types):
 _SIG = {"f16": "fp16", "bf16": "bf16", "f32": "fp32", "i8": "i8", "i32": "i32"}
 
 
-@at.jit
-def k_loop_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
-        b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=(k + rk)[:, None] < K, other=0.0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
-
-
 @pytest.mark.parametrize("K", [16, 80])
 def test_pipelined_k_loop_matmul(device, rng, K):
-    """The dot operands of a K loop go through the shared-memory pipeline (3 stages, loaded
-    through registers: AMD has no asynchronous copies), a masked tail when K = 80."""
+    """The catalogue's grouped matmul: its K loop's dot operands go through the shared-memory
+    pipeline (3 stages, loaded through registers: AMD has no asynchronous copies), with a
+    masked tail when K = 80, then bias and ReLU."""
     M, N, BM, BN, BK = 64, 64, 64, 32, 32
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
-    c = at.asarray(np.full((M, N), np.nan, np.float32), device=device)
-    k_loop_matmul[(M // BM, N // BN)](at.asarray(a, device=device), at.asarray(b, device=device), c,
-                                      M, N, K, BM=BM, BN=BN, BK=BK, num_warps=2)
-    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
-    k = at.compile(k_loop_matmul, target="amd:gfx942", signature={"a_ptr": "*fp16", "b_ptr": "*fp16",
-                   "c_ptr": "*fp32", "M": "i32", "N": "i32", "K": "i32"},
-                   constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=2)
+    bias = rng.standard_normal(N).astype(np.float32)
+    c = at.asarray(np.full((M, N), np.nan, np.float16), device=device)
+    consts = {"ACTIVATION": "relu", "BM": BM, "BN": BN, "BK": BK, "GROUP_M": 1}
+    catalogue.matmul_kernel[(2,)](*(at.asarray(v, device=device) for v in (a, b, bias)), c,
+                                  M, N, K, K, 1, N, 1, N, **consts, num_warps=2)
+    expected = np.maximum(a.astype(np.float64) @ b.astype(np.float64) + bias, 0)
+    np.testing.assert_allclose(c.numpy().astype(np.float64), expected, rtol=2e-3, atol=2e-3)
+    sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "bias_ptr": "*fp32", "c_ptr": "*fp16",
+           **{n: "i32" for n in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
+                                 "stride_cm")}}
+    k = at.compile(catalogue.matmul_kernel, target="amd:gfx942", signature=sig, constexprs=consts,
+                   num_warps=2)
     assert k.metadata["pipelined_dot_operands"] == 2
 
 
