@@ -8,7 +8,7 @@ PACKAGES := . $(patsubst %/pyproject.toml,%,$(wildcard backends/*/pyproject.toml
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?= -q
 
-.PHONY: demo test setup clean conformance bench-cpu
+.PHONY: demo test setup clean conformance conformance-simulated bench-cpu
 
 setup: $(STAMP)
 
@@ -28,6 +28,12 @@ test: export ANYTILE_VERIFY ?= 1
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS) tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
 	$(BIN)/python .ci/conformance_all.py --quick
+	$(MAKE) --no-print-directory conformance-simulated
+
+# the GPU lowerings on the host simulator (opt-in test devices): AMD's at waves of 64 and 32
+conformance-simulated: $(STAMP)
+	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim64 --quick
+	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim32 --quick
 
 conformance: $(STAMP)
 	$(BIN)/python .ci/conformance_all.py --quick

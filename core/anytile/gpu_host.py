@@ -14,26 +14,34 @@ devices are (``DLPackDevice.CUDA``, ``DLPackDevice.ROCM``) and writes the driver
 * launch arguments: one ctypes slot per parameter (``argument_slots``, ``fill_slots``), and
   ``compile_launcher``: a function generated per kernel that packs a launch header and the
   argument values into one prebuilt block with a single ``struct.pack_into`` and calls the
-  driver -- the fast path behind ``Backend.launcher``.
+  driver -- the fast path behind ``Backend.launcher``;
+* ``LoadedGpuKernel``: what a loaded kernel keeps whatever the driver (its launch shape, its
+  argument block shared by the threads launching it, the error word of debug builds), which
+  a backend's own loaded kernel extends with its driver's handles;
+* ``DriverBackend``: the ``Backend`` methods a GPU backend built on a driver object shares
+  (memory, copies, launches, foreign arrays).
 """
 from __future__ import annotations
 
+import abc
 import ctypes
 import enum
 import struct
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Optional, Sequence
 
 import numpy as np
 
-from .backend import Buffer, DeviceInfo, ImportedArray
-from .errors import BackendError, LaunchError
-from .ir.types import PointerType, ScalarType, from_numpy, scalar_type
+from .backend import Availability, Backend, Buffer, DeviceInfo, ImportedArray, numpy_view_of
+from .errors import BackendError, LaunchError, device_assert_error
+from .ir.types import PointerType, ScalarType, from_numpy, i32, scalar_type
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
-           "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher"]
+           "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher",
+           "LoadedGpuKernel", "ERROR_WORD", "DriverBackend"]
 
 
 class DLPackDevice(enum.IntEnum):
@@ -349,3 +357,170 @@ def compile_launcher(name: str, count: int, header: str, call: str,
                   "_framework_stream": framework_stream, "_stream_handle": stream_handle})
     exec(compile(src, f"<launcher of {name}>", "exec"), scope)
     return scope["run"]
+
+
+#: the hidden last parameter of a debug build with ``device_assert``s: the error word
+ERROR_WORD = ("error word", PointerType(i32))
+
+
+@dataclass(eq=False)
+class LoadedGpuKernel:
+    """A loaded kernel's launch state, the same for every GPU driver: the device it runs on,
+    its name, dynamic shared memory and threads a program, the argument block (one ctypes
+    slot per parameter and the array of their addresses the driver reads) shared by the
+    threads that launch it (hold ``lock``), and for debug builds the ``device_assert``s
+    (``checks``: message, file, line) and the device address of their error word."""
+
+    device_index: int
+    name: str
+    shared_bytes: int
+    threads: int
+    slots: list = field(default_factory=list)
+    is_pointer: list = field(default_factory=list)
+    params: Any = None
+    params_address: int = 0
+    lock: Any = field(default_factory=threading.Lock)
+    checks: list = field(default_factory=list)
+    error_word: int = 0
+    #: what the device memory is called in error messages
+    memory_name: ClassVar[str] = "GPU memory"
+
+    @classmethod
+    def from_signature(cls, signature: Sequence[tuple[str, Any]], **fields: Any) -> Any:
+        """An instance with the argument block of ``signature`` (``fields``: the rest)."""
+        slots, is_pointer, params = argument_slots(signature)
+        return cls(slots=slots, is_pointer=is_pointer, params=params,
+                   params_address=ctypes.addressof(params), **fields)
+
+    def attach_error_word(self, checks: list, address: int) -> None:
+        """Make this (debug) kernel report ``checks`` through the (zeroed) error word at
+        ``address``, its last parameter (``ERROR_WORD``)."""
+        self.checks = list(checks)
+        self.error_word = address
+        self.slots[-1].value = address
+
+    @property
+    def bad_argument_message(self) -> str:
+        return (f"kernel '{self.name}': an argument is not in {self.memory_name} or does not "
+                f"fit its parameter type")
+
+    def bad_argument(self) -> None:
+        raise LaunchError(self.bad_argument_message)
+
+    def fill(self, args: Sequence[Any], stream: Optional[int]) -> int:
+        """Write the launch's ``KernelArg`` values into the argument block (hold ``lock``);
+        returns the stream: ``stream``, else the current stream of the framework (torch,
+        cupy) owning the first imported array, else 0."""
+        owner = fill_slots(self.slots, self.is_pointer, args, self.bad_argument_message)
+        if stream is None:
+            stream = 0 if owner is None else framework_stream(owner, self.device_index)
+        return stream
+
+    def raw_codes(self) -> Optional[list[str]]:
+        """The ``struct`` code of each parameter for ``compile_launcher``, or ``None`` when
+        the raw path does not apply (a debug build, or a parameter without a code)."""
+        if self.checks:       # debug builds read their error word after each launch
+            return None
+        codes = []
+        for pointer, slot in zip(self.is_pointer, self.slots):
+            code = "Q" if pointer else STRUCT_CODES.get(type(slot))
+            if code is None:
+                return None
+            codes.append(code)
+        return codes
+
+    def check_error_word(self, read: Callable[[Any], None], write: Callable[[Any], None]) -> None:
+        """After a debug build's launch has finished: ``read(host_word)`` copies the error
+        word into a ``c_int32``; a non-zero word is cleared (``write(zero)``) and raised as
+        ``DeviceAssertError`` for the assert it numbers."""
+        word = ctypes.c_int32(0)
+        read(word)
+        if word.value:
+            write(ctypes.c_int32(0))
+            raise device_assert_error(*self.checks[word.value - 1])
+
+
+class DriverBackend(Backend):
+    """What a GPU backend built on a driver object shares: memory, copies, launches and
+    foreign arrays.  A subclass sets ``dlpack_device_type`` (its arrays' DLPack device type)
+    and returns its driver from ``gpu_driver()``: ``availability_error() -> str | None``,
+    ``device_count()``, ``properties(index) -> dict``, ``alloc(index, nbytes) -> address``,
+    ``free(index, address)``, ``copy_htod(index, address, host_address, nbytes)``,
+    ``copy_dtoh(index, host_address, address, nbytes)`` and ``synchronize(index)``; its
+    loaded kernels have ``launch(grid, args, stream)`` and ``raw_launcher()``."""
+
+    host_memory = False
+    dlpack_device_type: ClassVar[int] = 0
+
+    def __init__(self) -> None:
+        self._devices: Optional[list[DeviceInfo]] = None
+
+    @abc.abstractmethod
+    def gpu_driver(self) -> Any:
+        """The driver object (see the class docstring)."""
+
+    def availability(self) -> Availability:
+        error = self.gpu_driver().availability_error()
+        return Availability(False, error) if error else Availability(True)
+
+    def devices(self) -> list[DeviceInfo]:
+        """``<device_prefix>:N`` for each device the driver counts (read once)."""
+        if self._devices is None:
+            drv = self.gpu_driver()
+            if drv.availability_error():
+                return []
+            infos = []
+            for index in range(drv.device_count()):
+                props = drv.properties(index)
+                infos.append(DeviceInfo(f"{self.device_prefix}:{index}", index,
+                                        self.device_description(props), tuple(sorted(props.items()))))
+            self._devices = infos
+        return self._devices
+
+    def device_description(self, props: dict[str, Any]) -> str:
+        """What ``anytile backends`` says a device is (its driver's ``properties``)."""
+        return str(props["name"])
+
+    def launch(self, loaded: Any, grid: tuple[int, int, int], args: Sequence[Any],
+               device: DeviceInfo, stream: Any = None) -> None:
+        loaded.launch(grid, args, None if stream is None else stream_handle(stream))
+
+    def launcher(self, loaded: Any, device: DeviceInfo) -> Optional[Callable[..., None]]:
+        """The driver's launch through ``ctypes`` (the loaded kernel's ``raw_launcher``)."""
+        return loaded.raw_launcher()
+
+    def foreign_reader(self, cls: type) -> Optional[Callable[[Any], tuple[Any, Any]]]:
+        """Torch-like tensors (``data_ptr()``, ``get_device()`` -1 off the GPU, ``dtype``,
+        ``__dlpack_device__``): three cheap reads instead of an import per launch."""
+        return tensor_reader(cls)
+
+    def synchronize(self, device: DeviceInfo) -> None:
+        self.gpu_driver().synchronize(device.index)
+
+    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
+        address = self.gpu_driver().alloc(device.index, nbytes)
+        return Buffer(device, nbytes, address, address)
+
+    def free(self, buffer: Buffer) -> None:
+        self.gpu_driver().free(buffer.device.index, buffer.address)
+
+    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        view = numpy_view_of(host)
+        self.gpu_driver().copy_htod(buffer.device.index, buffer.address + offset, view.ctypes.data,
+                                    view.nbytes)
+
+    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
+        if not host.flags.c_contiguous:
+            raise BackendError("copy_to_host needs a C-contiguous destination")
+        view = host.reshape(-1).view(np.uint8)
+        self.gpu_driver().copy_dtoh(buffer.device.index, view.ctypes.data, buffer.address + offset,
+                                    view.nbytes)
+
+    def device_of_foreign(self, obj: Any) -> Optional[DeviceInfo]:
+        """This backend's device holding a GPU tensor of torch, CuPy or any DLPack producer."""
+        return device_of(obj, self.devices(), self.dlpack_device_type)
+
+    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
+        """Zero-copy view of a device array (``__cuda_array_interface__`` or DLPack of this
+        backend's device type; ``import_device_array``)."""
+        return import_device_array(obj, device, self.dlpack_device_type)

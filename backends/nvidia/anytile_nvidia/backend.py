@@ -7,15 +7,12 @@ the CUDA driver, reached through ``cuda.bindings.driver``.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional, Sequence
+from typing import Any
 
-import numpy as np
-
-from anytile.backend import (Availability, Backend, Buffer, CompiledKernel, CompileOptions,
-                             DeviceInfo, DeviceTimer, ImportedArray, KernelArg, Stage, Target,
-                             numpy_view_of)
+from anytile.backend import (Backend, CompiledKernel, CompileOptions, DeviceInfo, DeviceTimer,
+                             Stage, Target)
 from anytile.errors import BackendError
-from anytile.gpu_host import DLPackDevice, device_of, import_device_array, stream_handle, tensor_reader
+from anytile.gpu_host import DLPackDevice, DriverBackend
 
 from .driver import LoadedKernel, driver
 
@@ -27,36 +24,18 @@ __all__ = ["NvidiaBackend"]
 _KNOWN_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90")
 
 
-class NvidiaBackend(Backend):
-    """NVIDIA GPUs through LLVM's NVPTX target and the CUDA driver API."""
+class NvidiaBackend(DriverBackend):
+    """NVIDIA GPUs through LLVM's NVPTX target and the CUDA driver API (memory, launches and
+    foreign CUDA arrays: core's ``DriverBackend``)."""
 
     name = "nvidia"
     device_prefix = "cuda"
     capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert"})
-    host_memory = False
     disk_cacheable = True   # ``load`` needs only the cubin (or PTX), metadata and signature
-
-    def __init__(self) -> None:
-        self._devices: Optional[list[DeviceInfo]] = None
+    dlpack_device_type = DLPackDevice.CUDA
 
     # -- identity and availability --------------------------------------------------------------
-    def availability(self) -> Availability:
-        error = driver.availability_error()
-        return Availability(False, error) if error else Availability(True)
-
-    def devices(self) -> list[DeviceInfo]:
-        if self._devices is None:
-            if driver.availability_error():
-                return []
-            infos = []
-            for index in range(driver.device_count()):
-                props = driver.properties(index)
-                infos.append(DeviceInfo(f"cuda:{index}", index, props["name"],
-                                        tuple(sorted(props.items()))))
-            self._devices = infos
-        return self._devices
-
     def describe(self) -> dict[str, Any]:
         from .stages import find_libdevice, find_ptxas
         facts = {"libdevice": find_libdevice() or "not found",
@@ -98,6 +77,9 @@ class NvidiaBackend(Backend):
         from .stages import nvidia_stages
         return nvidia_stages(target, options)
 
+    def gpu_driver(self) -> Any:
+        return driver
+
     def cache_facts(self, target: Target) -> str:
         """The tools behind the generated code: llvmlite's version, ``ptxas`` and libdevice
         (path, size and modification time: a new toolkit in place changes them)."""
@@ -121,52 +103,9 @@ class NvidiaBackend(Backend):
         return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
                            int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"))
 
-    def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
-               device: DeviceInfo, stream: Any = None) -> None:
-        loaded.launch(grid, args, None if stream is None else stream_handle(stream))
-
-    def launcher(self, loaded: LoadedKernel, device: DeviceInfo) -> Optional[Callable[..., None]]:
-        """``cuLaunchKernelEx`` through ``ctypes`` (``LoadedKernel.raw_launcher``)."""
-        return loaded.raw_launcher()
-
-    def foreign_reader(self, cls: type) -> Optional[Callable[[Any], tuple[Any, Any]]]:
-        """Torch-like tensors (``data_ptr()``, ``get_device()`` -1 off the GPU, ``dtype``,
-        ``__dlpack_device__``): three cheap reads instead of an import per launch."""
-        return tensor_reader(cls)
-
-    def synchronize(self, device: DeviceInfo) -> None:
-        driver.synchronize(device.index)
-
     def timer(self, device: DeviceInfo) -> DeviceTimer:
         """CUDA events on the default stream (which waits for the other blocking streams)."""
         return _EventTimer(self, device)
-
-    # -- memory --------------------------------------------------------------------------------
-    def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
-        address = driver.alloc(device.index, nbytes)
-        return Buffer(device, nbytes, address, address)
-
-    def free(self, buffer: Buffer) -> None:
-        driver.free(buffer.device.index, buffer.address)
-
-    def copy_to_device(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
-        view = numpy_view_of(host)
-        driver.copy_htod(buffer.device.index, buffer.address + offset, view.ctypes.data, view.nbytes)
-
-    def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
-        if not host.flags.c_contiguous:
-            raise BackendError("copy_to_host needs a C-contiguous destination")
-        view = host.reshape(-1).view(np.uint8)
-        driver.copy_dtoh(buffer.device.index, view.ctypes.data, buffer.address + offset, view.nbytes)
-
-    def device_of_foreign(self, obj: Any) -> Optional[DeviceInfo]:
-        """``cuda:N`` for a CUDA tensor of torch, cupy or any DLPack producer."""
-        return device_of(obj, self.devices(), DLPackDevice.CUDA)
-
-    def import_array(self, obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
-        """Zero-copy view of a CUDA array (``__cuda_array_interface__`` or CUDA DLPack;
-        ``anytile.gpu_host.import_device_array``)."""
-        return import_device_array(obj, device, DLPackDevice.CUDA)
 
 
 class _EventTimer(DeviceTimer):

@@ -18,13 +18,11 @@ from __future__ import annotations
 import ctypes
 import struct
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
-from anytile.errors import BackendError, LaunchError, device_assert_error
-from anytile.gpu_host import (STRUCT_CODES, ArgumentBlock, argument_slots, compile_launcher,
-                              fill_slots, framework_stream)
-from anytile.ir.types import PointerType, i32
+from anytile.errors import BackendError, LaunchError
+from anytile.gpu_host import ERROR_WORD, ArgumentBlock, LoadedGpuKernel, compile_launcher
 
 __all__ = ["Driver", "LoadedKernel", "driver"]
 
@@ -183,40 +181,30 @@ class Driver:
             return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
                                       signature)
         loaded = LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
-                                    list(signature) + [("error word", PointerType(i32))])
-        loaded.checks = list(checks)
-        loaded.error_word = self.alloc(index, 4)
+                                    list(signature) + [ERROR_WORD])
+        address = self.alloc(index, 4)
         zero = ctypes.c_int32(0)   # kept alive until the copy returns
-        self.copy_htod(index, loaded.error_word, ctypes.addressof(zero), 4)
-        loaded.slots[-1].value = loaded.error_word
+        self.copy_htod(index, address, ctypes.addressof(zero), 4)
+        loaded.attach_error_word(checks, address)
         return loaded
 
 
 @dataclass(eq=False)
-class LoadedKernel:
-    """A kernel ready to launch: the CUfunction and its reusable argument block."""
+class LoadedKernel(LoadedGpuKernel):
+    """A kernel ready to launch: the CUfunction and its reusable argument block (core's
+    ``LoadedGpuKernel``)."""
 
-    driver: Driver
-    device_index: int
-    module: Any
-    function: Any
-    name: str
-    shared_bytes: int
-    threads: int
-    slots: list = field(default_factory=list)        # one ctypes scalar per parameter
-    is_pointer: list = field(default_factory=list)
-    params: Any = None                                # (c_void_p * n) of the slots' addresses
-    params_address: int = 0
-    lock: Any = field(default_factory=threading.Lock)  # the argument block is shared
-    checks: list = field(default_factory=list)        # device_asserts ([message, file, line])
-    error_word: int = 0                               # their hidden parameter's device address
+    driver: Any = None
+    module: Any = None
+    function: Any = None
+    memory_name = "CUDA device memory"
 
     @staticmethod
     def build(drv: Driver, index: int, module: Any, function: Any, name: str, shared: int,
               threads: int, signature: list) -> "LoadedKernel":
-        slots, is_pointer, params = argument_slots(signature)
-        return LoadedKernel(drv, index, module, function, name, shared, threads, slots,
-                            is_pointer, params, ctypes.addressof(params))
+        return LoadedKernel.from_signature(signature, device_index=index, name=name,
+                                           shared_bytes=shared, threads=threads, driver=drv,
+                                           module=module, function=function)
 
     def launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
         """Fill the argument block from ``args`` and launch.  ``stream`` ``None``: the current
@@ -225,9 +213,7 @@ class LoadedKernel:
             self._fill_and_launch(grid, args, stream)
 
     def _fill_and_launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
-        owner = fill_slots(self.slots, self.is_pointer, args, _bad_argument_message(self.name))
-        if stream is None:
-            stream = 0 if owner is None else framework_stream(owner, self.device_index)
+        stream = self.fill(args, stream)
         cu = self.driver.cu
         result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
                                    self.shared_bytes, stream, self.params_address, 0)
@@ -245,42 +231,29 @@ class LoadedKernel:
         and raise ``DeviceAssertError`` for the first assert that failed (clearing the word)."""
         drv, cu = self.driver, self.driver.cu
         drv.check("cuStreamSynchronize", cu.cuStreamSynchronize(stream))
-        word = ctypes.c_int32(0)
-        drv.copy_dtoh(self.device_index, ctypes.addressof(word), self.error_word, 4)
-        if word.value:
-            zero = ctypes.c_int32(0)
-            drv.copy_htod(self.device_index, self.error_word, ctypes.addressof(zero), 4)
-            raise device_assert_error(*self.checks[word.value - 1])
+        self.check_error_word(
+            lambda word: drv.copy_dtoh(self.device_index, ctypes.addressof(word), self.error_word, 4),
+            lambda zero: drv.copy_htod(self.device_index, self.error_word, ctypes.addressof(zero), 4))
 
     def raw_launcher(self) -> Optional[Any]:
         """A function ``run(gx, gy, gz, stream, owner, *values)`` launching through
         ``cuLaunchKernelEx`` by ``ctypes`` (see the module docstring), or ``None`` when
         libcuda cannot be reached that way or a parameter type has no ``struct`` code."""
         launch_ex = self.driver.launch_ex
-        if self.checks:       # debug builds read their error word after each launch
-            return None
-        codes = []
-        for pointer, slot in zip(self.is_pointer, self.slots):
-            code = "Q" if pointer else STRUCT_CODES.get(type(slot))
-            if code is None:
-                return None
-            codes.append(code)
-        if launch_ex is None:
+        codes = self.raw_codes()
+        if codes is None or launch_ex is None:
             return None
         block = ArgumentBlock.build(_CONFIG_FORMAT, codes)
         config, function = ctypes.c_void_p(block.address), ctypes.c_void_p(int(self.function))
         namespace: dict[str, Any] = {
             "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
-            "_bad_argument": self._bad_argument, "_launch": launch_ex, "_config": config,
+            "_bad_argument": self.bad_argument, "_launch": launch_ex, "_config": config,
             "_function": function, "_params": block.params, "_failed": self._raw_failed,
             "_lock": self.lock, "_again": lambda: launch_ex(config, function, block.params, None)}
         header = f"gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, 0, 0"
         return compile_launcher(self.name, len(codes), header,
                                 "_launch(_config, _function, _params, None)", namespace,
                                 self.device_index)
-
-    def _bad_argument(self) -> None:
-        raise LaunchError(_bad_argument_message(self.name))
 
     def _raw_failed(self, result: int, grid: tuple, again: Any) -> None:
         """After a failed raw launch: a new thread has no current context (make it current and
@@ -295,10 +268,6 @@ class LoadedKernel:
 
 
 _CONFIG_FORMAT = "=7I4xQQI4x"     # CUlaunchConfig: grid[3], block[3], shared, stream, attrs, n
-
-
-def _bad_argument_message(name: str) -> str:
-    return f"kernel '{name}': an argument is not in CUDA device memory or does not fit its parameter type"
 
 
 def _open_launch_ex() -> Any:
