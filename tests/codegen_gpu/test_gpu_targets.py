@@ -194,3 +194,55 @@ def test_default_layouts_cover_every_element_with_64_lanes(shape, num_warps, vec
     assert set(owners) == {tuple(i) for i in np.ndindex(*shape)}
     if np.prod(shape) >= num_warps * 64 * layout.size_per_thread[-1]:
         assert all(len(v) == 1 for v in owners.values())
+
+
+@at.jit
+def _affine_then(a1, b1, a2, b2):
+    # composing x -> a*x + b maps (first a1, b1, then a2, b2): associative, not commutative
+    return a2 * a1, a2 * b1 + b2
+
+
+@at.jit
+def _compose_scan_kernel(a_ptr, b_ptr, outa_ptr, outb_ptr, R: tl.constexpr, C: tl.constexpr,
+                         AXIS: tl.constexpr, REVERSE: tl.constexpr):
+    offs = tl.arange(0, R)[:, None] * C + tl.arange(0, C)[None, :]
+    a, b = tl.associative_scan((tl.load(a_ptr + offs), tl.load(b_ptr + offs)), AXIS,
+                               _affine_then, reverse=REVERSE)
+    tl.store(outa_ptr + offs, a)
+    tl.store(outb_ptr + offs, b)
+
+
+def _compose_reference(a, b, axis, reverse):
+    a, b = np.moveaxis(a, axis, -1).astype(np.int64), np.moveaxis(b, axis, -1).astype(np.int64)
+    order = range(a.shape[-1] - 1, -1, -1) if reverse else range(a.shape[-1])
+    out_a, out_b = np.empty_like(a), np.empty_like(b)
+    acc_a, acc_b = None, None
+    for i in order:
+        if acc_a is None:
+            acc_a, acc_b = a[..., i], b[..., i]
+        else:
+            acc_a, acc_b = a[..., i] * acc_a, a[..., i] * acc_b + b[..., i]
+        out_a[..., i], out_b[..., i] = acc_a, acc_b
+    return np.moveaxis(out_a, -1, axis), np.moveaxis(out_b, -1, axis)
+
+
+@pytest.mark.parametrize("warp_size", [64, 32])
+@pytest.mark.parametrize("R,C,axis,num_warps", [(1, 1024, 1, 4), (1, 2048, 1, 8), (4, 256, 1, 4),
+                                                 (512, 2, 0, 4), (64, 16, 0, 2), (8, 8, 1, 1),
+                                                 (2, 64, 1, 8), (16, 128, 0, 4)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scans_over_lanes_and_warps_keep_scan_order(rng, warp_size, R, C, axis, num_warps, reverse):
+    """A non-commutative combine (composing affine maps, in wrapping int32) scanned along
+    axes spread over registers, lanes and warps, both directions: every prefix in order."""
+    target = SimulatedGpuTarget(warp_size)
+    a = rng.integers(-3, 4, (R, C)).astype(np.int32)
+    b = rng.integers(-100, 100, (R, C)).astype(np.int32)
+    out_a = np.full((R, C), 7, np.int32)
+    out_b = np.full((R, C), 7, np.int32)
+    module = ir_of(_compose_scan_kernel, {"a_ptr": "*i32", "b_ptr": "*i32", "outa_ptr": "*i32",
+                                          "outb_ptr": "*i32"},
+                   {"R": R, "C": C, "AXIS": axis, "REVERSE": reverse})
+    simulate_kernel(module, (1,), [a, b, out_a, out_b], num_warps, target=target)
+    want_a, want_b = _compose_reference(a, b, axis, reverse)
+    np.testing.assert_array_equal(out_a, want_a.astype(np.int32))
+    np.testing.assert_array_equal(out_b, want_b.astype(np.int32))

@@ -114,9 +114,9 @@ def bf16_scan_kernel(x_ptr, out_ptr, OP: tl.constexpr, BLOCK: tl.constexpr):
 @family("reductions", quick=dict(op=["cumsum"]), full=dict(op=["cumsum", "cumprod"]),
         needs=["bf16"])
 def bf16_scan_in_f32(ctx, op):
-    """cumsum and cumprod of bf16 run and return f32, as Triton's: a running sum of 1024 bf16
+    """cumsum and cumprod of bf16 run and return f32, as Triton's: a running sum of 256 bf16
     values matches f32 arithmetic, not bf16's."""
-    block = 1024
+    block = 256
     x = ctx.random((block,), "bf16", 0.5, 1.5)
     out = ctx.output((block,), "f32")
     ctx.launch(bf16_scan_kernel, (1,), ctx.input(x), out, OP=op, BLOCK=block)
