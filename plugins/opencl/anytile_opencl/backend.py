@@ -10,6 +10,7 @@ kernel's metadata (``work_group_size``, ``local_mem_bytes``, ``private_mem_bytes
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Optional, Sequence
 
 import numpy as np
@@ -70,6 +71,14 @@ class OpenCLBackend(Backend):
         return list(dict.fromkeys(present + list(GENERIC_ARCHES)))
 
     def target_of(self, device: DeviceInfo) -> Target:
+        """The device's own architecture, or ``$ANYTILE_OPENCL_ARCH`` (to run another
+        device's code path, e.g. a GPU's many work-items on PoCL)."""
+        forced = os.environ.get("ANYTILE_OPENCL_ARCH")
+        if forced:
+            try:
+                return Target(self.name, str(OpenCLArch.parse(forced)))
+            except ValueError as exc:
+                raise BackendError(f"ANYTILE_OPENCL_ARCH: {exc}") from None
         return Target(self.name, str(self._record(device).arch))
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:

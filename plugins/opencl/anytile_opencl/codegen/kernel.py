@@ -81,6 +81,7 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
 
     # -- the kernel ----------------------------------------------------------------------------
     def emit(self) -> EmittedKernel:
+        self._require_extensions()
         params = self._parameters()
         self.emit_block(self.fn.body)
         name = "at_" + re.sub(r"\W", "_", self.fn.name)
@@ -111,6 +112,17 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
             lines.append("    barrier(CLK_LOCAL_MEM_FENCE);")
         lines += ["  }", "}", ""]
         return EmittedKernel(name, "\n".join(lines), self.scratch_bytes, self.checks)
+
+    def _require_extensions(self) -> None:
+        """Doubles anywhere (values, pointees) need ``cl_khr_fp64``."""
+        for op in self.fn.walk():
+            for r in op.results + [a for b in op.regions for a in b.args]:
+                elem = elem_type(r.type)
+                if isinstance(elem, PointerType):
+                    elem = elem.pointee
+                if elem.name == "f64":
+                    self.helpers.require_fp64(op.loc)
+                    return
 
     def _parameters(self) -> tuple[list[str], list[str]]:
         """The C parameters, and the lines that turn buffers and offsets into addresses."""
