@@ -101,6 +101,7 @@ class OpenCLBackend(Backend):
             metadata["kernel_name"] = kernel.name
             metadata["shared"] = kernel.scratch_bytes
             metadata["asserts"] = kernel.checks
+            metadata["written_params"] = kernel.written
             return kernel.source
 
         return [Stage("laid-out ir", laid_out), Stage("opencl-c", opencl_c)]
@@ -112,7 +113,8 @@ class OpenCLBackend(Backend):
         program = driver.build_program(record, source)
         meta = kernel.metadata
         loaded = driver.LoadedKernel(record, program, meta["kernel_name"], kernel.signature,
-                                     int(meta["threads_per_block"]), meta.get("asserts") or [])
+                                     int(meta["threads_per_block"]), meta.get("asserts") or [],
+                                     meta.get("written_params") or [])
         for key, value in loaded.driver_facts.items():
             meta[key] = value
         return loaded

@@ -43,6 +43,7 @@ class DeviceRecord:
     platform_name: str
     extensions: frozenset
     compute_units: int
+    cache_bytes: int
     _context: Any = None
     _queue: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -126,7 +127,8 @@ def _discovery() -> tuple[tuple[DeviceRecord, ...], str]:
                      ("platform", platform.name.strip()), ("warp_size", arch.simd))
             records.append(DeviceRecord(
                 DeviceInfo(f"opencl:{index}", index, description, props), arch, device,
-                platform.name.strip(), extensions, int(device.max_compute_units)))
+                platform.name.strip(), extensions, int(device.max_compute_units),
+                int(device.global_mem_cache_size) or 1 << 25))
     if not records:
         return (), "OpenCL platforms are installed but list no device"
     return tuple(records), ""
@@ -193,7 +195,8 @@ class LoadedKernel:
     and, for kernels with ``device_assert``s, the error word read after each launch."""
 
     def __init__(self, record: DeviceRecord, program: Any, kernel_name: str,
-                 signature: Sequence[tuple[str, Any]], work_items: int, checks: list) -> None:
+                 signature: Sequence[tuple[str, Any]], work_items: int, checks: list,
+                 written: Sequence[int] = ()) -> None:
         import pyopencl as cl
         self.record = record
         self.kernel = cl.Kernel(program, kernel_name)
@@ -202,6 +205,7 @@ class LoadedKernel:
         self.packers = [None if isinstance(t, PointerType) else _scalar_packer(t)
                         for _, t in signature]
         self.lock = threading.Lock()
+        self.written = [i for i in written if i < len(self.packers)]
         self.error_word = None
         if self.checks:
             self.error_word = cl.Buffer(record.context, cl.mem_flags.READ_WRITE, size=4)
@@ -225,6 +229,13 @@ class LoadedKernel:
             return 1
         return max(1, grid_x // (self.record.compute_units * 16))
 
+    def _streams(self, args: Sequence[KernelArg]) -> bool:
+        """Whether stores should skip the cache: a CPU launch writing a buffer larger than it."""
+        if self.record.arch.kind != "cpu":
+            return False
+        cache = self.record.cache_bytes
+        return any(args[i].value.buffer.nbytes > cache for i in self.written)
+
     def launch(self, grid: tuple[int, int, int], args: Sequence[KernelArg]) -> None:
         import pyopencl as cl
         values: list[Any] = []
@@ -238,7 +249,8 @@ class LoadedKernel:
             else:
                 values.append(pack(arg.value))
         per_group = self.programs_per_group(grid[0])
-        values += [np.int32(grid[0]), np.int32(grid[1]), np.int32(grid[2]), np.int32(per_group)]
+        values += [np.int32(grid[0]), np.int32(grid[1]), np.int32(grid[2]), np.int32(per_group),
+                   np.int32(self._streams(args))]
         if self.error_word is not None:
             values.append(self.error_word)
         groups = -(-grid[0] // per_group)

@@ -209,21 +209,34 @@ class CollectiveEmitter:
 
     def _reduce_all(self, op: ReduceOp, kind: str) -> str:
         """A 1-D tile to a scalar with a commutative op (see the module docstring)."""
-        value, t = op.srcs[0], op.srcs[0].type
+        t = op.srcs[0].type
+        acc = self.start_accumulator(op)
+        with self.chunk_loop(t.layout, t.shape) as point:
+            self.accumulate(op, kind, acc, point)
+        return self.finish_accumulator(op, kind, acc)
+
+    def start_accumulator(self, op: ReduceOp) -> str:
+        t = op.srcs[0].type
         acc = self.w.fresh("acc")
         self.w.line(f"{vector_name(t.elem, t.layout.vector)} {acc};")
-        with self.chunk_loop(t.layout, t.shape) as point:
-            c = self.chunk(value, point)
-            k = point.natural[1]
-            if t.layout.chunks == 1:
-                self.w.line(f"{acc} = {c.as_vector()};")
-            else:
-                with self.w.block(f"if ({k} == 0)"):
-                    self.w.line(f"{acc} = {c.as_vector()};")
-                with self.w.block("else"):
-                    merged = self.arith.binary(kind, vector(acc, t.elem, c.lanes) if c.lanes > 1
-                                               else uniform(acc, t.elem, 1), c)
-                    self.w.line(f"{acc} = {merged.as_vector()};")
+        return acc
+
+    def accumulate(self, op: ReduceOp, kind: str, acc: str, point: Point) -> None:
+        """Combine chunk ``point`` of ``op``'s source into this work-item's vector ``acc``."""
+        t = op.srcs[0].type
+        c = self.chunk(op.srcs[0], point)
+        if t.layout.chunks == 1:
+            self.w.line(f"{acc} = {c.as_vector()};")
+            return
+        with self.w.block(f"if ({point.natural[1]} == 0)"):
+            self.w.line(f"{acc} = {c.as_vector()};")
+        with self.w.block("else"):
+            current = vector(acc, t.elem, c.lanes) if c.lanes > 1 else uniform(acc, t.elem, 1)
+            self.w.line(f"{acc} = {self.arith.binary(kind, current, c).as_vector()};")
+
+    def finish_accumulator(self, op: ReduceOp, kind: str, acc: str) -> str:
+        """The lanes of every work-item's ``acc`` folded into one scalar, in every work-item."""
+        t = op.srcs[0].type
         start = vector(acc, t.elem, t.layout.vector) if t.layout.vector > 1 else \
             uniform(acc, t.elem, 1)
         total = self.arith.let(self._fold_lanes(kind, start).expr, t.elem, 1, "sum")

@@ -40,12 +40,14 @@ __all__ = ["EmittedKernel", "emit_kernel"]
 @dataclass(frozen=True)
 class EmittedKernel:
     """The ``opencl-c`` stage's result: the source, its ``__kernel``'s name, the scratch
-    memory one work-group uses, and the run-time checks (``[message, file, line]``)."""
+    memory one work-group uses, the run-time checks (``[message, file, line]``) and the
+    parameters written (a launch writing more than the cache holds streams its stores)."""
 
     name: str
     source: str
     scratch_bytes: int
     checks: list
+    written: list               # the pointer parameters it may write through
 
 
 def emit_kernel(module: Module, arch: OpenCLArch, policy: LayoutPolicy,
@@ -76,8 +78,10 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
         self.scratch_bytes = 0
         self.scratch_in_use = False
         self.pending_writes = False
+        self.uses_streaming = False
         self.saved_writes: list[bool] = []
         self.current_loc = self.fn.loc
+        self.done: set[int] = set()          # ops computed early (fused reductions)
 
     # -- the kernel ----------------------------------------------------------------------------
     def emit(self) -> EmittedKernel:
@@ -89,10 +93,14 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
             self.extensions.add("cl_khr_fp64")
         lines = ["#pragma OPENCL FP_CONTRACT OFF"]
         lines += [f"#pragma OPENCL EXTENSION {e} : enable" for e in sorted(self.extensions)]
+        if self.uses_streaming:
+            lines += ["#if defined(__has_builtin)", "#if __has_builtin(__builtin_nontemporal_store)",
+                      "#define AT_STREAM 1", "#endif", "#endif"]
         prelude = self.helpers.prelude()
         if prelude:
             lines += ["", prelude]
-        extra = ["const int at_gx", "const int at_gy", "const int at_gz", "const int at_per_group"]
+        extra = ["const int at_gx", "const int at_gy", "const int at_gz", "const int at_per_group",
+                 "const int at_stream"]
         if self.checks:
             extra.append("__global int* at_error")
         lines += ["", f"__kernel __attribute__((reqd_work_group_size({self.work_items}, 1, 1)))",
@@ -111,7 +119,20 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
         if self.scratch_bytes and self.work_items > 1:
             lines.append("    barrier(CLK_LOCAL_MEM_FENCE);")
         lines += ["  }", "}", ""]
-        return EmittedKernel(name, "\n".join(lines), self.scratch_bytes, self.checks)
+        return EmittedKernel(name, "\n".join(lines), self.scratch_bytes, self.checks,
+                             self._written_parameters())
+
+    def _written_parameters(self) -> list[int]:
+        """The pointer parameters a store or atomic may write through."""
+        pointers = [i for i, a in enumerate(self.fn.args) if isinstance(a.type, PointerType)]
+        written: set[int] = set()
+        for op in self.fn.walk():
+            if isinstance(op, (StoreOp, AtomicRMWOp, AtomicCASOp)):
+                origins = self.plan.origins(op.ptr)
+                if origins is None:
+                    return pointers
+                written |= origins
+        return sorted(written)
 
     def _require_extensions(self) -> None:
         """Doubles anywhere (values, pointees) need ``cl_khr_fp64``."""
@@ -144,14 +165,16 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
 
     # -- blocks and ops ------------------------------------------------------------------------
     def emit_block(self, block: Block) -> None:
-        for op in block.ops:
+        for i, op in enumerate(block.ops):
             if isinstance(op, (YieldOp, ConditionOp)):
                 break
+            if id(op) in self.done:
+                continue
             self.current_loc = op.loc
             self._global_barrier_before(op)
-            self.emit_op(op)
+            self.emit_op(op, block.ops[i + 1:])
 
-    def emit_op(self, op: Op) -> None:
+    def emit_op(self, op: Op, following: Any = ()) -> None:
         handler = _HANDLERS.get(type(op))
         if handler is not None:
             handler(self, op)
@@ -176,7 +199,49 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
         if isinstance(op, (BroadcastOp, PermuteOp)):
             self.exchange(value)
             return
-        self.store_tile(value, lambda point: self.eval_op(op, point))
+        self._store_with_reductions(value, following)
+
+    # -- sums computed where their source is ----------------------------------------------------
+    def _store_with_reductions(self, value: Value, following: Any) -> None:
+        """Store ``value``; 1-D commutative reductions that follow it and read it (``sum(x)``,
+        ``max(x * x)``) accumulate in the same loop: no second pass over the tile."""
+        fused = self._fusable_reductions(value, following)
+        accs = [(op, kind, self.start_accumulator(op)) for op, kind in fused]
+
+        def accumulate(point: Point) -> None:
+            for op, kind, acc in accs:
+                self.accumulate(op, kind, acc, point)
+        self.store_tile(value, lambda point: self.chunk(value, point), accumulate if accs else None)
+        for op, kind, acc in accs:
+            self.scalars[op.result] = self.finish_accumulator(op, kind, acc)
+            self.done.add(id(op))
+
+    def _fusable_reductions(self, value: Value, following: Any) -> list:
+        found = []
+        for later in following:
+            if isinstance(later, (YieldOp, ConditionOp, ForOp, IfOp, WhileOp, CallOp)) or \
+                    later.has_trait("side_effect"):
+                break
+            if isinstance(later, ReduceOp) and later.srcs[0].type.shape == value.type.shape and \
+                    value.type.rank == 1 and self._ready(later.srcs[0], value):
+                kind = self.commutative_kind(later)
+                if kind is not None:
+                    found.append((later, kind))
+        return found
+
+    def _ready(self, source: Value, value: Value) -> bool:
+        """Whether ``source`` can be computed now from ``value`` and what is already known."""
+        stack, seen = [source], set()
+        while stack:
+            v = stack.pop()
+            if v is value or v in self.stored or v in self.scalars or id(v) in seen:
+                continue
+            seen.add(id(v))
+            owner = v.owner
+            if not isinstance(owner, Op) or not self.plan.is_lazy(owner):
+                return False
+            stack.extend(owner.operands)
+        return True
 
     def eval_op(self, op: Op, point: Point) -> Chunk:
         """``op``'s result over the chunk ``point`` (elementwise ops, loads, shape ops)."""

@@ -139,18 +139,31 @@ class MemoryEmitter:
     def _store_chunk(self, p: Chunk, v: Chunk, mask: Optional[Chunk], elem: Any,
                      lanes: int) -> None:
         if p.is_ramp and p.step == size_of(elem) and lanes > 1:
-            line = f"vstore{lanes}({self._to_memory(v.as_vector(), elem, lanes)}, 0, " \
-                   f"{self._address(p.expr, elem)});"
+            value = self._to_memory(v.as_vector(), elem, lanes)
             active = self._active(mask)
             if mask is None or mask.is_uniform:
-                self._guarded(active, line)
+                with self.w.block(f"if ({active})" if active else ""):
+                    self._vector_store(p.expr, value, elem, lanes)
                 return
             with self.w.block(f"if ({active})"):
-                self.w.line(line)
+                self._vector_store(p.expr, value, elem, lanes)
             with self.w.block("else"):
                 self._scatter(p, v, mask, elem, lanes)
             return
         self._scatter(p, v, mask, elem, lanes)
+
+    def _vector_store(self, address: str, value: str, elem: Any, lanes: int) -> None:
+        """``vstoreN``; on CPUs, when the launch writes more than the cache holds, a
+        streaming store that skips the cache (and the read of the line it would evict)."""
+        if self.arch.kind == "cpu":
+            self.uses_streaming = True
+            vtype = f"{memory_name(elem)}{lanes}"
+            aligned = f"(({address}) & {lanes * size_of(elem) - 1}UL) == 0UL"
+            self.w.line("#ifdef AT_STREAM")
+            self.w.line(f"if (at_stream && {aligned}) "
+                        f"__builtin_nontemporal_store({value}, (__global {vtype}*)({address})); else")
+            self.w.line("#endif")
+        self.w.line(f"vstore{lanes}({value}, 0, {self._address(address, elem)});")
 
     def _scatter(self, p: Chunk, v: Chunk, mask: Optional[Chunk], elem: Any, lanes: int) -> None:
         address, value = self.spill(p), self.spill(v)

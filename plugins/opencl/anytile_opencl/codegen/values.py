@@ -163,13 +163,16 @@ class ValueEmitter:
             flat = ramp(expr, 1, i32, v, align=v) if v > 1 else uniform(expr, i32, 1, align=1)
         return Point(v, tuple(shape), flat, None, (numel, k), index_math=self.index_math)
 
-    def store_tile(self, value: Value, compute: Any) -> Stored:
-        """Declare ``value``'s private array and fill it chunk by chunk with ``compute(point)``."""
+    def store_tile(self, value: Value, compute: Any, also: Any = None) -> Stored:
+        """Declare ``value``'s private array and fill it chunk by chunk with ``compute(point)``
+        (then ``also(point)`` in the same loop)."""
         t = value.type
         stored = self.declare_stored(t)
         with self.chunk_loop(t.layout, t.shape) as point:
             c = compute(point)
             self.w.line(f"{stored.name}[{point.natural[1]}] = {c.as_vector()};")
+            if also is not None:
+                also(point)
         self.stored[value] = stored
         return stored
 
