@@ -24,8 +24,9 @@ from .target import OpenCLArch
 __all__ = ["DeviceRecord", "discover_devices", "discovery_error", "build_program", "LoadedKernel",
            "BUILD_OPTIONS"]
 
-#: every program: IEEE division and sqrt in f32 (NVIDIA's are not correctly rounded otherwise)
-BUILD_OPTIONS = ("-cl-std=CL1.2", "-cl-fp32-correctly-rounded-divide-sqrt")
+#: every program: IEEE division and sqrt in f32 (NVIDIA's are not correctly rounded otherwise);
+#: no warnings (generated code, e.g. `x && 1` from a constant mask, is no user's to fix)
+BUILD_OPTIONS = ("-cl-std=CL1.2", "-cl-fp32-correctly-rounded-divide-sqrt", "-w")
 
 #: the extensions `anytile backends` reports, in this order
 NOTABLE_EXTENSIONS = ("cl_khr_fp64", "cl_khr_fp16", "cl_khr_int64_base_atomics",

@@ -230,15 +230,16 @@ class Arith:
         if not (a.is_ramp and b.is_uniform and a.step > 0 and pred in ("lt", "le")):
             return None
         span = a.step * (a.lanes - 1)
-        largest = (1 << (a.type.bits - (1 if a.type.is_signed else 0))) - 1
+        signed = isinstance(a.type, ScalarType) and a.type.is_signed
+        largest = (1 << (size_of(a.type) * 8 - (1 if signed else 0))) - 1
         last = f"(({a.expr}) + {literal(span, a.type)})"
         return (f"(({a.expr}) <= {literal(largest - span, a.type)} && "
                 f"{last} {_C_COMPARE[pred]} ({b.expr}))")
 
     def select(self, c: Chunk, a: Chunk, b: Chunk) -> Chunk:
         t = a.type
-        if c.is_uniform:
-            return self.apply([a, b, c], t, lambda x, n: f"(({x[2]}) ? ({x[0]}) : ({x[1]}))")
+        if c.is_uniform:                 # a scalar condition picks whole vectors
+            return self.apply([a, b], t, lambda x, n: f"(({c.expr}) ? ({x[0]}) : ({x[1]}))")
 
         def make(x: list[str], n: int) -> str:
             mask = signed_name(t, n)

@@ -1,5 +1,5 @@
-"""Ops whose results mix elements held by different work-items: reductions, scans, ``dot``,
-and (with several work-items) broadcasts and permutes of stored tiles.
+"""Ops whose results mix elements held by different work-items: reductions, scans (``dot``
+is in ``dot.py``), and (with several work-items) broadcasts and permutes of stored tiles.
 
 Their operands are *staged*: with one work-item per program the private arrays already hold
 whole tiles in row-major order; with several, the owners write their chunks to ``__local``
@@ -17,12 +17,11 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional
 
 from anytile.errors import CompilationError
-from anytile.ir import (BinaryOp, Block, DotOp, ReduceOp, ScanOp, TileType, Value, YieldOp,
-                        f32, f64, i32)
+from anytile.ir import BinaryOp, Block, ReduceOp, ScanOp, Value, YieldOp, i32
 
 from ..layout import BlockedLayout
 from .chunk import Chunk, Point, ramp, uniform, vector
-from .ctypes import is_half, scalar_name, size_of, vector_name
+from .ctypes import scalar_name, size_of, vector_name
 
 __all__ = ["CollectiveEmitter"]
 
@@ -342,64 +341,6 @@ class CollectiveEmitter:
         for (base, space), a, e in zip(targets, accs, elems):
             c = vector(a, e, lanes) if lanes > 1 else uniform(a, e, 1)
             self._write_flat(f"(({space} {scalar_name(e)}*){base})", index, c)
-
-    # -- dot -----------------------------------------------------------------------------------
-    def emit_dot(self, op: DotOp) -> None:
-        a_t, b_t, out = op.a.type, op.b.type, op.result.type
-        m, k = a_t.shape
-        n = b_t.shape[1]
-        acc_elem = out.elem
-        compute = acc_elem if acc_elem.is_int or acc_elem == f64 else f32
-        budget = self.arch.local_bytes
-        need = m * k * size_of(a_t.elem) + k * n * size_of(b_t.elem) + 32
-        if self.work_items > 1 and need > budget:
-            raise CompilationError(f"tl.dot of {m}x{k} by {k}x{n} needs {need} bytes of local "
-                                   f"memory and this device has {budget}: use smaller blocks",
-                                   op.loc)
-        (a_base, a_space), (b_base, b_space) = self.stage_all([op.a, op.b])
-
-        def chunk_of(point: Point) -> Chunk:
-            acc = self.arith.cast(self.chunk(op.acc, point), compute)
-            flat = point.flat()
-            if n % point.lanes == 0:
-                total = self._dot_chunk(flat, acc, compute, k, n, (a_base, a_space, a_t.elem),
-                                        (b_base, b_space, b_t.elem))
-            else:
-                total = self._lane_by_lane(
-                    flat, lambda f: [self._dot_chunk(f, self._lane_of(acc, f, flat), compute, k, n,
-                                                     (a_base, a_space, a_t.elem),
-                                                     (b_base, b_space, b_t.elem))], [compute])[0]
-            return self.arith.cast(total, acc_elem)
-        self.store_tile(op.result, chunk_of)
-
-    def _lane_of(self, acc: Chunk, f: Chunk, flat: Chunk) -> Chunk:
-        """The accumulator's lane for the one-lane chunk ``f`` of ``flat`` (the lane loop)."""
-        if acc.is_uniform:
-            return uniform(acc.expr, acc.type, 1)
-        lane = self.spill(acc)
-        return uniform(self.arith.let(lane("lane"), acc.type, 1), acc.type, 1)
-
-    def _dot_chunk(self, flat: Chunk, acc: Chunk, compute: Any, k: int, n: int,
-                   a: tuple, b: tuple) -> Chunk:
-        """``acc + a[i, :] @ b[:, j..j+lanes]`` for a chunk within one row of the output."""
-        lanes = flat.lanes
-        row = self.arith.let(f"({flat.expr}) / {n}", i32, 1, "row")
-        col = self.arith.let(f"({flat.expr}) % {n}", i32, 1, "col")
-        total = self.w.fresh("dot")
-        self.w.line(f"{vector_name(compute, lanes)} {total} = {acc.as_vector()};")
-        with self.w.block(f"for (int kk = 0; kk < {k}; kk++)"):
-            index_a = uniform(self.arith.let(f"{row} * {k} + kk", i32, 1, "ia"), i32, lanes)
-            index_b = ramp(self.arith.let(f"kk * {n} + {col}", i32, 1, "ib"), 1, i32, lanes, lanes)
-            x = self.arith.cast(self.read_flat(a[0], a[2], index_a, a[1]), compute)
-            y = self.arith.cast(self.read_flat(b[0], b[2], index_b, b[1]), compute)
-            current = vector(total, compute, lanes) if lanes > 1 else uniform(total, compute, 1)
-            if compute.is_int:
-                product = self.arith.binary("mul", x, y)
-                merged = self.arith.binary("add", current, product)
-            else:
-                merged = self.arith.fma(x, y, current)
-            self.w.line(f"{total} = {merged.as_vector()};")
-        return vector(total, compute, lanes) if lanes > 1 else uniform(total, compute, 1)
 
 
 class _Walk:

@@ -29,6 +29,7 @@ from .chunk import Chunk, Point, Writer
 from .collective import CollectiveEmitter
 from .control import ControlEmitter
 from .ctypes import scalar_name
+from .dot import DotEmitter
 from .helpers import Helpers
 from .memory import MemoryEmitter
 from .plan import CHEAP, FUSED, STORED, VIEW, VIEWS, Plan
@@ -56,7 +57,7 @@ def emit_kernel(module: Module, arch: OpenCLArch, policy: LayoutPolicy,
     return KernelEmitter(module, arch, policy, debug).emit()
 
 
-class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitter):
+class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, DotEmitter, ControlEmitter):
     """Writes one kernel; the mixins hold values, memory, collectives and control flow."""
 
     def __init__(self, module: Module, arch: OpenCLArch, policy: LayoutPolicy,
@@ -303,7 +304,7 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, ControlEmitt
 _HANDLERS = {
     StoreOp: MemoryEmitter.emit_store, AtomicRMWOp: MemoryEmitter.emit_atomic,
     AtomicCASOp: MemoryEmitter.emit_atomic, ReduceOp: CollectiveEmitter.emit_reduce,
-    ScanOp: CollectiveEmitter.emit_scan, DotOp: CollectiveEmitter.emit_dot,
+    ScanOp: CollectiveEmitter.emit_scan, DotOp: DotEmitter.emit_dot,
     ForOp: ControlEmitter.emit_for, IfOp: ControlEmitter.emit_if,
     WhileOp: ControlEmitter.emit_while, AssertOp: ControlEmitter.emit_assert,
     BarrierOp: lambda self, op: self.emit_barrier(),
