@@ -2,6 +2,8 @@
 work-item with 16-wide vectors, and the GPU paths (128 and 32 work-items) PoCL also runs,
 where tiles spread over work-items, move through local memory and small tiles are held in
 copies.  Outputs are poisoned, inputs random, references NumPy in float64."""
+import os
+
 import numpy as np
 import pytest
 
@@ -161,3 +163,31 @@ def test_device_assert_with_debug(path):
         with pytest.raises(DeviceAssertError, match="x must stay below 100") as info:
             kernel[(1,)](at.asarray(x, device=dev), BLOCK=32, debug=True, **opts)
     assert "test_device.py" in str(info.value)
+
+
+@at.jit
+def sliced_dot_kernel(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
+    rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
+
+
+def test_dot_in_k_slices_when_local_memory_is_small(path, rng, monkeypatch):
+    if path == "native":
+        pytest.skip("one work-item reads its private arrays: no local memory involved")
+    dev = opencl_device()
+    m, n, k = 32, 32, 64                 # 16 KiB of f64 operands, 4 KiB of local memory
+    a = rng.integers(-8, 9, (m, k)).astype(np.float64)
+    b = rng.integers(-8, 9, (k, n)).astype(np.float64)
+    out = at.asarray(poisoned((m, n), np.float64), device=dev)
+    with arch(path) as opts:
+        monkeypatch.setenv("ANYTILE_OPENCL_ARCH",
+                           os.environ["ANYTILE_OPENCL_ARCH"].replace("-l48k-", "-l4k-"))
+        kernel = fresh(sliced_dot_kernel)
+        compiled = kernel.warmup(at.asarray(a, device=dev), at.asarray(b, device=dev), out,
+                                 M=m, N=n, K=k, grid=(1,), **opts)
+        assert "k0 += " in compiled.asm["opencl-c"]
+        kernel[(1,)](at.asarray(a, device=dev), at.asarray(b, device=dev), out, M=m, N=n, K=k,
+                     **opts)
+    np.testing.assert_array_equal(out.numpy(), a @ b)

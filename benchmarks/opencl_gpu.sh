@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The OpenCL backend on the lent GPU machine through NVIDIA's OpenCL, in one call (from the
+# repository root, with the wheels of benchmarks/opencl_gpu_wheels.sh in .whl/):
+#   run(command="bash benchmarks/opencl_gpu.sh", carry=[".whl"])
+# Installs offline, then: `anytile backends`, the plugin's tests and the core tests on
+# opencl:0, the full conformance suite on opencl:0 (8 shards in parallel), the benchmark
+# beside the nvidia backend, and 1000 fuzzed kernels (4 seeds in parallel).  Everything lands
+# in $OUT; the verdicts and the benchmark table are printed last (worst case ~9 min).
+set -u
+OUT=${OUT:-/tmp/anytile-opencl-gpu}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+# NVIDIA's ICD only (the pyopencl wheel brings its own loader; PoCL is also installed there)
+export OCL_ICD_VENDORS=libnvidia-opencl.so.1
+SHARDS=8
+
+step() { echo "== $1 ($(date +%T))"; }
+
+step "install"
+python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . \
+    -e backends/nvidia -e plugins/opencl -e conformance >"$OUT/install.log" 2>&1 \
+    || { echo "install failed:"; tail -20 "$OUT/install.log"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -m anytile backends | tee "$OUT/backends.txt"
+
+step "plugin tests and core tests on opencl:0"
+timeout 240 python3 -m pytest -q -p no:cacheprovider plugins/opencl/tests \
+    --ignore=plugins/opencl/tests/test_gpu_path_conformance.py >"$OUT/test_plugin.txt" 2>&1
+tail -4 "$OUT/test_plugin.txt"
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests -k opencl >"$OUT/test_core.txt" 2>&1
+tail -4 "$OUT/test_core.txt"
+
+step "full conformance on opencl:0 ($SHARDS shards)"
+for k in $(seq 0 $((SHARDS - 1))); do
+  timeout 400 python3 -m anytile conformance --device opencl:0 --full --shard "$k/$SHARDS" \
+      --json "$OUT/conformance_$k.json" >"$OUT/conformance_$k.txt" 2>&1 &
+done
+wait
+python3 - "$OUT" "$SHARDS" <<'EOF' | tee "$OUT/conformance_summary.txt"
+import json, sys
+out, shards = sys.argv[1], int(sys.argv[2])
+counts, failures, missing = {"passed": 0, "failed": 0, "skipped": 0}, [], []
+for k in range(shards):
+    try:
+        report = json.load(open(f"{out}/conformance_{k}.json"))
+    except (OSError, ValueError):
+        missing.append(k)
+        continue
+    for r in report["results"]:
+        counts[r["status"]] += 1
+        if r["status"] == "failed":
+            failures.append(r["case_id"] + ": " + r["message"].splitlines()[0])
+print(f"full conformance on opencl:0: {counts}, shards without a report: {missing}")
+print("\n".join(failures[:30]))
+print("CONFORMANT" if not failures and not missing and counts["passed"] else
+      f"NOT CONFORMANT: {len(failures)} failures, {len(missing)} shards missing")
+EOF
+
+step "benchmark beside the nvidia backend"
+timeout 200 python3 benchmarks/opencl.py --device opencl:0 --out "$OUT/opencl_bench.md" \
+    >"$OUT/bench.log" 2>&1
+tail -3 "$OUT/bench.log"
+
+step "fuzz 4 x 250 kernels on opencl:0"
+for seed in 1 2 3 4; do
+  timeout 240 python3 -m anytile conformance --device opencl:0 --fuzz 250 --seed "$seed" \
+      --fuzz-dir "$OUT/fuzz" >"$OUT/fuzz_$seed.txt" 2>&1 &
+done
+wait
+for seed in 1 2 3 4; do echo "seed $seed: $(tail -1 "$OUT/fuzz_$seed.txt")"; done | tee "$OUT/fuzz_summary.txt"
+
+step "done"
+cat "$OUT/conformance_summary.txt" | tail -1
+cat "$OUT/opencl_bench.md" 2>/dev/null
