@@ -6,18 +6,11 @@ import pytest
 import anytile as at
 import anytile.language as tl
 from anytile.errors import CompilationError
+from anytile_conformance.catalogue.kernels import vector_add_kernel as add_kernel
 
 CPU = "opencl:cpu-s1-v16-l1024k-g4096+fp64+a64+a64x"
 GPU = "opencl:gpu-s32-v4-l48k-g1024+fp64+a64+a64x"
 SMALL = "opencl:gpu-s16-v4-l64k-g256"           # no fp64, no 64-bit atomics
-
-
-@at.jit
-def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
-             mask=mask)
 
 
 @at.jit
@@ -53,7 +46,7 @@ def test_stages_and_the_kernel_prologue():
     assert "#ocl.blocked<1x64x16>" in str(compiled.asm["laid-out ir"])
     assert src.startswith("#pragma OPENCL FP_CONTRACT OFF")
     assert "reqd_work_group_size(1, 1, 1)" in src
-    assert compiled.metadata["kernel_name"] == "at_add_kernel"
+    assert compiled.metadata["kernel_name"] == "at_vector_add_kernel"
     assert compiled.metadata["threads_per_block"] == 1
 
 

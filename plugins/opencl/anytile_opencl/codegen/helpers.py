@@ -37,14 +37,13 @@ def _h2f(name: str, n: int) -> str:
             f"  return vload_half{_vload_suffix(n)}(0, (const __private half*)&x);\n}}")
 
 
-def _f2h(name: str, n: int) -> str:
-    return (f"{_v('ushort', n)} {name}({_v('float', n)} x) {{\n  {_v('ushort', n)} r;\n"
-            f"  vstore_half{_vload_suffix(n)}_rte(x, 0, (__private half*)&r);\n  return r;\n}}")
-
-
-def _d2h(name: str, n: int) -> str:
-    return (f"{_v('ushort', n)} {name}({_v('double', n)} x) {{\n  {_v('ushort', n)} r;\n"
-            f"  vstore_half{_vload_suffix(n)}_rte(x, 0, (__private half*)&r);\n  return r;\n}}")
+def _to_half(source: str) -> Callable[[str, int], str]:
+    """``source`` (float or double) to f16 bits, rounded once (``vstore_half_rte``)."""
+    def make(name: str, n: int) -> str:
+        return (f"{_v('ushort', n)} {name}({_v(source, n)} x) {{\n  {_v('ushort', n)} r;\n"
+                f"  vstore_half{_vload_suffix(n)}_rte(x, 0, (__private half*)&r);\n"
+                f"  return r;\n}}")
+    return make
 
 
 def _bf2f(name: str, n: int) -> str:
@@ -97,7 +96,7 @@ def _rto_fma(name: str, n: int) -> str:
 
 
 _GENERATORS: dict[str, Callable[[str, int], str]] = {
-    "h2f": _h2f, "f2h": _f2h, "d2h": _d2h, "bf2f": _bf2f, "f2bf": _f2bf,
+    "h2f": _h2f, "f2h": _to_half("float"), "d2h": _to_half("double"), "bf2f": _bf2f, "f2bf": _f2bf,
     "rto_d2f": _rto_d2f, "rto_fma": _rto_fma,
     "rto_i2f_int": _rto_i2f("int"), "rto_i2f_uint": _rto_i2f("uint"),
     "rto_i2f_long": _rto_i2f("long"), "rto_i2f_ulong": _rto_i2f("ulong"),

@@ -50,11 +50,11 @@ class Plan:
 
     def __init__(self, fn: Function, work_items: int) -> None:
         self.work_items = work_items
-        self.params = {id(a): i for i, a in enumerate(fn.args)}
         self.uses: dict[Value, list[Op]] = defaultdict(list)
         self.block_of: dict[int, Block] = {}
         self.position: dict[int, int] = {}
         self._index(fn.body)
+        self._trace_pointers(fn)
         self.kinds: dict[int, str] = {}
         self._classify(fn.body)
 
@@ -138,23 +138,20 @@ class Plan:
             return mine is not None and theirs is not None and not mine & theirs
         return True
 
-    def origins(self, value: Value) -> Optional[set[int]]:
+    def origins(self, value: Value) -> Optional[frozenset]:
         """The kernel parameters ``value``'s pointers are derived from (``None``: unknown,
-        e.g. carried through a loop)."""
-        found: set[int] = set()
-        stack, seen = [value], set()
-        while stack:
-            v = stack.pop()
-            if id(v) in seen:
-                continue
-            seen.add(id(v))
-            if id(v) in self.params:
-                found.add(self.params[id(v)])
-                continue
-            if not isinstance(v.owner, _POINTER_PASS):
-                return None
-            sources = [o for o in v.owner.operands if isinstance(elem_type(o.type), PointerType)]
-            if not sources:
-                return None
-            stack.extend(sources)
-        return found
+        e.g. carried through a loop or made from an integer)."""
+        return self._origins.get(value)
+
+    def _trace_pointers(self, fn: Function) -> None:
+        """Parameters reach pointers forward: through offsets, shape ops and selects."""
+        self._origins: dict[Value, Optional[frozenset]] = {
+            a: frozenset({i}) for i, a in enumerate(fn.args) if isinstance(a.type, PointerType)}
+        for op in fn.walk():
+            for r in op.results:
+                if not isinstance(elem_type(r.type), PointerType):
+                    continue
+                sources = [self._origins.get(o) for o in op.operands
+                           if isinstance(elem_type(o.type), PointerType)]
+                known = isinstance(op, _POINTER_PASS) and sources and None not in sources
+                self._origins[r] = frozenset().union(*sources) if known else None
