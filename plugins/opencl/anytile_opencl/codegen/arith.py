@@ -37,6 +37,25 @@ _BOOL_BINARY = {"add": "({a} ^ {b})", "sub": "({a} ^ {b})", "xor": "({a} ^ {b})"
                 "shr": "({a} & ({b} ^ {one}))"}
 
 
+_MOST = 1 << 30
+
+
+def _pow2_part(n: int) -> int:
+    """The largest power of 2 dividing ``n`` (``_MOST`` for 0)."""
+    return min(n & -n, _MOST) if n else _MOST
+
+
+def _divisor(kind: str, a: Chunk, b: Chunk) -> int:
+    """A power of 2 known to divide the integer result (``align``: for vector memory access)."""
+    if kind == "mul":
+        return min(a.align * b.align, _MOST)
+    if kind in ("add", "sub"):
+        return min(a.align, b.align)
+    if kind == "shl" and b.const is not None and 0 <= b.const < 31:
+        return min(a.align << b.const, _MOST)
+    return 1
+
+
 class Arith:
     """Emits elementwise ops into ``w``; 16-bit float conversions come from ``helpers``."""
 
@@ -103,7 +122,9 @@ class Arith:
             return self.apply([a, b], t, lambda x, n: self._float_binary(kind, t, x[0], x[1], n))
         if isinstance(t, PointerType):
             raise CompilationError(f"binary '{kind}' is not defined on pointers", loc)
-        return self.apply([a, b], t, lambda x, n: self._int_binary(kind, t, x[0], x[1], n))
+        out = self.apply([a, b], t, lambda x, n: self._int_binary(kind, t, x[0], x[1], n))
+        return out if not out.is_uniform else \
+            uniform(out.expr, t, out.lanes, _divisor(kind, a, b))
 
     @staticmethod
     def _and_all(a: Chunk, b: Chunk) -> Optional[str]:
@@ -207,7 +228,8 @@ class Arith:
                 return None
             factor = c.const if kind == "mul" else 1 << c.const
             op = "*" if kind == "mul" else "<<"
-            return ramp(base(op, r.expr, c.expr), r.step * factor, t, n, r.align * abs(factor or 1))
+            return ramp(base(op, r.expr, c.expr), r.step * factor, t, n,
+                        min(r.align * _pow2_part(factor), _MOST))
         return None
 
     # -- compare, select -----------------------------------------------------------------------
@@ -300,14 +322,16 @@ class Arith:
         return self.apply([a], out, lambda x, n: f"as_{vector_name(out, n)}({x[0]})")
 
     def addptr(self, p: Chunk, off: Chunk) -> Chunk:
-        """``p + off`` elements: addresses in bytes, ramps kept (step = bytes per lane)."""
+        """``p + off`` elements: addresses in bytes, ramps kept (step = bytes per lane);
+        ``align`` is a power of 2 known to divide the address."""
         size = size_of(p.type.pointee)
         signed = off.type.is_signed
-        if not p.kind == "vector" and not off.kind == "vector" and (p.is_ramp or off.is_ramp):
+        align = min(p.align, off.align * size)
+        if not p.kind == "vector" and not off.kind == "vector":
             wide = f"(ulong)((long)({off.expr}) * {size}L)" if signed else \
                 f"((ulong)({off.expr}) * {size}UL)"
             base = self.let(f"{p.expr} + {wide}", p.type, 1, "a")
-            return ramp(base, p.step + off.step * size, p.type, p.lanes)
+            return ramp(base, p.step + off.step * size, p.type, p.lanes, align)
 
         def make(x: list[str], n: int) -> str:
             if signed:
@@ -322,9 +346,9 @@ class Arith:
         src = a.type
         if src == out:
             return a
-        if a.is_ramp and is_int_type(src) and is_int_type(out):
+        if not a.kind == "vector" and is_int_type(src) and is_int_type(out):
             base = self.let(self._cast_expr(a.expr, src, out, 1), out, 1, "i")
-            return ramp(base, a.step, out, a.lanes, a.align)
+            return Chunk(a.kind, base, out, a.lanes, a.step, a.align)
         return self.apply([a], out, lambda x, n: self._cast_expr(x[0], src, out, n))
 
     def _cast_expr(self, x: str, src: Any, dst: Any, n: int) -> str:

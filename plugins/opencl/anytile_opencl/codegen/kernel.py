@@ -28,7 +28,7 @@ from .arith import Arith
 from .chunk import Chunk, Point, Writer
 from .collective import CollectiveEmitter
 from .control import ControlEmitter
-from .ctypes import scalar_name
+from .ctypes import scalar_name, size_of
 from .dot import DotEmitter
 from .helpers import Helpers
 from .memory import MemoryEmitter
@@ -71,6 +71,7 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, DotEmitter, 
         self.helpers = Helpers(arch.fp64)
         self.arith = Arith(self.w, self.helpers)
         self.scalars: dict[Value, str] = {}
+        self.divisors: dict[Value, int] = {}      # a power of 2 dividing each scalar
         self.stored: dict[Value, Any] = {}
         self.staged: dict[Value, tuple] = {}
         self.own_masks: set[int] = set()
@@ -153,15 +154,19 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, DotEmitter, 
             t = arg.type
             if isinstance(t, TileType):
                 raise CompilationError("a kernel parameter cannot be a tile", self.fn.loc)
+            divisible = (self.fn.arg_attrs[i] if i < len(self.fn.arg_attrs) else {}).get(
+                "divisibility", 1)
             if isinstance(t, PointerType):
                 params += [f"__global uchar* buf{i}", f"const long off{i}"]
                 setup.append(f"  const ulong ptr{i} = (ulong)(buf{i} + off{i});")
                 self.scalars[arg] = f"ptr{i}"
+                self.divisors[arg] = max(divisible, size_of(t.pointee))
             else:
                 if t.name == "f64":
                     self.helpers.require_fp64(self.fn.loc)
                 params.append(f"const {scalar_name(t)} arg{i}")
                 self.scalars[arg] = f"arg{i}"
+                self.divisors[arg] = divisible
         return params, setup
 
     # -- blocks and ops ------------------------------------------------------------------------
@@ -187,7 +192,9 @@ class KernelEmitter(ValueEmitter, MemoryEmitter, CollectiveEmitter, DotEmitter, 
             raise CompilationError(f"the opencl backend cannot lower op '{op.NAME}'", op.loc)
         value = op.result
         if not isinstance(value.type, TileType):
-            self.scalars[value] = self.eval_op(op, self.scalar_point()).expr
+            c = self.eval_op(op, self.scalar_point())
+            self.scalars[value] = c.expr
+            self.divisors[value] = c.align
             return
         kind = self.plan.kind(op)
         if kind in (CHEAP, FUSED):

@@ -75,8 +75,7 @@ class MemoryEmitter:
                 value = f"(({mask.expr}) ? {value} : {other.expr if other is not None else '0'})"
             return uniform(self.arith.let(value, elem, 1), elem, lanes)
         if contiguous:
-            whole = self._from_memory(f"vload{lanes}(0, {self._address(p.expr, elem, op.volatile, True)})",
-                                      elem, lanes)
+            whole = self._from_memory(self._vector_read(p, elem, lanes, op.volatile), elem, lanes)
             out = self.w.fresh("ld")
             vtype = vector_name(elem, lanes)
             if mask is None:
@@ -95,6 +94,14 @@ class MemoryEmitter:
         self.w.line(f"{vector_name(elem, lanes)} {out};")
         self._gather_into(out, p, mask, other, elem, lanes, op.volatile)
         return vector(out, elem, lanes)
+
+    def _vector_read(self, p: Chunk, elem: Any, lanes: int, volatile: bool) -> str:
+        """A contiguous chunk: an aligned vector access when the address is known to allow
+        it (GPUs then issue one wide load), else ``vloadN``."""
+        if p.align % (lanes * size_of(elem)) == 0:
+            q = "volatile " if volatile else ""
+            return f"*(({q}const __global {memory_name(elem)}{lanes}*)({p.expr}))"
+        return f"vload{lanes}(0, {self._address(p.expr, elem, volatile, True)})"
 
     def _gather_into(self, out: str, p: Chunk, mask: Optional[Chunk], other: Optional[Chunk],
                      elem: Any, lanes: int, volatile: bool) -> None:
@@ -143,27 +150,31 @@ class MemoryEmitter:
             active = self._active(mask)
             if mask is None or mask.is_uniform:
                 with self.w.block(f"if ({active})" if active else ""):
-                    self._vector_store(p.expr, value, elem, lanes)
+                    self._vector_store(p, value, elem, lanes)
                 return
             with self.w.block(f"if ({active})"):
-                self._vector_store(p.expr, value, elem, lanes)
+                self._vector_store(p, value, elem, lanes)
             with self.w.block("else"):
                 self._scatter(p, v, mask, elem, lanes)
             return
         self._scatter(p, v, mask, elem, lanes)
 
-    def _vector_store(self, address: str, value: str, elem: Any, lanes: int) -> None:
-        """``vstoreN``; on CPUs, when the launch writes more than the cache holds, a
-        streaming store that skips the cache (and the read of the line it would evict)."""
+    def _vector_store(self, p: Chunk, value: str, elem: Any, lanes: int) -> None:
+        """``vstoreN`` (an aligned vector store where the address allows); on CPUs, when the
+        launch writes more than the cache holds, a streaming store that skips the cache (and
+        the read of the line it would evict)."""
+        vtype = f"{memory_name(elem)}{lanes}"
         if self.arch.kind == "cpu":
             self.uses_streaming = True
-            vtype = f"{memory_name(elem)}{lanes}"
-            aligned = f"(({address}) & {lanes * size_of(elem) - 1}UL) == 0UL"
+            aligned = f"(({p.expr}) & {lanes * size_of(elem) - 1}UL) == 0UL"
             self.w.line("#ifdef AT_STREAM")
             self.w.line(f"if (at_stream && {aligned}) "
-                        f"__builtin_nontemporal_store({value}, (__global {vtype}*)({address})); else")
+                        f"__builtin_nontemporal_store({value}, (__global {vtype}*)({p.expr})); else")
             self.w.line("#endif")
-        self.w.line(f"vstore{lanes}({value}, 0, {self._address(address, elem)});")
+        if p.align % (lanes * size_of(elem)) == 0:
+            self.w.line(f"*((__global {vtype}*)({p.expr})) = {value};")
+        else:
+            self.w.line(f"vstore{lanes}({value}, 0, {self._address(p.expr, elem)});")
 
     def _scatter(self, p: Chunk, v: Chunk, mask: Optional[Chunk], elem: Any, lanes: int) -> None:
         address, value = self.spill(p), self.spill(v)

@@ -70,7 +70,7 @@ class ValueEmitter:
         if not isinstance(value.type, TileType):
             name = self.scalars.get(value)
             if name is not None:
-                return uniform(name, value.type, point.lanes)
+                return uniform(name, value.type, point.lanes, self.divisors.get(value, 1))
             return self._computed(value, point)
         staged = self.staged.get(value)
         if staged is not None:
@@ -266,8 +266,9 @@ class ValueEmitter:
             t = op.result.type
             elem = t.elem if isinstance(t, TileType) else t
             const = int(op.value) if isinstance(elem, ScalarType) and elem.is_int else None
+            divisor = 1 if not const else min(const & -const, 1 << 30)
             return uniform(literal(op.value, elem), elem, lanes, const=const,
-                           align=(1 << 30) if const == 0 else 1)
+                           align=(1 << 30) if const == 0 else divisor)
         if isinstance(op, ProgramIdOp):
             return uniform(f"pid{op.axis}", i32, lanes)
         if isinstance(op, NumProgramsOp):
