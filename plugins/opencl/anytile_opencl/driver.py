@@ -169,26 +169,29 @@ def build_program(record: DeviceRecord, source: str) -> Any:
     return program
 
 
-def _scalar_packer(t: Any) -> Any:
-    """Python scalar -> the NumPy scalar the kernel parameter of IR type ``t`` takes."""
+def _scalar_packer(t: Any) -> tuple[Any, Any]:
+    """The kernel parameter's NumPy dtype for IR type ``t``, and the function turning a
+    Python scalar into the Python value pyopencl packs as that dtype."""
     if t.name == "i1":
-        return lambda v: np.int8(1 if v else 0)
+        return np.int8, lambda v: 1 if v else 0
     if t.is_float and t.bits == 16:
         dtype = t.np
 
-        def bits16(v: Any) -> np.uint16:
+        def bits16(v: Any) -> int:
             with np.errstate(over="ignore"):
-                return np.array(v, dtype).view(np.uint16)[()]
-        return bits16
+                return int(np.array(v, dtype).view(np.uint16)[()])
+        return np.uint16, bits16
     if t.is_float:
-        dtype = t.np.type
+        rounding = t.np.type
 
-        def rounded(v: Any) -> Any:
+        def rounded(v: Any) -> float:             # once, to the type (out of range: inf)
             with np.errstate(over="ignore"):
-                return dtype(v)
-        return rounded
-    mask, unsigned, signed = (1 << t.bits) - 1, np.dtype(f"u{t.bits // 8}"), t.np
-    return lambda v: np.array(int(v) & mask, unsigned).view(signed)[()]
+                return float(rounding(v))
+        return t.np, rounded
+    mask, half = (1 << t.bits) - 1, 1 << (t.bits - 1)
+    if t.is_unsigned:
+        return t.np, lambda v: int(v) & mask
+    return t.np, lambda v: ((int(v) + half) & mask) - half
 
 
 class LoadedKernel:
@@ -203,14 +206,24 @@ class LoadedKernel:
         self.kernel = cl.Kernel(program, kernel_name)
         self.work_items = work_items
         self.checks = [tuple(c) for c in checks]
-        self.packers = [None if isinstance(t, PointerType) else _scalar_packer(t)
-                        for _, t in signature]
+        dtypes: list[Any] = []
+        self.packers = []
+        for _, t in signature:
+            if isinstance(t, PointerType):
+                dtypes += [None, np.int64]
+                self.packers.append(None)
+            else:
+                dtype, pack = _scalar_packer(t)
+                dtypes.append(dtype)
+                self.packers.append(pack)
+        dtypes += [np.int32] * 5 + ([None] if checks else [])
         self.lock = threading.Lock()
         self.written = [i for i in written if i < len(self.packers)]
         self.error_word = None
         if self.checks:
             self.error_word = cl.Buffer(record.context, cl.mem_flags.READ_WRITE, size=4)
             cl.enqueue_copy(record.queue, self.error_word, np.zeros(1, np.int32), is_blocking=True)
+        self.kernel.set_scalar_arg_dtypes(dtypes)     # typed calls: the fast way to set args
         device = record.cl_device
         info = cl.kernel_work_group_info
         self.driver_facts = {
@@ -238,7 +251,6 @@ class LoadedKernel:
         return any(args[i].value.buffer.nbytes > cache for i in self.written)
 
     def launch(self, grid: tuple[int, int, int], args: Sequence[KernelArg]) -> None:
-        import pyopencl as cl
         values: list[Any] = []
         for arg, pack in zip(args, self.packers):
             if pack is None:
@@ -246,20 +258,18 @@ class LoadedKernel:
                 if buffer.freed or buffer.handle is None:
                     raise LaunchError("a kernel argument is a freed OpenCL buffer")
                 values.append(buffer.handle)
-                values.append(np.int64(arg.value.offset))
+                values.append(arg.value.offset)
             else:
                 values.append(pack(arg.value))
         per_group = self.programs_per_group(grid[0])
-        values += [np.int32(grid[0]), np.int32(grid[1]), np.int32(grid[2]), np.int32(per_group),
-                   np.int32(self._streams(args))]
+        values += [grid[0], grid[1], grid[2], per_group, int(self._streams(args))]
         if self.error_word is not None:
             values.append(self.error_word)
         groups = -(-grid[0] // per_group)
         queue = self.record.queue
         with self.lock:
-            self.kernel.set_args(*values)
-            cl.enqueue_nd_range_kernel(queue, self.kernel, (groups * self.work_items, grid[1], grid[2]),
-                                       (self.work_items, 1, 1))
+            self.kernel(queue, (groups * self.work_items, grid[1], grid[2]),
+                        (self.work_items, 1, 1), *values)
         if self.error_word is not None:
             self._read_error_word(queue)
 
