@@ -14,29 +14,32 @@ from anytile_nvidia.backend import NvidiaBackend
 from anytile_nvidia.compiler import find_ptxas, parse_ptxas_report
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "tests" / "kernels"))
 sys.path.insert(0, str(ROOT / "examples"))
-import test_kernels as tk  # noqa: E402
+from anytile_conformance.catalogue import kernels as catalogue  # noqa: E402
 
 needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed here")
 
-_STRIDES = ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")
+_MATMUL = ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn", "stride_cm")
 KERNELS = {
-    "add": (tk.add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "out_ptr": "*fp32:16",
-                            "n": "i32"}, {"BLOCK": 256}),
-    "softmax": (tk.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16", "in_stride": "i32:16",
-                                    "out_stride": "i32:16", "n_cols": "i32"}, {"BLOCK": 1024}),
-    "persistent_softmax": (tk.persistent_softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32",
-                                                          "n_rows": "i32", "n_cols": "i32"}, {"BLOCK": 128}),
-    "matmul_f16": (tk.matmul_relu_kernel, {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16",
-                                           **{k: "i32" for k in _STRIDES}}, {"BM": 16, "BN": 32, "BK": 16}),
-    "layernorm": (tk.layernorm_kernel, {**{k: "*fp32" for k in ("x_ptr", "y_ptr", "w_ptr", "b_ptr",
-                                                              "mean_ptr", "rstd_ptr")},
-                                        "stride": "i32", "N": "i32", "eps": "fp32"}, {"BLOCK": 512}),
-    "transpose": (tk.transpose_kernel, {"src": "*i16", "dst": "*i16", "M": "i32", "N": "i32"},
+    "add": (catalogue.vector_add_kernel, {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16",
+                                          "out_ptr": "*fp32:16", "n": "i32"}, {"BLOCK": 256}),
+    "softmax": (catalogue.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16",
+                                           "in_row_stride": "i32:16", "out_row_stride": "i32:16",
+                                           "n_cols": "i32"}, {"BLOCK": 1024}),
+    "persistent_softmax": (catalogue.persistent_softmax_kernel, {"out_ptr": "*fp32", "in_ptr": "*fp32",
+                                                                 "n_rows": "i32", "n_cols": "i32"},
+                           {"BLOCK": 128}),
+    "matmul_f16": (catalogue.matmul_kernel, {"a_ptr": "*fp16", "b_ptr": "*fp16", "bias_ptr": "*fp32",
+                                             "c_ptr": "*fp16", **{k: "i32" for k in _MATMUL}},
+                   {"ACTIVATION": "relu", "BM": 16, "BN": 32, "BK": 16, "GROUP_M": 2}),
+    "layernorm": (catalogue.layer_norm_kernel, {**{k: "*fp32" for k in ("x_ptr", "y_ptr", "w_ptr", "b_ptr",
+                                                                        "mean_ptr", "rstd_ptr")},
+                                                "stride": "i32", "n": "i32", "eps": "fp32"},
+                  {"BLOCK": 512}),
+    "transpose": (catalogue.transpose_kernel, {"src": "*i16", "dst": "*i16", "m": "i32", "n": "i32"},
                   {"BM": 16, "BN": 32}),
-    "histogram": (tk.histogram_kernel, {"data_ptr": "*i32", "hist_ptr": "*i32", "n": "i32",
-                                        "n_bins": "i32"}, {"BLOCK": 256}),
+    "histogram": (catalogue.histogram_kernel, {"x_ptr": "*i32", "hist_ptr": "*i32", "n": "i32",
+                                               "bins": "i32"}, {"BLOCK": 256}),
 }
 
 
@@ -249,10 +252,10 @@ def test_pipelines_share_the_shared_memory_budget():
     assert k.metadata["pipelined_dot_operands"] == 4
     assert k.metadata["shared"] <= shared_memory_limit("sm_90")
     with pytest.raises(CompilationError, match="bytes of shared memory"):
-        at.compile(tk.matmul_relu_kernel, target="nvidia:sm_80", signature={
-            "a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", **{n: "i32" for n in (
-                "M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")}},
-            constexprs={"BM": 256, "BN": 256, "BK": 256})
+        at.compile(catalogue.matmul_kernel, target="nvidia:sm_80", signature={
+            "a_ptr": "*fp16", "b_ptr": "*fp16", "bias_ptr": "*fp32", "c_ptr": "*fp16",
+            **{n: "i32" for n in _MATMUL}},
+            constexprs={"ACTIVATION": "none", "BM": 256, "BN": 256, "BK": 256, "GROUP_M": 1})
 
 
 @at.jit

@@ -12,9 +12,8 @@ from anytile.backend import KernelArg, PointerArg
 from anytile.errors import LaunchError
 from anytile.ir.types import i32
 from anytile_nvidia.backend import NvidiaBackend
+from anytile_conformance.catalogue.kernels import vector_add_kernel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "tests" / "kernels"))
-import test_kernels as tk  # noqa: E402
 
 _BACKEND = NvidiaBackend()
 _AVAIL = _BACKEND.availability()
@@ -46,7 +45,7 @@ def test_vector_add_runs(cuda):
     n = 100_003
     x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
     out = at.asarray(np.full(n, np.nan, np.float32), device=cuda)
-    tk.add_kernel[(at.cdiv(n, 1024),)](at.asarray(x, device=cuda), at.asarray(y, device=cuda), out, n,
+    vector_add_kernel[(at.cdiv(n, 1024),)](at.asarray(x, device=cuda), at.asarray(y, device=cuda), out, n,
                                        BLOCK=1024)
     np.testing.assert_array_equal(out.numpy(), x + y)
 
@@ -56,7 +55,7 @@ def test_torch_tensors_are_used_in_place(cuda):
     x = torch.randn(5000, device="cuda")
     y = torch.randn(5000, device="cuda")
     out = torch.full((5000,), float("nan"), device="cuda")
-    tk.add_kernel[(at.cdiv(5000, 256),)](x, y, out, 5000, BLOCK=256, device=cuda)
+    vector_add_kernel[(at.cdiv(5000, 256),)](x, y, out, 5000, BLOCK=256, device=cuda)
     torch.cuda.synchronize()
     assert torch.equal(out, x + y)
 
@@ -65,7 +64,7 @@ def test_cupy_arrays_are_used_in_place(cuda):
     cp = pytest.importorskip("cupy")
     x = cp.arange(3000, dtype=cp.float32)
     out = cp.full(3000, cp.nan, dtype=cp.float32)
-    tk.add_kernel[(at.cdiv(3000, 256),)](x, x, out, 3000, BLOCK=256, device=cuda)
+    vector_add_kernel[(at.cdiv(3000, 256),)](x, x, out, 3000, BLOCK=256, device=cuda)
     cp.cuda.runtime.deviceSynchronize()
     assert bool((out == 2 * x).all())
 
@@ -73,7 +72,7 @@ def test_cupy_arrays_are_used_in_place(cuda):
 def test_launch_errors_name_the_driver_error(cuda):
     module_args = [KernelArg(i32, 0)]
     backend = cuda.backend
-    kernel = at.compile(tk.add_kernel, target=str(backend.target_of(cuda.info)),
+    kernel = at.compile(vector_add_kernel, target=str(backend.target_of(cuda.info)),
                         signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
                         constexprs={"BLOCK": 256})
     loaded = backend.load(kernel, cuda.info)
