@@ -191,3 +191,22 @@ def test_dot_in_k_slices_when_local_memory_is_small(path, rng, monkeypatch):
         kernel[(1,)](at.asarray(a, device=dev), at.asarray(b, device=dev), out, M=m, N=n, K=k,
                      **opts)
     np.testing.assert_array_equal(out.numpy(), a @ b)
+
+
+def test_metadata_reports_the_driver_and_programs_are_built_once(path, rng):
+    from anytile_opencl import driver
+    dev = opencl_device()
+    n = 64
+    x = at.asarray(rng.integers(-9, 9, n).astype(np.int32), device=dev)
+    with arch(path) as opts:
+        kernel = fresh(small_tile_kernel)
+        args = (x, at.asarray(np.zeros(3, np.int32), device=dev),
+                at.asarray(poisoned(1, np.int32), device=dev), at.asarray(poisoned(n, np.int32), device=dev))
+        kernel[(1,)](*args, BLOCK=n, **opts)
+        compiled = kernel.warmup(*args, BLOCK=n, grid=(1,), **opts)
+    meta = compiled.metadata
+    assert meta["work_group_size"] >= meta["threads_per_block"] >= 1
+    assert meta["local_mem_bytes"] >= meta["shared"] and meta["private_mem_bytes"] >= 0
+    record = next(r for r in driver.discover_devices() if r.info.name == dev.name)
+    source = compiled.asm["opencl-c"]
+    assert driver.build_program(record, source) is driver.build_program(record, source)
