@@ -6,8 +6,8 @@ On an OpenCL CPU device (PoCL) the peers are NumPy (``out=`` forms, preallocated
 anytile's cpu backend; on an OpenCL GPU, anytile's nvidia backend (``cuda:0``).  Vector add,
 row softmax 4096x4096 and layer norm 4096x4096 in fp32, the same kernel sources everywhere
 (``kernels.py``).  Every result is checked against NumPy in float64 before it is timed.
-anytile launches are queued back to back and timed to the end of the queue: median of
-``--repeat`` batches after a warm-up.  Prints a markdown table (ratio = peer time / OpenCL
+anytile launches are queued back to back and timed to the end of the queue; the sides take
+turns, ``--repeat`` batches each after a warm-up, and the medians are compared.  Prints a markdown table (ratio = peer time / OpenCL
 time: above 1, OpenCL is faster)."""
 from __future__ import annotations
 
@@ -29,18 +29,21 @@ TARGETS = {"numpy": {"vector add": 1.0, "softmax": 2.0, "layer norm": 2.0},
            "nvidia": {"vector add": 0.7, "softmax": 0.7, "layer norm": 0.7}}
 
 
-def timed(run, sync, repeat: int, batch: int) -> float:
-    """Median seconds of one ``run()``: ``batch`` runs then ``sync()``, ``repeat`` times."""
-    run()
-    sync()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(batch):
-            run()
+def timed(sides: dict, repeat: int, batch: int) -> dict:
+    """Median seconds of one run per side (``name -> (run, sync)``): ``batch`` runs then
+    ``sync()``, the sides taking turns ``repeat`` times (a noisy machine slows all alike)."""
+    for run, sync in sides.values():
+        run()
         sync()
-        times.append((time.perf_counter() - t0) / batch)
-    return statistics.median(times)
+    times: dict = {name: [] for name in sides}
+    for _ in range(repeat):
+        for name, (run, sync) in sides.items():
+            t0 = time.perf_counter()
+            for _ in range(batch):
+                run()
+            sync()
+            times[name].append((time.perf_counter() - t0) / batch)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def check(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> None:
@@ -109,19 +112,20 @@ def main() -> int:
     results = []
 
     def sides(kernel_name: str, size: str, nbytes: int, make_run, ref, tol, numpy_run=None):
-        """Time the kernel on the OpenCL device and on the anytile peer device (and NumPy)."""
-        row = {"kernel": kernel_name, "size": size, "nbytes": nbytes}
+        """Time the kernel on the OpenCL device, on the anytile peer device and in NumPy."""
+        runs = {}
         for label, device in (("opencl", dev), ("anytile " + (peer_dev.name if peer_dev else "-"), peer_dev)):
             if device is None:
                 continue
             run, result = make_run(device)
             run()
             check(f"{kernel_name} on {device}", result(), ref, tol)
-            row[label] = timed(run, device.synchronize, args.repeat, 20 if not on_cpu else 3)
+            runs[label] = (run, device.synchronize)
         if numpy_run is not None:
-            got = numpy_run()
-            check(f"{kernel_name} in NumPy", got, ref, tol)
-            row["numpy"] = timed(numpy_run, lambda: None, args.repeat, 3)
+            check(f"{kernel_name} in NumPy", numpy_run(), ref, tol)
+            runs["numpy"] = (numpy_run, lambda: None)
+        row = {"kernel": kernel_name, "size": size, "nbytes": nbytes}
+        row.update(timed(runs, args.repeat, 3 if on_cpu else 20))
         results.append(row)
         shown = ", ".join(f"{k} {v * 1e3:.3f} ms" for k, v in row.items()
                           if k not in ("kernel", "size", "nbytes"))
