@@ -15,7 +15,6 @@ cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
 # NVIDIA's ICD only (the pyopencl wheel brings its own loader; PoCL is also installed there)
 export OCL_ICD_VENDORS=libnvidia-opencl.so.1
-SHARDS=8
 
 step() { echo "== $1 ($(date +%T))"; }
 
@@ -46,31 +45,9 @@ if [ "$MODE" = "extra" ]; then
   exit 0
 fi
 
-step "full conformance on opencl:0 ($SHARDS shards)"
-for k in $(seq 0 $((SHARDS - 1))); do
-  timeout 330 python3 -m anytile conformance --device opencl:0 --full --shard "$k/$SHARDS" \
-      --json "$OUT/conformance_$k.json" >"$OUT/conformance_$k.txt" 2>&1 &
-done
-wait
-python3 - "$OUT" "$SHARDS" <<'EOF' | tee "$OUT/conformance_summary.txt"
-import json, sys
-out, shards = sys.argv[1], int(sys.argv[2])
-counts, failures, missing = {"passed": 0, "failed": 0, "skipped": 0}, [], []
-for k in range(shards):
-    try:
-        report = json.load(open(f"{out}/conformance_{k}.json"))
-    except (OSError, ValueError):
-        missing.append(k)
-        continue
-    for r in report["results"]:
-        counts[r["status"]] += 1
-        if r["status"] == "failed":
-            failures.append(r["case_id"] + ": " + r["message"].splitlines()[0])
-print(f"full conformance on opencl:0: {counts}, shards without a report: {missing}")
-print("\n".join(failures[:30]))
-print("CONFORMANT" if not failures and not missing and counts["passed"] else
-      f"NOT CONFORMANT: {len(failures)} failures, {len(missing)} shards missing")
-EOF
+step "full conformance on opencl:0 (8 shards)"
+DEVICE=opencl:0 SHARD_TIMEOUT=330 OUT="$OUT/conformance" bash benchmarks/gpu_conformance.sh \
+    | tee "$OUT/conformance_summary.txt"
 
 step "benchmark beside the nvidia backend"
 timeout 180 python3 benchmarks/opencl.py --device opencl:0 --out "$OUT/opencl_bench.md" \
@@ -78,5 +55,5 @@ timeout 180 python3 benchmarks/opencl.py --device opencl:0 --out "$OUT/opencl_be
 tail -3 "$OUT/bench.log"
 
 step "done"
-tail -1 "$OUT/conformance_summary.txt"
+grep VERDICT "$OUT/conformance_summary.txt"
 cat "$OUT/opencl_bench.md" 2>/dev/null
