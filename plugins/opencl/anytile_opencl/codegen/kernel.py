@@ -32,7 +32,7 @@ from .ctypes import scalar_name, size_of
 from .dot import DotEmitter
 from .helpers import Helpers
 from .memory import MemoryEmitter
-from .plan import CHEAP, FUSED, STORED, VIEW, VIEWS, Plan
+from .plan import CHEAP, FUSED, VIEW, VIEWS, Plan
 from .values import ValueEmitter
 
 __all__ = ["EmittedKernel", "emit_kernel"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from anytile.errors import CompilationError
-from anytile.ir import AtomicCASOp, AtomicRMWOp, LoadOp, ScalarType, StoreOp, TileType, Value
+from anytile.ir import AtomicCASOp, LoadOp, ScalarType, StoreOp, TileType, Value
 
 from .arith import Arith
 from .chunk import Chunk, Point, Writer, uniform, vector
@@ -285,8 +285,8 @@ class MemoryEmitter:
         body = Writer(indent=2)
         lines = [f"{c} {name}(ulong a{f', {c} c' if kind == 'cas' else ''}, {c} v) {{"]
         if narrow:
-            lines += [f"  volatile __global uint* p = (volatile __global uint*)(a & ~3UL);",
-                      f"  uint shift = (uint)(a & 3UL) * 8u;",
+            lines += ["  volatile __global uint* p = (volatile __global uint*)(a & ~3UL);",
+                      "  uint shift = (uint)(a & 3UL) * 8u;",
                       f"  uint mask = {(1 << width) - 1}u << shift;"]
             extract = f"as_{c}(({unsigned_name(t)})(old >> shift))"
         else:
