@@ -15,8 +15,9 @@ share their layout and their storage; ``broadcast``, ``permute``, reductions, sc
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterator
 
-from anytile.ir import Block, Function, Module, TileType, Value
+from anytile.ir import Block, Function, Module, TileType, Value, walk
 from anytile.ir.core import clone_block
 
 from .target import OpenCLArch
@@ -67,22 +68,19 @@ def annotate_layouts(module: Module, policy: LayoutPolicy) -> Module:
     out = Module(kernel_name=module.kernel_name, attrs=dict(module.attrs))
     for fn in module.functions.values():
         body = clone_block(fn.body, {})
-        _retype_block(body, policy)
-        out.functions[fn.name] = Function(fn.name, body, list(fn.result_types),
-                                          [dict(a) for a in fn.arg_attrs], fn.loc, fn.is_kernel)
+        for value in _values(body):
+            t = value.type
+            if isinstance(t, TileType):
+                value.type = TileType(t.shape, t.elem, policy.layout(t.numel))
+        out.add(Function(fn.name, body, list(fn.result_types), [dict(a) for a in fn.arg_attrs],
+                         fn.loc, fn.is_kernel))
     return out
 
 
-def _retype(v: Value, policy: LayoutPolicy) -> None:
-    if isinstance(v.type, TileType):
-        v.type = TileType(v.type.shape, v.type.elem, policy.layout(v.type.numel))
-
-
-def _retype_block(block: Block, policy: LayoutPolicy) -> None:
-    for a in block.args:
-        _retype(a, policy)
-    for op in block.ops:
-        for r in op.results:
-            _retype(r, policy)
+def _values(block: Block) -> Iterator[Value]:
+    """Every value a block defines: its arguments, its ops' results, and theirs in regions."""
+    yield from block.args
+    for op in walk(block):
+        yield from op.results
         for region in op.regions:
-            _retype_block(region, policy)
+            yield from region.args
