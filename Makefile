@@ -7,8 +7,10 @@ BIN    := $(VENV)/bin
 PACKAGES := . $(patsubst %/pyproject.toml,%,$(wildcard backends/*/pyproject.toml plugins/*/pyproject.toml conformance/pyproject.toml))
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?= -q
+# PoCL (the OpenCL CPU driver) keeps the kernels it compiled here, so repeated runs stay fast
+export POCL_CACHE_DIR ?= $(CURDIR)/.cache/pocl
 
-.PHONY: demo test setup clean conformance conformance-simulated bench-cpu
+.PHONY: demo test setup clean conformance conformance-simulated bench-cpu bench-opencl
 
 setup: $(STAMP)
 
@@ -40,6 +42,9 @@ conformance: $(STAMP)
 
 clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info
+
+bench-opencl: $(STAMP)
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/opencl.py --out benchmarks/opencl_results.md
 
 bench-cpu: $(STAMP)
 	$(BIN)/python -m pip install -q numba

@@ -5,8 +5,12 @@ import sys
 
 from anytile.runtime.discovery import list_backends
 
-usable = [r.name for r in list_backends() if r.availability.usable]
+records = list_backends()
+usable = [r.name for r in records if r.availability.usable]
 print(f"conformance: usable backends here: {', '.join(usable) or 'none'}", flush=True)
+for r in records:
+    if not r.availability.usable:
+        print(f"conformance: not run on {r.name}: {r.availability.reason}", flush=True)
 failed = []
 for name in usable:
     code = subprocess.call([sys.executable, "-m", "anytile", "conformance", "--backend", name,

@@ -1,22 +1,24 @@
 #!/usr/bin/env bash
-# The full conformance suite on cuda:0, split into SHARDS processes sharing the GPU (the
-# machine's CPU cores compile in parallel).  On the lent GPU machine, in one call:
+# The full conformance suite on $DEVICE (default cuda:0), split into SHARDS processes sharing
+# the GPU (the machine's CPU cores compile in parallel).  On the lent GPU machine, in one call:
 #   run(command="bash benchmarks/gpu_conformance.sh", carry=[".whl"])
 # Reports land in $OUT (conformance-K.json per shard); the verdict is printed last.
 set -u
 OUT=${OUT:-/tmp/anytile-conformance}
 SHARDS=${SHARDS:-8}
+DEVICE=${DEVICE:-cuda:0}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
-python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia -e conformance \
-    >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
+case "$DEVICE" in opencl*) PLUGINS="-e plugins/opencl" ;; *) PLUGINS="" ;; esac
+python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia \
+    $PLUGINS -e conformance >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
 start=$(date +%s)
 for k in $(seq 0 $((SHARDS - 1))); do
-  timeout ${SHARD_TIMEOUT:-540} python3 -m anytile conformance --full --device cuda:0 --shard "$k/$SHARDS" \
+  timeout ${SHARD_TIMEOUT:-540} python3 -m anytile conformance --full --device "$DEVICE" --shard "$k/$SHARDS" \
       --json "$OUT/conformance-$k.json" >"$OUT/shard-$k.txt" 2>&1 &
 done
 wait
-echo "full conformance on cuda:0 in $SHARDS shards: $(( $(date +%s) - start )) s"
+echo "full conformance on $DEVICE in $SHARDS shards: $(( $(date +%s) - start )) s"
 python3 - "$OUT" "$SHARDS" <<'PY'
 import json, sys
 out, shards = sys.argv[1], int(sys.argv[2])

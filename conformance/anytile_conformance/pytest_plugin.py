@@ -55,8 +55,9 @@ def anytile_backend(anytile_device: Any) -> Any:
 
 
 @pytest.fixture(scope="session")
-def anytile_capabilities(anytile_backend: Any) -> frozenset:
-    return frozenset(anytile_backend.capabilities)
+def anytile_capabilities(anytile_device: Any) -> frozenset:
+    from .runner import device_capabilities
+    return device_capabilities(anytile_device)
 
 
 @pytest.fixture

@@ -87,11 +87,16 @@ def describe_device(device: Any, mode: str, seed: int) -> dict[str, Any]:
         "suite": "anytile-conformance", "suite_version": __version__,
         "backend": backend.name, "backend_version": version,
         "device": device.info.name, "device_description": device.info.description,
-        "describe": described, "capabilities": sorted(backend.capabilities),
+        "describe": described, "capabilities": sorted(device_capabilities(device)),
         "mode": mode, "seed": seed,
         "python": platform.python_version(), "numpy": np.__version__,
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def device_capabilities(device: Any) -> frozenset:
+    """The capabilities ``device`` declares (``Backend.device_capabilities``)."""
+    return frozenset(device.backend.device_capabilities(device.info))
 
 
 class CaseTimeout(Exception):
@@ -147,7 +152,7 @@ def run_suite(device: Any, cases: Sequence[Case], mode: str, seed: int,
     """Run ``cases`` on ``device`` in order; ``on_result(index, total, case, result)`` is
     called after each (progress display)."""
     run = SuiteRun(describe_device(device, mode, seed))
-    capabilities = frozenset(device.backend.capabilities)
+    capabilities = device_capabilities(device)
     for i, case in enumerate(cases):
         result = run_case(case, device, seed, capabilities, timeout)
         run.results.append(result)

@@ -30,6 +30,10 @@ What core does, and what it asks of a backend:
    ``launcher`` (launch with raw values, no ``KernelArg`` per launch), ``foreign_reader``
    (read a foreign tensor's address and key without ``import_array`` per launch), and
    ``disk_cacheable`` with ``cache_facts`` (compiled kernels kept in the on-disk cache).
+6. Optional, for backends whose devices differ (added within version 1):
+   ``device_capabilities(device)``, the capabilities of one device (OpenCL devices with and
+   without ``cl_khr_fp64``); the default is ``capabilities``.  The conformance suite reads
+   it, so a device is certified for exactly what it has.
 
 Incompatible changes to this module bump ``API_VERSION``; core refuses (and reports) a
 backend whose ``api_version`` it does not support, without breaking the others.
@@ -336,6 +340,11 @@ class Backend(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """Extra facts for ``anytile backends`` (CPU name, vector width, driver version...)."""
         return {}
+
+    def device_capabilities(self, device: DeviceInfo) -> frozenset[str]:
+        """The optional features (keys of ``CAPABILITIES``) that work on ``device``: the
+        class's ``capabilities`` unless a backend's devices differ (added within version 1)."""
+        return frozenset(self.capabilities)
 
     # -- compilation ---------------------------------------------------------------------------
     @abc.abstractmethod

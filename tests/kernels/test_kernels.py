@@ -8,14 +8,14 @@ import pytest
 from anytile_conformance.case import expand_all
 from anytile_conformance.cli import DEFAULT_SEED
 from anytile_conformance.catalogue.kernels import vector_add_kernel
-from anytile_conformance.runner import FAILED, SKIPPED, run_case
+from anytile_conformance.runner import FAILED, SKIPPED, device_capabilities, run_case
 
 _KERNELS = [case for case in expand_all("full") if case.area == "kernels"]
 
 
 @pytest.mark.parametrize("case", _KERNELS, ids=[case.id for case in _KERNELS])
 def test_whole_kernel(device, case):
-    result = run_case(case, device, DEFAULT_SEED, frozenset(device.backend.capabilities))
+    result = run_case(case, device, DEFAULT_SEED, device_capabilities(device))
     if result.status == SKIPPED:
         pytest.skip(result.message)
     assert result.status != FAILED, result.message

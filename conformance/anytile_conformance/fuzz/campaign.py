@@ -8,6 +8,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from ..runner import device_capabilities
 from .execute import Difference, differs
 from .generator import generate
 from .program import Program
@@ -121,7 +122,7 @@ def run_campaign(device: Any, count: int, seed: int, out_dir: str) -> int:
     """Fuzz ``count`` programs; print each failure and a summary; 0 when none failed."""
     import anytile as at
     reference = at.device("interpreter")
-    capabilities = frozenset(device.backend.capabilities)
+    capabilities = device_capabilities(device)
     print(f"fuzzing {device.info.name} ({device.backend.name}) against the interpreter: "
           f"{count} kernels, seed {seed}", flush=True)
     failures = []

@@ -1,0 +1,1 @@
+"""anytile-opencl: anytile kernels on every OpenCL device (entry point ``opencl``)."""

@@ -1,0 +1,138 @@
+"""OpenCL C functions generated on demand and placed before the kernel: 16-bit float
+conversions, round-to-odd steps (so that two roundings round once), and atomics OpenCL C 1.2
+lacks (float and narrow atomics as compare-and-swap loops).
+
+``Helpers.need(kind, lanes)`` returns the function's name and remembers its source; one
+source per (kind, lanes), in the order first needed, is written by ``prelude()``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from anytile.errors import CompilationError
+
+__all__ = ["Helpers"]
+
+
+def _v(base: str, n: int) -> str:
+    return base if n == 1 else f"{base}{n}"
+
+
+def _rel01(expr: str, n: int, out: str) -> str:
+    """A relational result (0/1 scalar, -1/0 vector) as 0/1 of type ``out``."""
+    return f"(({out})({expr}))" if n == 1 else f"convert_{_v(out, n)}(-({expr}))"
+
+
+def _sel(false: str, true: str, cond: str, n: int) -> str:
+    """``cond ? true : false`` per lane; ``cond`` is a relational result."""
+    return f"(({cond}) ? ({true}) : ({false}))" if n == 1 else f"select({false}, {true}, {cond})"
+
+
+def _vload_suffix(n: int) -> str:
+    return "" if n == 1 else str(n)
+
+
+def _h2f(name: str, n: int) -> str:
+    return (f"{_v('float', n)} {name}({_v('ushort', n)} x) {{\n"
+            f"  return vload_half{_vload_suffix(n)}(0, (const __private half*)&x);\n}}")
+
+
+def _to_half(source: str) -> Callable[[str, int], str]:
+    """``source`` (float or double) to f16 bits, rounded once (``vstore_half_rte``)."""
+    def make(name: str, n: int) -> str:
+        return (f"{_v('ushort', n)} {name}({_v(source, n)} x) {{\n  {_v('ushort', n)} r;\n"
+                f"  vstore_half{_vload_suffix(n)}_rte(x, 0, (__private half*)&r);\n"
+                f"  return r;\n}}")
+    return make
+
+
+def _bf2f(name: str, n: int) -> str:
+    return (f"{_v('float', n)} {name}({_v('ushort', n)} x) {{\n"
+            f"  return as_{_v('float', n)}(convert_{_v('uint', n)}(x) << 16);\n}}")
+
+
+def _f2bf(name: str, n: int) -> str:
+    u = _v("uint", n)
+    nan = "isnan(x)" if n == 1 else f"as_{u}(isnan(x))"
+    return (f"{_v('ushort', n)} {name}({_v('float', n)} x) {{\n"
+            f"  {u} u = as_{u}(x);\n"
+            f"  {u} r = (u + ({u})0x7FFFu + ((u >> 16) & ({u})1u)) >> 16;\n"
+            f"  r = {_sel('r', f'(u >> 16) | ({u})0x40u', nan, n)};\n"
+            f"  return convert_{_v('ushort', n)}(r);\n}}")
+
+
+def _rto_d2f(name: str, n: int) -> str:
+    f, u, d = _v("float", n), _v("uint", n), _v("double", n)
+    odd = _rel01(f"convert_{d}(r) != x", n, "uint")
+    return (f"{f} {name}({d} x) {{\n"
+            f"  {f} r = convert_{f}_rtz(x);\n"
+            f"  return as_{f}(as_{u}(r) | {odd});\n}}")
+
+
+def _rto_i2f(src: str) -> Callable[[str, int], str]:
+    def make(name: str, n: int) -> str:
+        f, u, s = _v("float", n), _v("uint", n), _v(src, n)
+        odd = _rel01(f"convert_{s}_sat_rtz(r) != x", n, "uint")
+        return (f"{f} {name}({s} x) {{\n"
+                f"  {f} r = convert_{f}_rtz(x);\n"
+                f"  return as_{f}(as_{u}(r) | {odd});\n}}")
+    return make
+
+
+def _rto_fma(name: str, n: int) -> str:
+    """``a*b + c`` rounded to odd in f32, for 16-bit inputs whose product f32 holds exactly:
+    TwoSum gives the exact error; an inexact even result moves one ulp towards it."""
+    f, u = _v("float", n), _v("uint", n)
+    inexact = f"(e != ({f})0.0f) & isfinite(s) & (({u})(bits & ({u})1u) == ({u})0u)" if n > 1 else \
+        "e != 0.0f && isfinite(s) && (bits & 1u) == 0u"
+    toward = f"((as_{u}(e) ^ bits) >> 31) == ({u})0u" if n > 1 else "((as_uint(e) ^ bits) >> 31) == 0u"
+    moved = _sel(f"bits - ({u})1u", f"bits + ({u})1u", toward, n)
+    keep_mask = inexact if n == 1 else f"as_{u}(convert_{_v('int', n)}({inexact}))"
+    return (f"{f} {name}({f} a, {f} b, {f} c) {{\n"
+            f"  {f} p = a * b;\n  {f} s = p + c;\n  {f} bp = s - p;\n"
+            f"  {f} e = (p - (s - bp)) + (c - bp);\n"
+            f"  {u} bits = as_{u}(s);\n"
+            f"  return as_{f}({_sel('bits', moved, keep_mask, n)});\n}}")
+
+
+_GENERATORS: dict[str, Callable[[str, int], str]] = {
+    "h2f": _h2f, "f2h": _to_half("float"), "d2h": _to_half("double"), "bf2f": _bf2f, "f2bf": _f2bf,
+    "rto_d2f": _rto_d2f, "rto_fma": _rto_fma,
+    "rto_i2f_int": _rto_i2f("int"), "rto_i2f_uint": _rto_i2f("uint"),
+    "rto_i2f_long": _rto_i2f("long"), "rto_i2f_ulong": _rto_i2f("ulong"),
+}
+_NEEDS_FP64 = {"d2h", "rto_d2f"}
+
+
+class Helpers:
+    """The helper functions one kernel needs, and the extensions they use."""
+
+    def __init__(self, fp64: bool) -> None:
+        self.fp64 = fp64
+        self.sources: dict[str, str] = {}
+        self.uses_fp64 = False
+
+    def need(self, kind: str, lanes: int) -> str:
+        """The name of helper ``kind`` for ``lanes``-wide vectors (made once)."""
+        name = f"at_{kind}_{lanes}"
+        if name not in self.sources:
+            if kind in _NEEDS_FP64:
+                self.require_fp64()
+            self.sources[name] = _GENERATORS[kind](name, lanes)
+        return name
+
+    def define(self, name: str, make: Callable[[], str]) -> str:
+        """A helper written elsewhere (atomics): ``make()`` gives its source, once."""
+        if name not in self.sources:
+            source = make()                  # first: the helpers it needs come before it
+            self.sources[name] = source
+        return name
+
+    def require_fp64(self, loc: Any = None) -> None:
+        if not self.fp64:
+            raise CompilationError("this OpenCL device has no 64-bit floats (cl_khr_fp64): "
+                                   "use float32", loc)
+        self.uses_fp64 = True
+
+    def prelude(self) -> str:
+        return "\n\n".join(s for s in self.sources.values() if s)
