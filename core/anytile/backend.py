@@ -351,6 +351,12 @@ class Backend(abc.ABC):
     def targets(self) -> list[str]:
         """Architectures this backend can compile for without a device (``["sm_80", ...]``)."""
 
+    def supports_target(self, arch: str) -> bool:
+        """Whether ``arch`` is one this backend compiles for (``at.compile`` asks); by default
+        one of ``targets()``.  A backend whose architectures are descriptions with
+        parameters (OpenCL's) accepts every well-formed one."""
+        return arch in self.targets()
+
     @abc.abstractmethod
     def target_of(self, device: DeviceInfo) -> Target:
         """The target to compile for to run on ``device``."""

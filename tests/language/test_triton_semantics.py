@@ -96,3 +96,31 @@ def test_bf16_scans_and_max_compute_in_f32(device, rng, poison):
     np.testing.assert_allclose(s.numpy(), np.cumsum(wide), rtol=1e-5)
     np.testing.assert_allclose(p.numpy()[:64], np.cumprod(wide)[:64], rtol=1e-5)
     assert m.numpy()[0] == wide.max()
+
+
+@at.jit
+def narrow_min_max(x_ptr, max_ptr, min_ptr, arg_ptr, BLOCK: tl.constexpr, WIDE: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    hi = tl.max(x, axis=0)
+    lo = tl.min(x, axis=0)
+    v, i = tl.max(x, axis=0, return_indices=True)
+    tl.static_assert(hi.dtype == WIDE and lo.dtype == WIDE)
+    tl.static_assert(v.dtype == x.dtype or x.dtype == tl.bfloat16)
+    tl.store(max_ptr, hi)
+    tl.store(min_ptr, lo)
+    tl.store(arg_ptr, i)
+
+
+def test_min_max_of_narrow_types_return_f32_or_i32(device, rng, poison):
+    """Triton's tl.max/tl.min without indices widen values under 32 bits (f16 to f32, 8- and
+    16-bit integers of either sign to i32), so `tl.max(x) + y` promotes as in Triton; with
+    indices the value keeps its type."""
+    for dtype, wide, npwide in ((np.float16, tl.float32, np.float32), (np.int8, tl.int32, np.int32),
+                                (np.uint16, tl.int32, np.int32)):
+        info = np.finfo(dtype) if np.dtype(dtype).kind == "f" else np.iinfo(dtype)
+        x = rng.uniform(float(info.min) / 2, float(info.max) / 2, 64).astype(dtype)
+        hi, lo = (at.asarray(poison(1, npwide), device=device) for _ in range(2))
+        arg = at.asarray(poison(1, np.int32), device=device)
+        narrow_min_max[(1,)](at.asarray(x, device=device), hi, lo, arg, BLOCK=64, WIDE=wide)
+        assert hi.numpy()[0] == x.max() and lo.numpy()[0] == x.min(), dtype
+        assert arg.numpy()[0] == int(np.argmax(x)), dtype

@@ -39,9 +39,10 @@ def _bound(dtype: str, lo: float, hi: float) -> Optional[tuple[float, float]]:
 
 
 def _keep_dtype(dtype: str) -> str:
-    """Sums of narrow integers may be widened (as Triton does): cast back, so the result wraps
-    in ``dtype`` as the generator's model says."""
-    narrow = dtype not in FLOAT_DTYPES and int(dtype[1:]) < 32
+    """Sums of narrow integers, max/min of anything narrower than 32 bits and cumsum of bf16
+    are widened (as Triton does): cast back, so the result wraps or rounds in ``dtype`` as the
+    generator's model says."""
+    narrow = dtype in ("bf16", "f16") or (dtype not in FLOAT_DTYPES and int(dtype[1:]) < 32)
     return f".to({tl_dtype_name(dtype)})" if narrow else ""
 
 

@@ -2,7 +2,7 @@
 from .types import *  # noqa: F401,F403
 from .kinds import *  # noqa: F401,F403
 from .nodes import (Block, Function, Loc, Module, Op, OP_REGISTRY, UNKNOWN_LOC, Value,  # noqa: F401
-                   walk)
+                   clone_block, walk)
 from .ops import *  # noqa: F401,F403
 from .builder import Builder  # noqa: F401
 from .printer import print_function, print_module  # noqa: F401,E402

@@ -209,7 +209,17 @@ def _min_max(kind: str, input: Any, axis: Any, return_indices: Any, tie_break_le
     x = _inputs(input, what, b)[0]
     if isinstance(irt.elem_type(x.type), irt.PointerType):
         raise TypeError(f"{what} is not defined for pointers")
-    return _reduce([_bf16_to_f32(x, b)], axis, _binary_combine(kind, b), keep_dims, what, b)[0]
+    return _reduce([_widen_narrow(_bf16_to_f32(x, b), b)], axis, _binary_combine(kind, b),
+                   keep_dims, what, b)[0]
+
+
+def _widen_narrow(x: tensor, b: Builder) -> tensor:
+    """``tl.max``/``tl.min`` without indices reduce (and return) values narrower than 32
+    bits in f32 (floats) or i32 (integers, either signedness), as Triton does."""
+    elem = irt.elem_type(x.type)
+    if elem.bits >= 32:
+        return x
+    return semantic.cast(x, dtype_of(irt.f32 if elem.is_float else irt.i32), b)
 
 
 @tensor_method

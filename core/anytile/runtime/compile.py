@@ -136,7 +136,7 @@ def compile(kernel: Any, target: str, signature: Mapping[str, str],
         raise TypeError("at.compile takes a function decorated with @anytile.jit")
     tgt = Target.parse(target)
     backend = get_backend(tgt.backend)
-    if tgt.arch not in backend.targets():
+    if not backend.supports_target(tgt.arch):
         raise BackendError(f"backend '{backend.name}' cannot compile for '{tgt.arch}'; "
                            f"its targets: {', '.join(backend.targets())}")
     rules: Signature = kernel.launch_signature

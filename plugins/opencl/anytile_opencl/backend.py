@@ -70,6 +70,14 @@ class OpenCLBackend(Backend):
         present = [str(r.arch) for r in driver.discover_devices()]
         return list(dict.fromkeys(present + list(GENERIC_ARCHES)))
 
+    def supports_target(self, arch: str) -> bool:
+        """Any well-formed architecture description (``OpenCLArch``), present or not."""
+        try:
+            OpenCLArch.parse(arch)
+        except ValueError:
+            return False
+        return True
+
     def target_of(self, device: DeviceInfo) -> Target:
         """The device's own architecture, or ``$ANYTILE_OPENCL_ARCH`` (to run another
         device's code path, e.g. a GPU's many work-items on PoCL)."""

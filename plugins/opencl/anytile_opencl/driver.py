@@ -158,15 +158,27 @@ def build_program(record: DeviceRecord, source: str) -> Any:
         program = _programs.get(key)
     if program is not None:
         return program
+    unbuilt = cl.Program(record.context, source)
     try:
-        program = cl.Program(record.context, source).build(options=list(BUILD_OPTIONS))
+        program = unbuilt.build(options=list(BUILD_OPTIONS))
     except cl.Error as exc:
         raise BackendError(f"the OpenCL driver of {record.info.name} could not build a kernel "
                            f"anytile generated (a bug in anytile-opencl; please report it):\n"
-                           f"{str(exc)[-3000:]}") from None
+                           f"{_build_log(unbuilt, cl) or str(exc)[-3000:]}") from None
     with _programs_lock:
         _programs[key] = program
     return program
+
+
+def _build_log(program: Any, cl: Any) -> str:
+    """The compiler's messages for every device (the part of a build error that says what
+    went wrong; some drivers print it only to stderr), at most 3000 characters."""
+    try:
+        logs = [program.get_build_info(d, cl.program_build_info.LOG).strip()
+                for d in program.get_info(cl.program_info.DEVICES)]
+    except Exception:  # noqa: BLE001 -- the log is a courtesy; the error is raised anyway
+        return ""
+    return "\n".join(log for log in logs if log)[:3000]
 
 
 def _scalar_packer(t: Any) -> tuple[Any, Any]:

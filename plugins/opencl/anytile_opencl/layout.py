@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from anytile.ir import Block, Function, Module, TileType, Value, walk
-from anytile.ir.core import clone_block
+from anytile.ir import clone_block
 
 from .target import OpenCLArch
 

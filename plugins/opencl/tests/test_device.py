@@ -210,3 +210,27 @@ def test_metadata_reports_the_driver_and_programs_are_built_once(path, rng):
     record = next(r for r in driver.discover_devices() if r.info.name == dev.name)
     source = compiled.asm["opencl-c"]
     assert driver.build_program(record, source) is driver.build_program(record, source)
+
+
+@at.jit
+def nan_to_int_kernel(x_ptr, tile_out, scalar_out, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(tile_out + offs, tl.load(x_ptr + offs).to(tl.int32))
+    tl.store(scalar_out, tl.load(x_ptr).to(tl.int16))
+
+
+def test_float_to_int_casts_saturate_and_send_nan_to_zero(path):
+    """The IR's rule (NaN -> 0, out of range saturates) in tiles and in scalars: OpenCL's
+    saturating conversions promise it, but NVIDIA's driver gives NaN the most negative
+    integer, so the code makes NaNs zeros first (and a scalar double's isnan is an int)."""
+    dev = opencl_device()
+    for dtype in (np.float32, np.float64):
+        x = np.array([np.nan, 1e30, -1e30, 2.9, -2.9, np.inf, -np.inf, 7.0], dtype)
+        tile_out = at.asarray(poisoned(8, np.int32), device=dev)
+        scalar_out = at.asarray(poisoned(1, np.int16), device=dev)
+        with arch(path) as opts:
+            fresh(nan_to_int_kernel)[(1,)](at.asarray(x, device=dev), tile_out, scalar_out,
+                                           BLOCK=8, **opts)
+        big, small = 2**31 - 1, -2**31
+        assert tile_out.numpy().tolist() == [0, big, small, 2, -2, big, small, 7], dtype
+        assert scalar_out.numpy()[0] == 0, dtype

@@ -113,7 +113,9 @@ class SplatOp(Op):
 @dataclass(eq=False)
 class BroadcastOp(Op):
     """``src`` (a tile of the same rank) repeated along every dimension where its size is 1
-    and the (explicit) result's is larger.  Laid out, the result keeps the source's layout."""
+    and the (explicit) result's is larger.  Laid out, a layout that fits any shape
+    (``KEPT_BY_BROADCAST``, the GPU ones) is kept; one that encodes the shape (OpenCL's)
+    cannot be."""
 
     NAME = "broadcast"
     OPERANDS = ("src",)
@@ -128,7 +130,7 @@ class BroadcastOp(Op):
         expect(src.rank == res.rank, f"broadcast changes rank {src} -> {res}")
         for s, r in zip(src.shape, res.shape):
             expect(s == r or s == 1, f"cannot broadcast {src} to {res}")
-        expect(src.layout is None or res.layout is None or src.layout == res.layout,
+        expect(not getattr(src.layout, "KEPT_BY_BROADCAST", False) or src.layout == res.layout,
                f"broadcast changes the layout: {src} -> {res}")
 
 

@@ -372,8 +372,14 @@ class Arith:
         if src.is_int:
             return self._int_to_float(x, src, dst, n)
         if dst.is_int:
+            # NaN -> 0 is what OpenCL's saturating conversion promises, but NVIDIA's driver
+            # gives the most negative integer: make the NaNs zeros first
+            wide_t = f32 if is_half(src) else src
             wide = self.to_f32(x, src, n) if is_half(src) else x
-            return f"convert_{d}_sat_rtz({wide})"
+            zero = f"(({vector_name(wide_t, n)}){literal(0, wide_t)})"
+            if n == 1:      # (a scalar double's isnan is an int: select would not match)
+                return f"convert_{d}_sat_rtz(isnan({wide}) ? {zero} : ({wide}))"
+            return f"convert_{d}_sat_rtz(select({wide}, {zero}, isnan({wide})))"
         return self._float_to_float(x, src, dst, n)
 
     @staticmethod

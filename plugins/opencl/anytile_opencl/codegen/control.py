@@ -15,7 +15,7 @@ from typing import Any
 
 from anytile.ir import (AssertOp, Block, ConditionOp, ForOp, IfOp, ScalarType, TileType, Value,
                         WhileOp, YieldOp, walk)
-from anytile.ir.core import TRAIT_MEMORY, TRAIT_SIDE_EFFECT
+from anytile.ir import Trait
 
 from .ctypes import scalar_name, unsigned_name
 
@@ -23,7 +23,7 @@ __all__ = ["ControlEmitter"]
 
 
 def _writes_memory(block: Block) -> bool:
-    return any(TRAIT_SIDE_EFFECT in op.TRAITS and TRAIT_MEMORY in op.TRAITS for op in walk(block))
+    return any(Trait.SIDE_EFFECT in op.TRAITS and Trait.MEMORY in op.TRAITS for op in walk(block))
 
 
 class ControlEmitter:

@@ -24,7 +24,7 @@ from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, 
                         PermuteOp, PointerType, ReshapeOp, ScalarType, SelectOp, SplatOp,
                         StoreOp, TileType, UMulHiOp, UnaryOp, Value, WhileOp, YieldOp,
                         elem_type)
-from anytile.ir.core import TRAIT_MEMORY, TRAIT_SIDE_EFFECT
+from anytile.ir import Trait
 
 __all__ = ["Plan", "ELEMENTWISE", "VIEWS", "CHEAP", "FUSED", "VIEW", "STORED"]
 
@@ -130,8 +130,8 @@ class Plan:
         block = self.block_of[id(load)]
         start, end = self.position[id(load)], self.position[id(final)]
         for between in block.ops[start + 1:end]:
-            if TRAIT_SIDE_EFFECT in between.TRAITS or isinstance(between, _CONTROL) or (
-                    TRAIT_MEMORY in between.TRAITS and not isinstance(between, LoadOp)):
+            if Trait.SIDE_EFFECT in between.TRAITS or isinstance(between, _CONTROL) or (
+                    Trait.MEMORY in between.TRAITS and not isinstance(between, LoadOp)):
                 return False
         if isinstance(final, (StoreOp, AtomicRMWOp, AtomicCASOp)):
             mine, theirs = self.origins(load.ptr), self.origins(final.ptr)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The NVIDIA backend's full check on the lent GPU machine in one call (worst case ~9.5 min):
+#   run(command="bash benchmarks/gpu_check.sh", carry=[".whl"])
+# Installs offline; the backend's device tests, tests/kernels and tests/language on cuda:0;
+# the full conformance suite in 8 shards; then the benchmark beside Triton and torch.
+# Everything lands in $OUT; the verdict and the benchmark table are printed last.
+set -u
+OUT=${OUT:-/tmp/anytile-gpu-check}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+step() { echo "== $1 ($(date +%T))"; }
+
+step "install"
+python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia \
+    -e conformance >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+step "device tests on cuda:0"
+timeout 120 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests \
+    --ignore=backends/nvidia/tests/test_simulated.py >"$OUT/test_nvidia.txt" 2>&1
+tail -3 "$OUT/test_nvidia.txt"
+timeout 120 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/language -k cuda \
+    >"$OUT/test_core.txt" 2>&1
+tail -3 "$OUT/test_core.txt"
+
+step "full conformance on cuda:0"
+SHARD_TIMEOUT=300 OUT="$OUT/conformance" bash benchmarks/gpu_conformance.sh | tee "$OUT/conformance_summary.txt"
+
+step "benchmarks"
+timeout 170 python3 benchmarks/gpu.py --out "$OUT/gpu_bench.md" >"$OUT/bench.log" 2>&1
+tail -3 "$OUT/bench.log"
+step "done"
+grep -h "passed\|failed" "$OUT/test_nvidia.txt" "$OUT/test_core.txt" | tail -2
+grep VERDICT "$OUT/conformance_summary.txt"
+sed -n '/^# /,/^<details>/p' "$OUT/gpu_bench.md" 2>/dev/null
