@@ -249,6 +249,14 @@ _METADATA_ORDER = tuple(f.name for f in dataclasses.fields(KernelMetadata))
 _METADATA_FIELDS = frozenset(_METADATA_ORDER)
 
 
+#: Triton's launch and config options that tune performance for one vendor's hardware and
+#: change no result: a backend that does not accept one (``extra_option_names``) ignores it
+TUNING_HINTS = frozenset({
+    "waves_per_eu", "matrix_instr_nonkdim", "kpack", "instruction_sched_variant",   # AMD
+    "schedule_hint", "maxnreg", "launch_pdl",                                          # NVIDIA
+})
+
+
 @dataclass(frozen=True)
 class Stage:
     """A named step of a backend's compile: ``run(previous_output, metadata) -> output``."""
@@ -284,6 +292,11 @@ class CompiledKernel:
     def n_spills(self) -> Optional[int]:
         """Registers spilled per thread, where the backend reports them (Triton's name)."""
         return self.metadata.spills
+
+    def _init_handles(self) -> None:
+        """Triton's step that loads the binary before ``n_regs`` is read: here the backend
+        reports registers and spills at compile time, and a kernel is loaded on its first
+        launch, so there is nothing to do."""
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         """``compiled[grid](*args)``: launch with the arguments the kernel takes (its
@@ -364,13 +377,18 @@ class Backend(abc.ABC):
     def parse_options(self, **options: Any) -> CompileOptions:
         """Launch keyword options -> ``CompileOptions``.  Unknown keys raise
         ``LaunchArgumentError`` unless the backend accepts them (override
-        ``extra_option_names``); bad values ``LaunchValueError``.  ``debug`` missing or
+        ``extra_option_names``) or they are one of ``TUNING_HINTS`` (another vendor's
+        performance hint, which a backend that does not accept it ignores, as Triton's
+        backends do, so that one config list serves every device); bad values
+        ``LaunchValueError``.  ``debug`` missing or
         ``None`` is ``debug_default()`` (``ANYTILE_DEBUG``)."""
         known = {f.name for f in dataclasses.fields(CompileOptions)} - {"extra"}
         base = {k: v for k, v in options.items() if k in known}
         base["debug"] = debug_default() if base.get("debug") is None else bool(base["debug"])
-        extra = {k: v for k, v in options.items() if k not in known}
-        unknown = set(extra) - set(self.extra_option_names())
+        accepted = set(self.extra_option_names())
+        extra = {k: v for k, v in options.items() if k not in known and
+                 (k in accepted or k not in TUNING_HINTS)}    # another vendor's hint: ignored
+        unknown = set(extra) - accepted
         if unknown:
             raise LaunchArgumentError(
                 f"backend '{self.name}' has no option(s) {sorted(unknown)}; "

@@ -1,10 +1,11 @@
-"""The ``anytile`` command: ``backends``, ``compile``, ``demo``, ``conformance``."""
+"""The ``anytile`` command: ``backends``, ``compile``, ``demo``, ``run``, ``conformance``."""
 from __future__ import annotations
 
 import argparse
 import ast
 import importlib.util
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -158,6 +159,52 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+# -- anytile run -------------------------------------------------------------------------------
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run a Python program as ``python PROGRAM ARGS`` would, on ``--device``; with
+    ``--as-triton`` its ``import triton`` gives anytile (``anytile.triton_compat``)."""
+    import runpy
+    import traceback
+
+    from . import triton_compat
+    from .errors import AnytileError
+    from .runtime.devices import device
+
+    path = Path(args.program)
+    if not path.is_file():
+        raise ValueError(f"program '{args.program}' is not a file")
+    if args.benchmarks:
+        os.environ["ANYTILE_BENCHMARKS"] = args.benchmarks
+    if args.device:
+        device(args.device)             # an unknown or unusable device is said here, once
+        os.environ["ANYTILE_DEVICE"] = args.device
+    if args.as_triton:
+        triton_compat.install(args.device)
+    sys.argv = [str(path)] + list(args.args)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except AnytileError:
+        raise                           # main prints its message (it names the kernel line)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:            # the program's own failure: its traceback, as python's
+        tb = exc.__traceback__          # from the program's first frame (not anytile run's)
+        while tb is not None and Path(tb.tb_frame.f_code.co_filename).resolve() != path.resolve():
+            tb = tb.tb_next
+        frames = traceback.extract_tb(tb or exc.__traceback__)
+        inside = str(Path(__file__).resolve().parent)
+        while len(frames) > 1 and str(Path(frames[-1].filename).resolve()).startswith(inside):
+            frames.pop()                # where anytile raised it: the program's line says more
+        print("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames))
+              + "".join(traceback.format_exception_only(type(exc), exc)), end="",
+              file=sys.stderr)
+        return 1
+    return 0
+
+
 # -- anytile conformance ----------------------------------------------------------------------
 def cmd_conformance(argv: list[str]) -> int:
     try:
@@ -187,6 +234,16 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="run the example kernels on every usable device")
     p.add_argument("--examples", help="folder of example scripts (default: the repo's examples/)")
     p.add_argument("--device", action="append", default=[], help="only these devices")
+    p = sub.add_parser("run", help="run a Python program on a device; --as-triton: unmodified "
+                                   "Triton programs (import triton gives anytile)")
+    p.add_argument("--as-triton", action="store_true",
+                   help="serve 'import triton' and its public submodules from anytile")
+    p.add_argument("--device", help="the device kernels run on (default: ANYTILE_DEVICE, else "
+                                    "anytile's default device)")
+    p.add_argument("--benchmarks", choices=["all", "first", "none"],
+                   help="perf_report sweeps: every x value (default), the first only, or none")
+    p.add_argument("program", help="the Python file to run as __main__")
+    p.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the program")
     sub.add_parser("conformance", help="run the conformance suite (anytile conformance --help)",
                    add_help=False)
     return parser
@@ -199,7 +256,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if argv and argv[0] == "conformance":
         return cmd_conformance(argv[1:])
     args = build_parser().parse_args(argv)
-    handler = {"backends": cmd_backends, "compile": cmd_compile, "demo": cmd_demo}[args.command]
+    handler = {"backends": cmd_backends, "compile": cmd_compile, "demo": cmd_demo,
+               "run": cmd_run}[args.command]
     try:
         return handler(args)
     except AnytileError as exc:

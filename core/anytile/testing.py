@@ -3,6 +3,7 @@ device), ``assert_close``, and ``perf_report``/``Benchmark`` (sweep a benchmark 
 parameters, print a table, plot it when matplotlib is installed)."""
 from __future__ import annotations
 
+import copy
 import os
 from typing import Any, Callable, Optional, Sequence
 
@@ -89,8 +90,16 @@ class Mark:
         ``show_plots``.  Returns the rows (a pandas DataFrame each with ``return_df`` when
         pandas is installed)."""
         benches = self.benchmarks if isinstance(self.benchmarks, list) else [self.benchmarks]
+        mode = _sweep_mode()
         results = []
         for bench in benches:
+            if mode == "none":
+                print(f"{bench.plot_name}: not run (ANYTILE_BENCHMARKS=none)")
+                results.append(_frame([]) if return_df else [])
+                continue
+            if mode == "first":
+                bench = copy.copy(bench)
+                bench.x_vals = bench.x_vals[:1]
             rows = self._sweep(bench, **kwargs)
             columns = bench.x_names + bench.line_names
             table = _table(rows, columns)
@@ -105,6 +114,15 @@ class Mark:
                 _plot(bench, rows, show_plots, save_path)
             results.append(_frame(rows) if return_df else rows)
         return results[0] if len(results) == 1 else results
+
+
+def _sweep_mode() -> str:
+    """``ANYTILE_BENCHMARKS``: ``all`` (the default) sweeps every x value, ``first`` only the
+    first (checks that a benchmark runs, quickly), ``none`` runs nothing and says so."""
+    mode = os.environ.get("ANYTILE_BENCHMARKS", "all").strip().lower() or "all"
+    if mode not in ("all", "first", "none"):
+        raise ValueError(f"ANYTILE_BENCHMARKS={mode!r}: expected 'all', 'first' or 'none'")
+    return mode
 
 
 def perf_report(benchmarks: Any) -> Callable[[Callable[..., Any]], Mark]:

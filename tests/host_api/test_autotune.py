@@ -99,7 +99,10 @@ def test_pruning_and_hooks(cpu):
 
 def test_unknown_names_and_tuned_arguments_are_clear_errors():
     with pytest.raises(at.LaunchArgumentError, match=r"\['m'\] are not parameters"):
-        at.autotune(configs=[FAST], key=["m"])(accumulate)
+        at.autotune(configs=[FAST], key=["n"], reset_to_zero=["m"])(accumulate)
+    # a key naming no parameter is left out of the key, as Triton does, with a warning
+    with pytest.warns(UserWarning, match=r"key \['m'\] names no parameter"):
+        at.autotune(configs=[FAST], key=["n", "m"])(accumulate)
     kernel = at.autotune(configs=[FAST, SLOW], key=["n"])(accumulate)
     x = np.ones(16, np.float32)
     with pytest.raises(at.LaunchArgumentError, match=r"autotuned over \['BLOCK'\]"):

@@ -80,3 +80,57 @@ def test_bf16x3_and_bf16x6_dots(device, rng, poison):
                                   PRECISION=precision)
         scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
         assert (np.abs(out.numpy() - exact) <= tol * scale + 1e-6).all(), precision
+
+
+@at.jit
+def through_addresses(x_ptr, out_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    address = (x_ptr + offs).to(tl.int64)               # each element's address
+    same = address.to(tl.pointer_type(tl.float32))      # and back (Triton's int_to_ptr)
+    step = (x_ptr + 1).to(tl.uint64) - x_ptr.to(tl.uint64)   # bytes of one element
+    tl.store(out_ptr + offs, tl.load(same) + step.to(tl.float32))
+
+
+def test_pointers_to_int64_addresses_and_back(device, rng, poison):
+    x = rng.standard_normal(16).astype(np.float32)
+    out = at.asarray(poison(16, np.float32), device=device)
+    through_addresses[(1,)](at.asarray(x, device=device), out, N=16)
+    np.testing.assert_array_equal(out.numpy(), x + 4)
+
+
+@at.jit
+def gather_by_address(table_ptr, out_ptr, N: tl.constexpr):
+    g = tl.program_id(0)
+    source = tl.load(table_ptr + g).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, N)
+    tl.store(out_ptr + g * N + offs, tl.load(source + offs))
+
+
+def test_addresses_from_the_host_as_pointers(device, rng, poison):
+    """Grouped GEMM's idiom: a table of the host-side addresses of several arrays."""
+    parts = [at.asarray(rng.standard_normal(8).astype(np.float32), device=device)
+             for _ in range(3)]
+    if parts[0].data_ptr() is None:
+        import pytest
+        pytest.skip(f"{device} has no flat addresses the host can read (OpenCL 1.2 buffers)")
+    table = at.asarray(np.array([p.data_ptr() for p in parts[::-1]], np.int64), device=device)
+    out = at.asarray(poison(24, np.float32), device=device)
+    gather_by_address[(3,)](table, out, N=8)
+    np.testing.assert_array_equal(out.numpy(), np.concatenate([p.numpy() for p in parts[::-1]]))
+
+
+def test_casts_between_pointers_and_numbers_name_the_rule(tmp_path):
+    import pytest
+
+    @at.jit
+    def bad(x_ptr, WHICH: tl.constexpr):
+        if WHICH == 0:
+            tl.store(x_ptr, tl.load(x_ptr).to(tl.int32).to(tl.pointer_type(tl.float32)))
+        else:
+            tl.store(x_ptr, x_ptr.to(tl.float32))
+
+    x = np.zeros(2, np.float32)
+    with pytest.raises(at.CompilationError, match="only 64-bit integers"):
+        bad[(1,)](x, WHICH=0, device="interpreter")
+    with pytest.raises(at.CompilationError, match="a pointer becomes an integer"):
+        bad[(1,)](x, WHICH=1, device="interpreter")

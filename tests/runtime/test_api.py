@@ -33,6 +33,17 @@ def test_array_constructors_and_copies(device):
     assert like.shape == (3, 4) and like.dtype == np.int32
 
 
+def test_numpy_arguments_receive_the_kernels_results_on_every_device(device):
+    # on a device with memory of its own the arrays are copied there and the results back;
+    # twice, so that both the general launch path and the fast path are covered
+    x = np.arange(100, dtype=np.float32)
+    for factor in (2.0, 3.0):
+        out = np.zeros_like(x)
+        scale_kernel[(4,)](x, out, 100, factor, BLOCK=32, device=device)
+        np.testing.assert_array_equal(out, x * factor)
+    np.testing.assert_array_equal(x, np.arange(100, dtype=np.float32))   # inputs untouched
+
+
 def test_bad_dtype_is_a_clear_error():
     with pytest.raises(TypeError, match="not a dtype anytile supports"):
         at.empty((2,), np.complex64, device="interpreter")
@@ -156,6 +167,15 @@ def test_bad_arguments_are_clear_errors():
         scale_kernel[(1,)](x, x, 16, 1.0, BLOCK=16, num_wraps=4)
     with pytest.raises(RuntimeError, match="launch it with a grid"):
         scale_kernel(x, x, 16, 1.0, BLOCK=16)
+
+
+def test_another_vendors_tuning_hints_are_ignored(device):
+    # one Triton config list serves every device: AMD's and NVIDIA's hints change no result
+    x = np.arange(16, dtype=np.float32)
+    out = np.zeros_like(x)
+    scale_kernel[(1,)](x, out, 16, 2.0, BLOCK=16, waves_per_eu=2, matrix_instr_nonkdim=16,
+                       kpack=2, maxnreg=128, device=device)
+    np.testing.assert_array_equal(out, 2 * x)
 
 
 def test_empty_grid_launches_nothing():

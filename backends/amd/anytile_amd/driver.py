@@ -17,6 +17,7 @@ first call.
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import threading
 from dataclasses import dataclass
@@ -54,7 +55,8 @@ class HipDriver:
         try:
             result = hip.hipInit(0)
         except Exception as exc:  # libamdhip64.so cannot be opened: no ROCm here
-            self._error = f"the HIP runtime (libamdhip64.so) cannot be loaded: {exc}"
+            detail = re.sub(r"b'([^']*)'", r"\1", str(exc))  # hip-python quotes bytes reprs
+            self._error = f"the HIP runtime (libamdhip64.so) cannot be loaded: {detail}"
             return
         self._hip = hip
         err = result[0] if isinstance(result, tuple) else result

@@ -116,12 +116,20 @@ def cast(x: Any, target: Any, b: Builder) -> tensor:
         dst_ptr = target.ir_pointer
         if src == dst_ptr:
             return x
-        if isinstance(src, irt.PointerType):
+        if isinstance(src, irt.PointerType) or src.name in ("i64", "u64"):
+            # a pointer retyped, or a 64-bit address made a pointer (Triton's int_to_ptr)
             return tensor(b.create(ops.BitcastOp, x.handle,
                                    result_types=[irt.with_shape(dst_ptr, x.shape)]).result)
-        raise TypeError(f"cannot cast {_name(src)} to a pointer")
+        raise TypeError(f"cannot cast {_name(src)} to a pointer: only 64-bit integers "
+                        f"(tl.int64, tl.uint64) hold addresses")
     if isinstance(src, irt.PointerType):
-        raise TypeError(f"cannot cast a pointer ({_name(src)}) to {target!r}")
+        if not (isinstance(target.ir, irt.ScalarType) and target.ir.is_int
+                and not target.ir.is_bool):
+            raise TypeError(f"cannot cast a pointer ({_name(src)}) to {target!r}: a pointer "
+                            f"becomes an integer (its address), e.g. tl.int64")
+        address = tensor(b.create(ops.BitcastOp, x.handle,
+                                  result_types=[irt.with_shape(irt.i64, x.shape)]).result)
+        return address if target.ir == irt.i64 else cast(address, target, b)
     if src == target.ir:
         return x
     return tensor(b.create(ops.CastOp, x.handle,

@@ -18,6 +18,7 @@ import builtins
 import hashlib
 import json
 import os
+import warnings
 from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
@@ -103,7 +104,12 @@ class Autotuner(KernelInterface):
         self.__name__ = fn.__name__
         self.configs = list(configs) or [Config({})]
         self.keys = list(key)
-        unknown = [name for name in [*self.keys, *(reset_to_zero or ()), *(restore_value or ())]
+        stray = [name for name in self.keys if name not in self.arg_names]
+        if stray:       # Triton leaves them out of the key; say so once, then do the same
+            warnings.warn(f"@autotune of '{fn.__name__}': key {stray} names no parameter of the "
+                          f"kernel ({', '.join(self.arg_names)}); it is left out of the tuning "
+                          f"key", stacklevel=3)
+        unknown = [name for name in [*(reset_to_zero or ()), *(restore_value or ())]
                    if name not in self.arg_names]
         if unknown:
             raise LaunchArgumentError(f"@autotune of '{fn.__name__}': {unknown} are not "
@@ -122,6 +128,7 @@ class Autotuner(KernelInterface):
         self.cache: dict[tuple, Config] = {}
         self.best_config: Optional[Config] = None
         self.configs_timings: Optional[dict[Config, Any]] = None
+        self._failures: dict[Config, str] = {}     # why a config could not be timed
 
     # -- the tuning key -------------------------------------------------------------------------
     def _tuning_key(self, named: dict[str, Any]) -> tuple:
@@ -163,8 +170,10 @@ class Autotuner(KernelInterface):
                 _restore(named[name], copy)
         best = builtins.min(timings, key=lambda c: _first(timings[c]))
         if _first(timings[best]) == float("inf"):
+            first = self._failures.get(pruned[0], "") if pruned else ""
             raise AnytileError(f"autotuning '{self.__name__}': every config failed to compile "
-                               f"or run for {key}")
+                               f"or run for {key}" + (f"; the first, {pruned[0]}, with: {first}"
+                                                      if first else ""))
         self.cache[key] = best
         self.configs_timings = timings
         self._store_choice(key, named, best)
@@ -195,7 +204,8 @@ class Autotuner(KernelInterface):
             if self.bench is not None:
                 return self.bench(call, quantiles=(0.5, 0.2, 0.8))
             return do_bench(call, warmup=self.warmup_ms, rep=self.rep_ms, quantiles=(0.5, 0.2, 0.8))
-        except AnytileError:           # a config that does not compile or fit: never chosen
+        except AnytileError as exc:    # a config that does not compile or fit: never chosen
+            self._failures[config] = str(exc)
             return [float("inf")] * 3
 
     def prune_configs(self, kwargs: dict, named: Optional[dict] = None) -> list[Config]:

@@ -138,15 +138,16 @@ def import_arrays(fn: Any, bound: tuple, dev: Device) -> tuple[list, list[tuple[
                 f"or at.asarray({name}) for a kernel that takes its strides ({name}.stride(i))")
         try:
             seen = import_foreign(value, dev)
-            if seen is None:
+            copied = seen is None
+            if copied:
                 seen = asarray(np.asarray(value), device=dev)
         except AnytileError:
             raise
         except (TypeError, ValueError) as exc:      # a dtype anytile lacks, a ragged list...
             raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' cannot be passed to a "
                                       f"kernel: {exc}") from None
-            if isinstance(value, np.ndarray) and value.flags.writeable:
-                writebacks.append((value, seen))  # a copy went to the device: bring results back
+        if copied and isinstance(value, np.ndarray) and value.flags.writeable:
+            writebacks.append((value, seen))  # a copy went to the device: bring results back
         values[index] = seen
     return values, writebacks
 

@@ -1,0 +1,302 @@
+"""Run a program written for Triton, unmodified, on any anytile device.
+
+    anytile run --as-triton prog.py [ARGS ...] [--device cpu]        # from the shell
+
+    import anytile.triton_compat
+    anytile.triton_compat.install(device="cpu")                      # from Python, before
+    import triton                                                    # the program's imports
+
+``install()`` puts an import hook first on ``sys.meta_path`` that serves ``import triton``
+and its public submodules from anytile.  Only Triton's public names are served, each by its
+anytile counterpart (same behaviour, Triton's spelling):
+
+=================================  ===========================================================
+``triton``                         ``jit``, ``autotune``, ``heuristics``, ``Config``, ``cdiv``,
+                                   ``next_power_of_2``, ``knobs``, ``TritonError``,
+                                   ``CompilationError``, ``OutOfResources``, ``__version__``
+``triton.language`` (``tl``)       ``anytile.language``, with ``.extra``, ``.extra.cuda``,
+                                   ``.extra.libdevice``, ``.math``, ``.random``, ``.core``
+``triton.testing``                 ``do_bench``, ``do_bench_cudagraph`` (timed as ``do_bench``),
+                                   ``assert_close``, ``perf_report``, ``Benchmark``
+``triton.runtime``                 ``driver.active``: ``get_active_torch_device()``,
+                                   ``get_current_device()``, ``get_current_target()``,
+                                   ``utils.get_device_properties(index)``; ``Autotuner``,
+                                   ``Heuristics``, ``Config``, ``JITFunction``, ``KernelInterface``,
+                                   ``errors.OutOfResources``
+``triton.compiler``                ``compile`` (``at.compile``), ``CompiledKernel``,
+                                   ``errors.CompilationError``
+=================================  ===========================================================
+
+Anything else (``triton.set_allocator``, ``triton.tools``, Triton's internal IR and
+``triton._C``) is not provided: reading it raises ``AttributeError`` (``ImportError`` for a
+module) whose message says that anytile does not provide it.  The device is ``device=`` (the
+``--device`` flag), else ``ANYTILE_DEVICE``, else anytile's default device; torch tensors the
+program makes on ``get_active_torch_device()`` live on ``cuda:N`` for NVIDIA and AMD devices
+and on the CPU for host devices (cpu, interpreter, OpenCL on the CPU).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.util
+import os
+import runpy
+import sys
+import types
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+__all__ = ["install", "uninstall", "run_path", "device_properties", "GPUTarget",
+           "NOT_PROVIDED_HINT"]
+
+NOT_PROVIDED_HINT = "anytile serves Triton's public API only; see anytile.triton_compat"
+
+
+_SERVED: set[str] = set()   # the module names the hook serves (filled by install)
+
+
+class _Module(types.ModuleType):
+    """A stand-in module: the attributes it was given; any other is not provided."""
+
+    def __init__(self, name: str, attrs: dict[str, Any], package: bool = True) -> None:
+        super().__init__(name)
+        if package:
+            self.__path__: list[str] = []      # submodule imports reach the finder
+        self.__dict__.update(attrs)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if f"{self.__name__}.{attr}" in _SERVED:     # triton.testing without importing it
+            return importlib.import_module(f"{self.__name__}.{attr}")
+        raise AttributeError(f"{self.__name__}.{attr} is not provided by anytile "
+                           f"({NOT_PROVIDED_HINT})")
+
+
+# -- the device and what Triton programs ask of it ---------------------------------------------
+@dataclass(frozen=True)
+class GPUTarget:
+    """``driver.active.get_current_target()``: ``backend`` is ``"cuda"``, ``"hip"`` or
+    ``"cpu"`` (every host device, OpenCL included), ``arch`` the compute capability as an int
+    (``90``), the gfx name (``"gfx942"``) or the host CPU's name, ``warp_size`` threads per
+    warp (1 on host devices: a program is one thread there)."""
+
+    backend: str
+    arch: Any
+    warp_size: int
+
+
+_TRITON_BACKEND = {"nvidia": "cuda", "amd": "hip"}
+
+
+def _device() -> Any:
+    import anytile as at
+    return at.default_device()
+
+
+def _target_of(dev: Any) -> GPUTarget:
+    props = dev.properties
+    kind = _TRITON_BACKEND.get(dev.backend.name, "cpu")
+    if kind == "cuda":
+        major, minor = props.get("compute_capability", (0, 0))
+        arch: Any = major * 10 + minor
+    elif kind == "hip":
+        arch = str(props.get("gcn_arch_name", "")).split(":")[0]
+    else:
+        arch = props.get("cpu_name") or props.get("arch") or dev.backend.name
+    return GPUTarget(kind, arch, int(props.get("warp_size", 32 if kind == "cuda" else 1))
+                     if kind != "cpu" else 1)
+
+
+def device_properties(dev: Any = None) -> dict[str, Any]:
+    """A device's properties under the names Triton programs read (``multiprocessor_count``,
+    ``max_shared_mem``, ``max_num_regs``, ``warpSize``, ``max_threads_per_sm``, ``sm_clock_rate``,
+    ``mem_clock_rate``, ``mem_bus_width``), from what its backend reports.  On host devices a
+    multiprocessor is a core (an OpenCL compute unit), a warp one thread, shared memory the
+    device's local memory (OpenCL) or 0, and the registers per multiprocessor 0: a program
+    there keeps its tiles in vector registers and memory, not in a register file it shares."""
+    dev = dev if dev is not None else _device()
+    p = dev.properties
+    gpu = dev.backend.name in _TRITON_BACKEND
+    units = p.get("multiprocessor_count") or p.get("cores") or p.get("compute_units") or 1
+    smem = (p.get("max_shared_memory_per_block_optin") or p.get("max_shared_memory_per_block")
+            or p.get("local_mem_size") or 0)
+    return {
+        "multiprocessor_count": int(units),
+        "max_shared_mem": int(smem),
+        "max_num_regs": int(p.get("max_registers_per_multiprocessor")
+                            or p.get("max_registers_per_block") or 0),
+        "warpSize": _target_of(dev).warp_size,
+        "max_threads_per_sm": int(p.get("max_threads_per_multiprocessor")
+                                  or p.get("max_threads_per_block") or (2048 if gpu else 1)),
+        "sm_clock_rate": int(p.get("clock_rate_khz") or 0),
+        "mem_clock_rate": int(p.get("memory_clock_rate_khz") or 0),
+        "mem_bus_width": int(p.get("memory_bus_width") or 0),
+    }
+
+
+def _torch_device(dev: Any) -> Any:
+    import torch
+    if dev.backend.name in _TRITON_BACKEND:
+        return torch.device("cuda", dev.index)
+    return torch.device("cpu")
+
+
+def _driver() -> _Module:
+    def get_device_properties(index: int = 0) -> dict[str, Any]:
+        dev = _device()
+        if index not in (None, dev.index):
+            import anytile as at
+            dev = at.device(f"{dev.backend.device_prefix}:{index}")
+        return device_properties(dev)
+
+    utils = _Module("triton.runtime.driver.active.utils",
+                    {"get_device_properties": get_device_properties}, package=False)
+    active = _Module("triton.runtime.driver.active", {
+        "get_active_torch_device": lambda: _torch_device(_device()),
+        "get_current_device": lambda: _device().index,
+        "set_current_device": _set_current_device,
+        "get_current_target": lambda: _target_of(_device()),
+        "get_device_interface": _device_interface,
+        "utils": utils,
+    }, package=False)
+    return _Module("triton.runtime.driver", {"active": active}, package=False)
+
+
+def _set_current_device(index: int) -> None:
+    dev = _device()
+    os.environ["ANYTILE_DEVICE"] = f"{dev.backend.device_prefix}:{index}"
+
+
+def _device_interface() -> Any:
+    import torch
+    return torch.cuda if _device().backend.name in _TRITON_BACKEND else torch.cpu
+
+
+# -- the modules ----------------------------------------------------------------------------
+def _modules() -> dict[str, Callable[[], types.ModuleType]]:
+    """Module name -> a function building it (called on first import)."""
+    import anytile as at
+    import anytile.language as tl
+    from anytile import errors, testing
+    from anytile.runtime import autotune, jit as jit_mod
+
+    compile_errors = _Module("triton.compiler.errors", {
+        "CompilationError": at.CompilationError, "CompileTimeAssertionFailure":
+        at.CompilationError}, package=False)
+    runtime_errors = _Module("triton.runtime.errors", {
+        "OutOfResources": at.CompilationError, "InterpreterError": at.LaunchError,
+        "PTXASError": at.CompilationError}, package=False)
+
+    def language() -> types.ModuleType:
+        return tl
+
+    def extra(*parts: str) -> Callable[[], types.ModuleType]:
+        def build() -> types.ModuleType:
+            return importlib.import_module(".".join(("anytile.language", "extra") + parts))
+        return build
+
+    runtime = lambda: _Module("triton.runtime", {   # noqa: E731
+        "driver": _driver(), "errors": runtime_errors, "Autotuner": autotune.Autotuner,
+        "Heuristics": autotune.Heuristics, "Config": at.Config, "JITFunction": at.JITFunction,
+        "KernelInterface": autotune.KernelInterface, "OutOfResources": at.CompilationError,
+        "autotune": at.autotune, "heuristics": at.heuristics, "jit": at.jit})
+    testing_mod = lambda: _Module("triton.testing", {   # noqa: E731
+        "do_bench": testing.do_bench, "do_bench_cudagraph": _do_bench_cudagraph,
+        "assert_close": testing.assert_close, "perf_report": testing.perf_report,
+        "Benchmark": testing.Benchmark, "Mark": testing.Mark}, package=False)
+    compiler = lambda: _Module("triton.compiler", {   # noqa: E731
+        "compile": at.compile, "CompiledKernel": at.CompiledKernel, "errors": compile_errors,
+        "CompilationError": at.CompilationError})
+
+    def triton() -> types.ModuleType:
+        return _Module("triton", {
+            "__version__": f"3.6.0+anytile.{at.__version__}",
+            "jit": at.jit, "autotune": at.autotune, "heuristics": at.heuristics,
+            "Config": at.Config, "cdiv": at.cdiv, "next_power_of_2": at.next_power_of_2,
+            "knobs": at.knobs, "TritonError": errors.AnytileError,
+            "CompilationError": at.CompilationError, "OutOfResources": at.CompilationError,
+            "JITFunction": at.JITFunction, "KernelInterface": autotune.KernelInterface,
+            "language": tl})
+
+    return {
+        "triton": triton, "triton.language": language, "triton.language.core": language,
+        "triton.language.math": lambda: tl.math, "triton.language.random": lambda: tl.random,
+        "triton.language.extra": extra(), "triton.language.extra.cuda": extra("cuda"),
+        "triton.language.extra.libdevice": extra("libdevice"),
+        "triton.language.extra.cuda.libdevice": extra("libdevice"),
+        "triton.testing": testing_mod, "triton.runtime": runtime,
+        "triton.runtime.driver": lambda: sys.modules["triton.runtime"].driver,
+        "triton.runtime.errors": lambda: runtime_errors,
+        "triton.runtime.autotuner": lambda: _Module("triton.runtime.autotuner", {
+            "Autotuner": autotune.Autotuner, "Heuristics": autotune.Heuristics,
+            "Config": at.Config, "autotune": at.autotune, "heuristics": at.heuristics},
+            package=False),
+        "triton.runtime.jit": lambda: _Module("triton.runtime.jit", {
+            "JITFunction": jit_mod.JITFunction, "jit": at.jit, "KernelInterface": autotune.KernelInterface},
+            package=False),
+        "triton.compiler": compiler, "triton.compiler.errors": lambda: compile_errors,
+    }
+
+
+def _do_bench_cudagraph(fn: Callable[[], Any], rep: int = 20, grad_to_none: Any = None,
+                        quantiles: Any = None, return_mode: str = "mean") -> Any:
+    """Triton's CUDA-graph timer, here timed as ``do_bench`` does (no graph capture)."""
+    from anytile import testing
+    return testing.do_bench(fn, rep=rep, grad_to_none=grad_to_none, quantiles=quantiles,
+                            return_mode=return_mode)
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves ``triton`` and its public submodules; any other ``triton.*`` is not provided."""
+
+    def __init__(self) -> None:
+        self.builders = _modules()
+        _SERVED.update(self.builders)
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        if name != "triton" and not name.startswith("triton."):
+            return None
+        if name not in self.builders:
+            raise ModuleNotFoundError(f"No module named '{name}': anytile does not provide it "
+                                      f"({NOT_PROVIDED_HINT})", name=name)
+        return importlib.util.spec_from_loader(name, self)
+
+    def create_module(self, spec: Any) -> types.ModuleType:
+        return self.builders[spec.name]()
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+def install(device: Optional[str] = None) -> None:
+    """Make ``import triton`` (and its public submodules) give anytile, on ``device`` when
+    given (it becomes the default device, as ``ANYTILE_DEVICE`` does).  A real Triton
+    already imported in this process is an error: the two cannot share ``sys.modules``."""
+    import anytile as at
+    if device is not None:
+        at.device(device)                 # an unknown or unusable device is said here
+        os.environ["ANYTILE_DEVICE"] = device
+    loaded = sys.modules.get("triton")
+    if loaded is not None and not isinstance(loaded, _Module):
+        raise at.AnytileError("the real triton is already imported in this process: install "
+                              "the anytile stand-in before the program's first 'import triton'")
+    if not any(isinstance(f, _Finder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _Finder())
+
+
+def uninstall() -> None:
+    """Remove the hook and the stand-in modules it served."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+    for name in [n for n in sys.modules if n == "triton" or n.startswith("triton.")]:
+        if isinstance(sys.modules[name], _Module) or name.startswith("triton.language"):
+            del sys.modules[name]
+
+
+def run_path(path: str, argv: Optional[list[str]] = None, device: Optional[str] = None) -> None:
+    """Run the file at ``path`` as ``__main__`` (as ``python path argv...`` would) with
+    ``import triton`` served by anytile."""
+    install(device)
+    sys.argv = [path] + list(argv or [])
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    runpy.run_path(path, run_name="__main__")

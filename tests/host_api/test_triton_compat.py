@@ -1,0 +1,157 @@
+"""``anytile run --as-triton`` and ``anytile.triton_compat``: a program written for Triton runs
+unmodified; what anytile does not provide is said by name; the program's own errors keep its
+traceback, without anytile's frames."""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import anytile as at
+from anytile import triton_compat
+
+
+def run(tmp_path, body: str, *flags: str, device: str = "cpu"):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(body))
+    cmd = [sys.executable, "-m", "anytile", "run", "--as-triton", "--device", device, *flags,
+           str(prog), "first-arg"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+
+
+def test_a_triton_program_runs_unmodified(tmp_path):
+    proc = run(tmp_path, """
+        import sys
+        import numpy as np
+        import triton
+        import triton.language as tl
+        from triton.language.extra import libdevice
+        from triton.runtime import driver
+
+        @triton.autotune(configs=[triton.Config({"BLOCK": 32}), triton.Config({"BLOCK": 64})],
+                         key=["n"])
+        @triton.heuristics({"EVEN": lambda args: args["n"] % args["BLOCK"] == 0})
+        @triton.jit
+        def scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr, EVEN: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            if EVEN:
+                x = tl.load(x_ptr + offs)
+            else:
+                x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+            tl.store(out_ptr + offs, libdevice.fabs(x) * 2, mask=offs < n)
+
+        x = np.linspace(-1, 1, 100, dtype=np.float32)
+        out = np.zeros_like(x)
+        scale[lambda meta: (triton.cdiv(100, meta["BLOCK"]),)](x, out, 100)
+        triton.testing.assert_close(out, 2 * np.abs(x))
+        assert driver.active.get_current_target().backend == "cpu"
+        props = driver.active.utils.get_device_properties(driver.active.get_current_device())
+        assert props["multiprocessor_count"] >= 1 and props["warpSize"] == 1
+        print("ok", sys.argv[1:], triton.__version__.split("+")[0])
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok ['first-arg'] 3.6.0"
+
+
+def test_what_anytile_does_not_provide_is_named(tmp_path):
+    proc = run(tmp_path, """
+        import triton
+        assert not hasattr(triton, "set_allocator")
+        triton.set_allocator(None)
+        """)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        "AttributeError: triton.set_allocator is not provided by anytile "
+        f"({triton_compat.NOT_PROVIDED_HINT})")
+    proc = run(tmp_path, "import triton.tools.tensor_descriptor\n")
+    assert proc.returncode == 1 and "No module named 'triton.tools'" in proc.stderr
+    assert "anytile does not provide it" in proc.stderr
+
+
+def test_the_programs_own_error_keeps_its_traceback_without_anytiles_frames(tmp_path):
+    proc = run(tmp_path, """
+        def check(v):
+            raise ValueError(f"bad value {v}")
+
+        check(3)
+        """)
+    assert proc.returncode == 1
+    lines = proc.stderr.splitlines()
+    assert lines[0] == "Traceback (most recent call last):"
+    assert lines[-1] == "ValueError: bad value 3"
+    assert "cli.py" not in proc.stderr and "runpy" not in proc.stderr
+    assert sum("prog.py" in ln for ln in lines) == 2          # the call, then the raise
+
+
+def test_a_compile_error_names_the_kernel_line(tmp_path):
+    proc = run(tmp_path, """
+        import numpy as np
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def k(x_ptr):
+            tl.store(x_ptr, undefined_name)
+
+        k[(1,)](np.zeros(1, np.float32))
+        """)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("anytile: error: ") and "prog.py:8:21 (in k)" in proc.stderr
+    assert "undefined_name" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_benchmarks_sweep_all_first_or_none(tmp_path):
+    body = """
+        import triton
+        seen = []
+
+        @triton.testing.perf_report(triton.testing.Benchmark(
+            x_names=["n"], x_vals=[1, 2, 3], line_arg="p", line_vals=[0], line_names=["t"],
+            plot_name="sweep"))
+        def bench(n, p):
+            seen.append(n)
+            return 1.0
+
+        bench.run()
+        print(seen)
+        """
+    assert run(tmp_path, body).stdout.strip() == "[1, 2, 3]"
+    assert run(tmp_path, body, "--benchmarks", "first").stdout.strip() == "[1]"
+    assert run(tmp_path, body, "--benchmarks", "none").stdout.splitlines() == [
+        "sweep: not run (ANYTILE_BENCHMARKS=none)", "[]"]
+
+
+def test_a_bad_device_or_program_is_one_line(tmp_path):
+    proc = run(tmp_path, "print('never')\n", device="nowhere:0")
+    assert proc.returncode == 1 and "never" not in proc.stdout
+    assert proc.stderr.startswith("anytile: error: ") and "nowhere" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    proc = subprocess.run([sys.executable, "-m", "anytile", "run", "--as-triton",
+                           str(tmp_path / "missing.py")], capture_output=True, text=True)
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == f"anytile: error: program '{tmp_path / 'missing.py'}' is not a file"
+
+
+def test_device_properties_have_tritons_names_on_every_device(device):
+    props = triton_compat.device_properties(device)
+    assert set(props) >= {"multiprocessor_count", "max_shared_mem", "max_num_regs", "warpSize",
+                          "max_threads_per_sm"}
+    assert props["multiprocessor_count"] >= 1 and props["warpSize"] >= 1
+    assert all(isinstance(v, int) and v >= 0 for v in props.values())
+
+
+@pytest.mark.parametrize("name", ["triton", "triton.language", "triton.language.extra.libdevice",
+                                  "triton.testing", "triton.runtime", "triton.runtime.driver",
+                                  "triton.compiler", "triton.runtime.autotuner"])
+def test_every_served_module_imports(name):
+    code = (f"import anytile.triton_compat as c; c.install(); import importlib; "
+            f"m = importlib.import_module({name!r}); print(type(m).__name__)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_install_refuses_when_the_real_triton_is_loaded(monkeypatch):
+    import types
+    monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
+    with pytest.raises(at.AnytileError, match="already imported"):
+        triton_compat.install()
