@@ -134,3 +134,56 @@ def test_casts_between_pointers_and_numbers_name_the_rule(tmp_path):
         bad[(1,)](x, WHICH=0, device="interpreter")
     with pytest.raises(at.CompilationError, match="a pointer becomes an integer"):
         bad[(1,)](x, WHICH=1, device="interpreter")
+
+
+@at.jit
+def transpose_by_descriptors(x_ptr, y_ptr, M, N, BM: tl.constexpr, BN: tl.constexpr):
+    xd = tl.make_tensor_descriptor(x_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    yd = tl.make_tensor_descriptor(y_ptr, [N, M], [M, 1], [BN, BM])
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    block = xd.load([pm * BM, pn * BN])
+    for _ in range(2):                                  # carried through a loop
+        yd = yd
+    tl.store_tensor_descriptor(yd, [pn * BN, pm * BM], block.T)
+
+
+@at.jit
+def block_over_the_edge(x_ptr, out_ptr, M, N, B: tl.constexpr, PAD: tl.constexpr):
+    xd = tl.make_tensor_descriptor(x_ptr, [M, N], [N, 1], [B, B], padding_option=PAD)
+    r = tl.arange(0, B)
+    tl.store(out_ptr + r[:, None] * B + r[None, :], tl.load_tensor_descriptor(xd, [2, 3]))
+
+
+def test_tensor_descriptors_load_pad_and_store_inside_the_array(device, rng, poison):
+    x = rng.standard_normal((37, 21)).astype(np.float32)
+    y = at.asarray(poison((21, 37), np.float32), device=device)
+    transpose_by_descriptors[(3, 2)](at.asarray(x, device=device), y, 37, 21, BM=16, BN=16)
+    np.testing.assert_array_equal(y.numpy(), x.T)      # nothing written outside the array
+    small = rng.standard_normal((6, 5)).astype(np.float32)
+    for pad, fill in (("zero", 0.0), ("nan", np.nan)):
+        out = at.asarray(poison((8, 8), np.float32), device=device)
+        block_over_the_edge[(1,)](at.asarray(small, device=device), out, 6, 5, B=8, PAD=pad)
+        want = np.full((8, 8), fill, np.float32)
+        want[:4, :2] = small[2:, 3:]
+        np.testing.assert_array_equal(out.numpy(), want)
+
+
+def test_tensor_descriptor_misuse_is_a_clear_error():
+    import pytest
+
+    @at.jit
+    def bad(x_ptr, WHICH: tl.constexpr):
+        if WHICH == 0:
+            d = tl.make_tensor_descriptor(x_ptr, [4, 4], [4, 1], [4, 4], padding_option="ones")
+        elif WHICH == 1:
+            d = tl.make_tensor_descriptor(x_ptr, [4, 4], [1, 4], [4, 4])
+        else:
+            d = tl.make_tensor_descriptor(x_ptr, [4, 4], [4, 1], [4, 4])
+            tl.store(x_ptr, tl.sum(d.load([0]), 0)[0])
+
+    x = np.zeros(16, np.float32)
+    for which, message in ((0, "padding_option must be 'zero' or 'nan'"),
+                           (1, "the last stride must be 1"),
+                           (2, "1 offsets for a descriptor of rank 2")):
+        with pytest.raises(at.CompilationError, match=message):
+            bad[(1,)](x, WHICH=which, device="interpreter")

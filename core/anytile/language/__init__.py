@@ -19,6 +19,8 @@ from .random import (pair_uniform_to_normal, philox, rand, rand4x, randint,  # n
                      randint4x, randn, randn4x, uint_to_uniform_float)
 from .reduction import (argmax, argmin, associative_scan, cumprod, cumsum, max, min,  # noqa: F401
                         reduce, sum, xor_sum)
+from .tensor_descriptor import (load_tensor_descriptor, make_tensor_descriptor,  # noqa: F401
+                                store_tensor_descriptor, tensor_descriptor)
 from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv,  # noqa: F401
                        clamp, debug_barrier, device_assert, dot, expand_dims, full, full_like,
                        max_constancy, max_contiguous, maximum, minimum, multiple_of,
@@ -40,7 +42,8 @@ __all__ = [
     "floor", "ceil", "abs", "fma", "sigmoid", "umulhi", "fdiv", "div_rn",
     "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
     "associative_scan",
-    "make_block_ptr", "advance", "softmax", "swizzle2d", "join", "split", "interleave", "sort",
+    "make_block_ptr", "advance", "make_tensor_descriptor", "tensor_descriptor",
+    "load_tensor_descriptor", "store_tensor_descriptor", "softmax", "swizzle2d", "join", "split", "interleave", "sort",
     "topk", "flip", "histogram", "assume", "gather",
     "randint", "randint4x", "rand", "rand4x", "randn", "randn4x", "philox",
     "uint_to_uniform_float", "pair_uniform_to_normal",
@@ -48,9 +51,7 @@ __all__ = [
 
 # Triton builtins anytile does not provide yet: named so a ported kernel gets a plain answer
 _NOT_YET_SUPPORTED = frozenset({
-    "device_print", "inline_asm_elementwise",
-    "make_tensor_descriptor", "load_tensor_descriptor",
-    "store_tensor_descriptor", "dot_scaled", "map_elementwise",
+    "device_print", "inline_asm_elementwise", "dot_scaled", "map_elementwise",
 })
 
 

@@ -1,0 +1,127 @@
+"""Tensor descriptors: ``tl.make_tensor_descriptor`` and ``desc.load`` / ``desc.store``.
+
+A descriptor describes a strided N-D array (``base``, ``shape``, ``strides``, the last stride
+1) and the ``block_shape`` its loads and stores move.  ``desc.load(offsets)`` reads the block
+whose first element is at ``offsets``, elements outside the array reading as the padding (zero,
+or NaN with ``padding_option="nan"``); ``desc.store(offsets, value)`` writes the block's
+elements that fall inside the array.  This is Triton's meaning; where Triton maps descriptors
+onto Hopper's TMA unit, anytile expands them into the same masked tile loads and stores a
+block pointer with every dimension bounds-checked becomes, on every device."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..ir import types as irt
+from ..ir.builder import Builder
+from . import semantic
+from .block_pointer import _int_values, block_pointer, load_block, store_block
+from .objects import builtin, int32, int64, shape_list, tensor, unwrap
+from .standard import check_tile_shape
+
+__all__ = ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descriptor",
+           "store_tensor_descriptor"]
+
+
+class tensor_descriptor:
+    """What ``tl.make_tensor_descriptor`` returns; ``base``, ``shape`` and ``strides`` are
+    run-time values, ``block_shape`` and ``padding`` compile-time ones."""
+
+    def __init__(self, base: tensor, shape: tuple, strides: tuple, block_shape: tuple[int, ...],
+                 padding: str) -> None:
+        self.base = base
+        self.shape = shape
+        self.strides = strides
+        self.block_shape = block_shape
+        self.padding = padding
+
+    @property
+    def dtype(self) -> Any:
+        return self.base.dtype.element_ty
+
+    def __repr__(self) -> str:
+        return f"tensor_descriptor<{self.dtype!r}, block {list(self.block_shape)}>"
+
+    # the frontend carries a descriptor through control flow as its run-time leaves
+    def _flatten(self) -> list:
+        return [self.base, *self.shape, *self.strides]
+
+    def _rebuild(self, leaves: Sequence[tensor]) -> "tensor_descriptor":
+        rank = len(self.block_shape)
+        return tensor_descriptor(leaves[0], tuple(leaves[1:1 + rank]), tuple(leaves[1 + rank:]),
+                                 self.block_shape, self.padding)
+
+    def _same_layout(self, other: "tensor_descriptor") -> bool:
+        return self._layout_key() == other._layout_key()
+
+    def _layout_key(self) -> tuple:
+        return (self.block_shape, self.padding)
+
+    def _block(self, offsets: Any, what: str, b: Builder) -> block_pointer:
+        rank = len(self.block_shape)
+        v = unwrap(offsets)
+        items = list(v) if isinstance(v, (tuple, list)) else [v]
+        if len(items) != rank:
+            raise ValueError(f"{what}: {len(items)} offsets for a descriptor of rank {rank}")
+        offs = _int_values(items, rank, "offsets", int32, b)
+        return block_pointer(self.base, self.shape, self.strides, offs, self.block_shape,
+                             tuple(range(rank - 1, -1, -1)))
+
+    @builtin
+    def load(self, offsets: Any, _builder: Builder = None) -> tensor:
+        """The ``block_shape`` block at ``offsets``; outside the array, the padding."""
+        bp = self._block(offsets, "desc.load", _builder)
+        return load_block(bp, tuple(range(len(self.block_shape))), self.padding, False, _builder)
+
+    @builtin
+    def store(self, offsets: Any, value: Any, _builder: Builder = None) -> None:
+        """Write ``value`` (the block's shape, or broadcast to it) at ``offsets``; elements
+        outside the array are not written."""
+        bp = self._block(offsets, "desc.store", _builder)
+        store_block(bp, value, tuple(range(len(self.block_shape))), _builder)
+
+
+@builtin
+def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any,
+                           padding_option: Any = "zero",
+                           _builder: Builder = None) -> tensor_descriptor:
+    """A descriptor of the ``shape`` array with ``strides`` (in elements, the last one 1)
+    starting at the scalar pointer ``base``, moving ``block_shape`` blocks."""
+    b = _builder
+    ptr = unwrap(base)
+    if not isinstance(ptr, tensor) or ptr.shape or \
+            not isinstance(irt.elem_type(ptr.type), irt.PointerType):
+        raise TypeError("tl.make_tensor_descriptor: `base` must be a scalar pointer")
+    blocks = shape_list(block_shape, "block_shape")
+    check_tile_shape(blocks)
+    rank = len(blocks)
+    padding = unwrap(padding_option) or "zero"
+    if padding not in ("zero", "nan"):
+        raise ValueError(f"tl.make_tensor_descriptor: padding_option must be 'zero' or 'nan', "
+                         f"got {padding!r}")
+    strides_t = _int_values(strides, rank, "strides", int64, b)
+    last = unwrap(unwrap(strides)[-1]) if isinstance(unwrap(strides), (tuple, list)) else None
+    if isinstance(last, int) and last != 1:
+        raise ValueError(f"tl.make_tensor_descriptor: the last stride must be 1, got {last}")
+    return tensor_descriptor(ptr, _int_values(shape, rank, "shape", int64, b), strides_t,
+                             blocks, padding)
+
+
+def _descriptor(desc: Any, what: str) -> tensor_descriptor:
+    d = unwrap(desc)
+    if not isinstance(d, tensor_descriptor):
+        raise TypeError(f"{what} needs a tensor descriptor (tl.make_tensor_descriptor), "
+                        f"got {d!r}")
+    return d
+
+
+@builtin
+def load_tensor_descriptor(desc: Any, offsets: Any, _builder: Builder = None) -> tensor:
+    """``desc.load(offsets)``."""
+    return _descriptor(desc, "tl.load_tensor_descriptor").load(offsets, _builder=_builder)
+
+
+@builtin
+def store_tensor_descriptor(desc: Any, offsets: Any, value: Any,
+                            _builder: Builder = None) -> None:
+    """``desc.store(offsets, value)``."""
+    _descriptor(desc, "tl.store_tensor_descriptor").store(offsets, value, _builder=_builder)
