@@ -24,6 +24,7 @@ from .runtime.devices import Device, default_device, device, devices  # noqa: F4
 from .runtime.discovery import get_backend, list_backends, register_backend  # noqa: F401
 from .runtime.jit import JITFunction, jit  # noqa: F401
 from .runtime.autotune import Config, autotune, heuristics  # noqa: F401
+from .runtime.descriptor import TensorDescriptor  # noqa: F401
 from .runtime.hooks import knobs  # noqa: F401
 from . import profiler, testing  # noqa: F401  (``anytile.testing``: do_bench, assert_close, perf_report)
 

@@ -60,7 +60,7 @@ __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", 
            "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "KernelMetadata",
            "CompiledKernel",
            "Availability", "Backend", "DeviceTimer", "CAPABILITIES", "HostArrayView",
-           "host_array_view", "debug_default"]
+           "host_array_view", "debug_default", "TUNING_HINTS"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
@@ -75,6 +75,7 @@ CAPABILITIES = {
     "float_atomics": "atomic add/min/max on floats",
     "dot_int8": "tl.dot on int8 inputs with int32 accumulation",
     "device_assert": "tl.device_assert stops the launch with an error",
+    "device_print": "tl.device_print writes its lines (ir.PrintOp) to the standard output",
     "bounds_check": "out-of-bounds loads, stores and atomics raise OutOfBoundsError naming the "
                     "kernel's line, at least when launched with debug=True (a backend may check "
                     "always, as the interpreter does)",

@@ -25,11 +25,15 @@ anytile counterpart (same behaviour, Triton's spelling):
                                    ``errors.OutOfResources``
 ``triton.compiler``                ``compile`` (``at.compile``), ``CompiledKernel``,
                                    ``errors.CompilationError``
+``triton.tools.tensor_descriptor`` ``TensorDescriptor`` (``at.TensorDescriptor``)
 =================================  ===========================================================
 
-Anything else (``triton.set_allocator``, ``triton.tools``, Triton's internal IR and
+Anything else (``triton.set_allocator``, the rest of ``triton.tools``, Triton's internal IR and
 ``triton._C``) is not provided: reading it raises ``AttributeError`` (``ImportError`` for a
-module) whose message says that anytile does not provide it.  The device is ``device=`` (the
+module) whose message says that anytile does not provide it.  With ``ANYTILE_TRITON_SOURCE``
+set to the ``python`` folder of a Triton checkout, a module the hook does not serve is loaded
+from that checkout's file when there is one (its own test helpers, such as
+``triton._internal_testing``, which then run on anytile).  The device is ``device=`` (the
 ``--device`` flag), else ``ANYTILE_DEVICE``, else anytile's default device; torch tensors the
 program makes on ``get_active_torch_device()`` live on ``cuda:N`` for NVIDIA and AMD devices
 and on the CPU for host devices (cpu, interpreter, OpenCL on the CPU).
@@ -217,7 +221,7 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
             "knobs": at.knobs, "TritonError": errors.AnytileError,
             "CompilationError": at.CompilationError, "OutOfResources": at.CompilationError,
             "JITFunction": at.JITFunction, "KernelInterface": autotune.KernelInterface,
-            "language": tl})
+            "reinterpret": reinterpret, "TensorWrapper": TensorWrapper, "language": tl})
 
     return {
         "triton": triton, "triton.language": language, "triton.language.core": language,
@@ -233,10 +237,112 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
             "Config": at.Config, "autotune": at.autotune, "heuristics": at.heuristics},
             package=False),
         "triton.runtime.jit": lambda: _Module("triton.runtime.jit", {
-            "JITFunction": jit_mod.JITFunction, "jit": at.jit, "KernelInterface": autotune.KernelInterface},
+            "JITFunction": jit_mod.JITFunction, "jit": at.jit,
+            "KernelInterface": autotune.KernelInterface, "TensorWrapper": TensorWrapper,
+            "reinterpret": reinterpret, "type_canonicalisation_dict": TYPE_CANONICAL},
             package=False),
         "triton.compiler": compiler, "triton.compiler.errors": lambda: compile_errors,
+        "triton.tools": lambda: _Module("triton.tools", {}),
+        "triton.tools.tensor_descriptor": lambda: _Module("triton.tools.tensor_descriptor", {
+            "TensorDescriptor": at.TensorDescriptor}, package=False),
     }
+
+
+# -- triton.runtime.jit's helpers for viewing memory as another dtype ---------------------------
+#: Triton's dtype names -> the short names of its signature strings (``tl.str_to_ty`` reads them)
+TYPE_CANONICAL = {
+    "bool": "i1", "int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
+    "float64": "fp64", "double": "fp64",
+    "i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u1": "i1", "u8": "u8",
+    "u16": "u16", "u32": "u32", "u64": "u64", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32",
+    "fp64": "fp64",
+}
+
+
+class TensorWrapper:
+    """An array (``base``: torch, NumPy, anytile) whose memory kernels read as ``dtype``, an
+    element type of the same size (``triton.reinterpret``): a kernel receives a pointer to
+    ``dtype``; ``.base`` is the array itself."""
+
+    def __init__(self, base: Any, dtype: Any) -> None:
+        import numpy as np
+        import anytile.language as tl
+        if not isinstance(dtype, tl.dtype) or isinstance(dtype, tl.pointer_type):
+            raise TypeError(f"reinterpret: expected an element dtype such as tl.uint32, got "
+                            f"{dtype!r}")
+        size = getattr(base, "element_size", None)
+        size = size() if callable(size) else getattr(base, "itemsize", None)
+        if size is not None and size * 8 != dtype.primitive_bitwidth:
+            raise ValueError(f"reinterpret: {dtype!r} has {dtype.primitive_bitwidth} bits, the "
+                             f"array's elements {size * 8}")
+        self.base, self.dtype = base, dtype
+        self._np = np.dtype(dtype.ir.np)
+
+    data = property(lambda self: self.base)
+    device = property(lambda self: self.base.device)
+    shape = property(lambda self: self.base.shape)
+
+    def data_ptr(self) -> int:
+        return self.base.data_ptr()
+
+    def stride(self, *dim: int) -> Any:
+        return self.base.stride(*dim)
+
+    def numel(self) -> int:
+        return self.base.numel()
+
+    def element_size(self) -> int:
+        return self.dtype.primitive_bitwidth // 8
+
+    def cpu(self) -> "TensorWrapper":
+        return TensorWrapper(self.base.cpu(), self.dtype)
+
+    def copy_(self, other: Any) -> "TensorWrapper":
+        self.base.copy_(other.base if isinstance(other, TensorWrapper) else other)
+        return self
+
+    def clone(self) -> "TensorWrapper":
+        return TensorWrapper(self.base.clone(), self.dtype)
+
+    def to(self, device: Any) -> "TensorWrapper":
+        return TensorWrapper(self.base.to(device), self.dtype)
+
+    def _retyped(self, interface: dict) -> dict:
+        out = dict(interface)
+        out["typestr"] = self._np.str
+        out.pop("descr", None)
+        return out
+
+    @property
+    def __array_interface__(self) -> dict:
+        import numpy as np
+        base = self.base
+        if hasattr(base, "detach"):                  # a torch CPU tensor: NumPy's view of it
+            base = base.detach().numpy()
+        self._host = np.asarray(base)                # kept alive while the interface is used
+        return self._retyped(self._host.__array_interface__)
+
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        return self._retyped(self.base.__cuda_array_interface__)
+
+    def __repr__(self) -> str:
+        return f"TensorWrapper[{self.dtype}]({self.base!r})"
+
+
+def reinterpret(tensor: Any, dtype: Any) -> Any:
+    """``tensor``'s memory read as ``dtype`` by kernels (Triton's ``triton.reinterpret``); the
+    array itself when it already has that dtype."""
+    base = tensor.base if isinstance(tensor, TensorWrapper) else tensor
+    return base if dtype == _dtype_of(base) else TensorWrapper(base, dtype)
+
+
+def _dtype_of(array: Any) -> Any:
+    import anytile.language as tl
+    name = str(getattr(array, "dtype", "")).replace("torch.", "")
+    return getattr(tl, name, None) if name in TYPE_CANONICAL else None
 
 
 def _do_bench_cudagraph(fn: Callable[[], Any], rep: int = 20, grad_to_none: Any = None,
@@ -258,6 +364,11 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name != "triton" and not name.startswith("triton."):
             return None
         if name not in self.builders:
+            extra = os.environ.get("ANYTILE_TRITON_SOURCE")
+            if extra:                  # a module of the user's Triton checkout, not served
+                path = os.path.join(extra, *name.split(".")) + ".py"
+                if os.path.isfile(path):
+                    return importlib.util.spec_from_file_location(name, path)
             raise ModuleNotFoundError(f"No module named '{name}': anytile does not provide it "
                                       f"({NOT_PROVIDED_HINT})", name=name)
         return importlib.util.spec_from_loader(name, self)

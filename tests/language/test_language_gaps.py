@@ -187,3 +187,87 @@ def test_tensor_descriptor_misuse_is_a_clear_error():
                            (2, "1 offsets for a descriptor of rank 2")):
         with pytest.raises(at.CompilationError, match=message):
             bad[(1,)](x, WHICH=which, device="interpreter")
+
+
+@at.jit
+def scale_transposed(xd, yd, factor, BM: tl.constexpr, BN: tl.constexpr):
+    pm, pn = tl.program_id(0), tl.program_id(1)
+    block = xd.load([pm * BM, pn * BN])
+    yd.store([pn * BN, pm * BM], (block * factor).T)
+
+
+def test_tensor_descriptors_passed_from_the_host(device, rng, poison):
+    x = rng.standard_normal((37, 21)).astype(np.float32)
+    xa = at.asarray(x, device=device)
+    y = at.asarray(poison((21, 37), np.float32), device=device)
+    xd = at.TensorDescriptor(xa, [37, 21], [21, 1], [16, 16])
+    yd = at.TensorDescriptor.from_tensor(y, [16, 16])
+    for factor in (2.0, 3.0):           # the second launch reuses the compiled kernel
+        scale_transposed[(3, 2)](xd, yd, factor, BM=16, BN=16)
+        np.testing.assert_array_equal(y.numpy(), factor * x.T)
+    host = poison((21, 37), np.float32)  # a NumPy base: copied to the device and back
+    scale_transposed[(3, 2)](xd, at.TensorDescriptor.from_tensor(host, [16, 16]), 1.0,
+                             BM=16, BN=16)
+    np.testing.assert_array_equal(host, x.T)
+    # a view of part of an array: its own shape and strides
+    part = at.TensorDescriptor(at.asarray(np.ascontiguousarray(x[:, :16]), device=device),
+                               [37, 16], [16, 1], [16, 16])
+    out = at.asarray(poison((16, 37), np.float32), device=device)
+    scale_transposed[(3, 1)](part, at.TensorDescriptor.from_tensor(out, [16, 16]), 1.0,
+                             BM=16, BN=16)
+    np.testing.assert_array_equal(out.numpy(), x[:, :16].T)
+
+
+def test_host_tensor_descriptor_errors_name_the_problem():
+    import pytest
+    x = np.zeros((4, 4), np.float32)
+    with pytest.raises(at.LaunchValueError, match="the last stride must be 1"):
+        at.TensorDescriptor(x, [4, 4], [1, 4], [4, 4])
+    with pytest.raises(at.LaunchArgumentError, match="one entry per dimension"):
+        at.TensorDescriptor(x, [4, 4], [4, 1], [4])
+    with pytest.raises(at.LaunchValueError, match="powers of 2"):
+        at.TensorDescriptor(x, [4, 4], [4, 1], [3, 4])
+    with pytest.raises(at.LaunchValueError, match="padding must be 'zero' or 'nan'"):
+        at.TensorDescriptor(x, [4, 4], [4, 1], [4, 4], padding="ones")
+    with pytest.raises(at.LaunchArgumentError, match="argument 'xd.base' is a str"):
+        scale_transposed[(1, 1)](at.TensorDescriptor("abc", [4, 4], [4, 1], [4, 4]),
+                                 at.TensorDescriptor(x, [4, 4], [4, 1], [4, 4]), 1.0,
+                                 BM=4, BN=4, device="interpreter")
+
+
+@at.jit
+def printing(x_ptr, n, flag):
+    offs = tl.arange(0, 4)
+    x = tl.load(x_ptr + offs)
+    tl.device_print("x", x)
+    tl.device_print("n", n, offs.to(tl.int8) - 2, hex=True)
+    tl.device_print("", flag)
+    tl.device_print("as f16", x.to(tl.float16))
+    tl.device_print("bits", x.to(tl.bfloat16), hex=True)
+    tl.device_print("u", (offs - 1).to(tl.uint32))
+
+
+def test_device_print_writes_one_line_per_element(device, capfd):
+    if "device_print" not in device.backend.capabilities:
+        import pytest
+        with pytest.raises(at.CompilationError, match="tl.device_print is not supported"):
+            printing[(2,)](at.asarray(np.zeros(4, np.float32), device=device), 255, True)
+        return
+    x = np.array([1.5, -2, 1e-20, np.nan], np.float32)
+    printing[(2,)](at.asarray(x, device=device), 255, True)
+    device.synchronize()            # a device may print when the kernel has finished
+    lines = capfd.readouterr().out.splitlines()
+    per_program = [f"pid (0, 0, 0) idx ({i}) x {v}" for i, v in
+                   enumerate(["1.5", "-2", "9.99999968e-21", "nan"])]
+    per_program += ["pid (0, 0, 0) n (operand 0) 0xff"]
+    per_program += [f"pid (0, 0, 0) idx ({i}) n (operand 1) 0x{(i - 2) & 0xff:x}" for i in range(4)]
+    per_program += ["pid (0, 0, 0) 1"]
+    per_program += [f"pid (0, 0, 0) idx ({i}) as f16 {v}" for i, v in
+                    enumerate(["1.5", "-2", "0", "nan"])]
+    per_program += [f"pid (0, 0, 0) idx ({i}) bits 0x{v:x}" for i, v in
+                    enumerate([0x3fc0, 0xc000, 0x1e3d, 0x7fc0])]
+    per_program += [f"pid (0, 0, 0) idx ({i}) u {(i - 1) % 2**32}" for i in range(4)]
+    expected = per_program + [line.replace("pid (0,", "pid (1,") for line in per_program]
+    assert sorted(lines) == sorted(expected)
+    if device.backend.name in ("interpreter", "cpu"):     # one thread per program: in order
+        assert [ln for ln in lines if ln.startswith("pid (0,")] == per_program

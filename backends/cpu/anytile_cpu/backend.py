@@ -46,7 +46,7 @@ class CpuBackend(Backend):
     device_prefix = "cpu"
     host_memory = True
     capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics",
-                              "dot_int8", "device_assert", "bounds_check"})
+                              "dot_int8", "device_assert", "device_print", "bounds_check"})
 
     # -- identity --------------------------------------------------------------------------------
     def availability(self) -> Availability:

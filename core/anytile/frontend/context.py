@@ -15,6 +15,7 @@ from ..ir.nodes import Block, Function, Loc, Module
 from ..language import semantic
 from ..language.objects import constexpr, dtype, tensor, unwrap
 from ..language.source import KernelSource
+from ..language.tensor_descriptor import DescriptorParam, descriptor_from_leaves, leaf_names
 from .aggregates import is_aggregate, rebuild_tensors, structure_key, tensor_leaves
 from .names import wrap_static
 
@@ -72,6 +73,9 @@ class ModuleContext:
                        constexprs: Mapping[str, Any], arg_attrs: Mapping[str, dict]) -> Module:
         from .generator import FunctionGenerator
         runtime_params = [n for n in fn.arg_names if n not in constexprs]
+        described = {n: v for n, v in constexprs.items() if isinstance(v, DescriptorParam)}
+        for name, param in described.items():        # their leaves follow the parameters
+            runtime_params += leaf_names(name, param.rank)
         missing = [n for n in runtime_params if n not in arg_types]
         if missing:
             raise ValueError(f"compile_to_ir: no type given for parameter(s) {missing} of "
@@ -81,8 +85,12 @@ class ModuleContext:
                             arg_attrs=[dict(arg_attrs.get(n, {})) for n in runtime_params],
                             loc=self.def_loc(fn), is_kernel=True)
         self.module.add(function)
-        scope: dict[str, Any] = {n: constexpr(v) for n, v in constexprs.items()}
+        scope: dict[str, Any] = {n: constexpr(v) for n, v in constexprs.items()
+                                 if n not in described}
         scope.update({n: tensor(a) for n, a in zip(runtime_params, body.args)})
+        for name, param in described.items():
+            leaves = [scope.pop(n) for n in leaf_names(name, param.rank)]
+            scope[name] = descriptor_from_leaves(leaves, param.block_shape, param.padding)
         FunctionGenerator(self, fn, function, scope, is_kernel=True).generate(self.tree_of(fn))
         return self.module
 

@@ -7,6 +7,7 @@ while compiling, so running an op costs one closure call and the NumPy work itse
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -396,6 +397,22 @@ class FunctionCompiler:
                 raise executor.assert_failure(op, cond)
         return step
 
+    def print_(self, op: O.PrintOp) -> Step:
+        v, state = self.slot(op.value), self.executor.state
+        line = print_formatter(elem_type(op.value.type), op.prefix, op.hex)
+
+        def step(frame: list) -> None:
+            pid = "pid ({}, {}, {})".format(*state.pid)
+            value = np.asarray(frame[v])
+            if value.ndim == 0:
+                out = [f"{pid} {line(value[()])}"]
+            else:
+                out = [f"{pid} idx ({', '.join(map(str, idx))}) {line(value[idx])}"
+                       for idx in np.ndindex(*value.shape)]
+            sys.stdout.write("\n".join(out) + "\n")
+            sys.stdout.flush()
+        return step
+
     def barrier(self, op: O.BarrierOp) -> None:
         return None                           # programs and their ops already run in order
 
@@ -433,4 +450,25 @@ _BUILDERS: dict[type, Callable[[FunctionCompiler, Any], Optional[Step]]] = {
     O.ForOp: FunctionCompiler.for_, O.IfOp: FunctionCompiler.if_,
     O.WhileOp: FunctionCompiler.while_, O.CallOp: FunctionCompiler.call,
     O.AssertOp: FunctionCompiler.assert_, O.BarrierOp: FunctionCompiler.barrier,
+    O.PrintOp: FunctionCompiler.print_,
 }
+
+
+def print_formatter(elem: Any, prefix: str, as_hex: bool) -> Callable[[Any], str]:
+    """How ``PrintOp`` writes one element after ``pid (...) [idx (...)] ``: the prefix and a
+    space when there is a prefix, then the value (``ir.PrintOp`` defines the forms)."""
+    head = f"{prefix} " if prefix else ""
+    if isinstance(elem, PointerType):
+        return lambda x: f"{head}0x{int(x) & (2**64 - 1):x}"
+    if as_hex:
+        bits = max(elem.bits, 8)
+        raw = np.dtype(f"u{bits // 8}")
+
+        def hex_digits(x: Any) -> str:
+            n = int(np.asarray(x).view(raw)) if elem.is_float else int(x) & (2**bits - 1)
+            return f"{head}0x{n:x}"
+        return hex_digits
+    if elem.is_float:
+        digits = 17 if elem.bits == 64 else 9
+        return lambda x: f"{head}{float(x):.{digits}g}"
+    return lambda x: f"{head}{int(x)}"

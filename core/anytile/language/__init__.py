@@ -22,8 +22,9 @@ from .reduction import (argmax, argmin, associative_scan, cumprod, cumsum, max, 
 from .tensor_descriptor import (load_tensor_descriptor, make_tensor_descriptor,  # noqa: F401
                                 store_tensor_descriptor, tensor_descriptor)
 from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv,  # noqa: F401
-                       clamp, debug_barrier, device_assert, dot, expand_dims, full, full_like,
-                       max_constancy, max_contiguous, maximum, minimum, multiple_of,
+                       clamp, debug_barrier, device_assert, device_print, dot, expand_dims,
+                       full, full_like, max_constancy, max_contiguous, maximum, minimum,
+                       multiple_of,
                        num_programs, permute, program_id, ravel, reshape, static_assert,
                        static_print, trans, view, where, zeros, zeros_like)
 
@@ -37,7 +38,7 @@ __all__ = [
     "where", "minimum", "maximum", "clamp", "load", "store", "dot", "cdiv",
     "atomic_add", "atomic_max", "atomic_min", "atomic_xchg", "atomic_cas", "atomic_and",
     "atomic_or", "atomic_xor", "multiple_of", "max_contiguous", "max_constancy",
-    "static_assert", "static_print", "device_assert", "debug_barrier",
+    "static_assert", "static_print", "device_assert", "device_print", "debug_barrier",
     "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "tanh", "erf",
     "floor", "ceil", "abs", "fma", "sigmoid", "umulhi", "fdiv", "div_rn",
     "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
@@ -46,12 +47,31 @@ __all__ = [
     "load_tensor_descriptor", "store_tensor_descriptor", "softmax", "swizzle2d", "join", "split", "interleave", "sort",
     "topk", "flip", "histogram", "assume", "gather",
     "randint", "randint4x", "rand", "rand4x", "randn", "randn4x", "philox",
-    "uint_to_uniform_float", "pair_uniform_to_normal",
+    "uint_to_uniform_float", "pair_uniform_to_normal", "str_to_ty",
 ]
+
+_SHORT_NAMES = {"i1": "int1", "u1": "int1", "i8": "int8", "i16": "int16", "i32": "int32",
+                "i64": "int64", "u8": "uint8", "u16": "uint16", "u32": "uint32", "u64": "uint64",
+                "fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+                "fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp8e4b15": "float8e4b15",
+                "fp8e4b8": "float8e4b8", "fp8e5b16": "float8e5b16"}
+
+
+def str_to_ty(name: str, c: object = None) -> dtype:
+    """The dtype a signature string names: ``"fp32"`` -> ``tl.float32``, ``"*fp16"`` -> a
+    pointer to ``tl.float16`` (Triton's helper of the same name; ``c`` is unused)."""
+    if name.startswith("*"):
+        return pointer_type(str_to_ty(name[1:]))
+    long = _SHORT_NAMES.get(name, name)
+    found = globals().get(long)
+    if not isinstance(found, dtype):
+        raise ValueError(f"str_to_ty: '{name}' names no dtype (use e.g. fp32, i32, *fp16)")
+    return found
+
 
 # Triton builtins anytile does not provide yet: named so a ported kernel gets a plain answer
 _NOT_YET_SUPPORTED = frozenset({
-    "device_print", "inline_asm_elementwise", "dot_scaled", "map_elementwise",
+    "inline_asm_elementwise", "dot_scaled", "map_elementwise",
 })
 
 

@@ -24,10 +24,27 @@ _builtin_range = range
 # ---------------------------------------------------------------------------------------------
 # dtypes
 # ---------------------------------------------------------------------------------------------
-class dtype:
-    """A scalar element type as users spell it (``tl.float32``); ``ir`` is the IR type."""
+_IR_BY_NAME: dict[str, Any] = {}      # dtype names -> IR types (tl.dtype("int8"))
 
-    def __init__(self, name: str, ir: irt.ScalarType) -> None:
+
+class dtype:
+    """A scalar element type as users spell it (``tl.float32``); ``ir`` is the IR type.
+    ``tl.dtype("int8")`` (a name alone) is the dtype of that name, as in Triton."""
+
+    SINT_TYPES = ("int8", "int16", "int32", "int64")
+    UINT_TYPES = ("int1", "uint8", "uint16", "uint32", "uint64")
+    FP_TYPES = ("fp8e4b15", "fp8e4nv", "fp8e4b8", "fp8e5", "fp8e5b16", "fp16", "bf16", "fp32",
+                "fp64")
+    STANDARD_FP_TYPES = ("fp16", "bf16", "fp32", "fp64")
+    OTHER_TYPES = ("void",)
+
+    def __init__(self, name: str, ir: Optional[irt.ScalarType] = None) -> None:
+        if ir is None:
+            if name not in _IR_BY_NAME:
+                raise TypeError(f"tl.dtype('{name}'): no dtype has that name (e.g. 'int8', "
+                                f"'uint32', 'fp16', 'bf16', 'fp32')")
+            ir = _IR_BY_NAME[name]
+        _IR_BY_NAME.setdefault(name, ir)
         self.name = name
         self.ir = ir
 

@@ -387,6 +387,22 @@ def static_print(*values: Any, sep: Any = " ", end: Any = "\n", _builder: Builde
 
 
 @builtin
+def device_print(prefix: Any, *args: Any, hex: Any = False, _builder: Builder = None) -> None:
+    """Print ``prefix`` and each element of each argument when the kernel runs: one line per
+    element, ``pid (X, Y, Z) idx (I, J) PREFIX VALUE`` (see ``ir.PrintOp``); with several
+    arguments, ``PREFIX`` names each as ``(operand K)``.  ``hex=True`` prints integers and
+    the bits of floats in hexadecimal."""
+    text = unwrap(prefix)
+    if not isinstance(text, str):
+        raise TypeError(f"tl.device_print: the prefix must be a string, got {text!r}")
+    as_hex = bool(unwrap(hex))
+    for k, arg in enumerate(args):
+        value = semantic.to_tensor(unwrap(arg), _builder)
+        label = f"{text} (operand {k})" if len(args) > 1 else text
+        _builder.create(ops.PrintOp, value.handle, label.strip(), as_hex)
+
+
+@builtin
 def device_assert(cond: Any, msg: Any = "", mask: Any = None, _builder: Builder = None) -> None:
     """Stop the launch with ``msg`` where ``cond`` is false when the kernel runs."""
     c = unwrap(cond)

@@ -9,7 +9,7 @@ onto Hopper's TMA unit, anytile expands them into the same masked tile loads and
 block pointer with every dimension bounds-checked becomes, on every device."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ..ir import types as irt
 from ..ir.builder import Builder
@@ -19,7 +19,7 @@ from .objects import builtin, int32, int64, shape_list, tensor, unwrap
 from .standard import check_tile_shape
 
 __all__ = ["tensor_descriptor", "make_tensor_descriptor", "load_tensor_descriptor",
-           "store_tensor_descriptor"]
+           "store_tensor_descriptor", "DescriptorParam", "leaf_names", "descriptor_from_leaves"]
 
 
 class tensor_descriptor:
@@ -41,20 +41,24 @@ class tensor_descriptor:
     def __repr__(self) -> str:
         return f"tensor_descriptor<{self.dtype!r}, block {list(self.block_shape)}>"
 
-    # the frontend carries a descriptor through control flow as its run-time leaves
+    # the frontend carries a descriptor through control flow as its run-time leaves (a last
+    # stride known to be 1, as a kernel argument's is, stays a Python int)
     def _flatten(self) -> list:
-        return [self.base, *self.shape, *self.strides]
+        return [self.base, *self.shape, *(s for s in self.strides if isinstance(s, tensor))]
 
     def _rebuild(self, leaves: Sequence[tensor]) -> "tensor_descriptor":
         rank = len(self.block_shape)
-        return tensor_descriptor(leaves[0], tuple(leaves[1:1 + rank]), tuple(leaves[1 + rank:]),
+        rest = iter(leaves[1 + rank:])
+        strides = tuple(next(rest) if isinstance(s, tensor) else s for s in self.strides)
+        return tensor_descriptor(leaves[0], tuple(leaves[1:1 + rank]), strides,
                                  self.block_shape, self.padding)
 
     def _same_layout(self, other: "tensor_descriptor") -> bool:
         return self._layout_key() == other._layout_key()
 
     def _layout_key(self) -> tuple:
-        return (self.block_shape, self.padding)
+        return (self.block_shape, self.padding,
+                tuple(isinstance(s, tensor) for s in self.strides))
 
     def _block(self, offsets: Any, what: str, b: Builder) -> block_pointer:
         rank = len(self.block_shape)
@@ -125,3 +129,32 @@ def store_tensor_descriptor(desc: Any, offsets: Any, value: Any,
                             _builder: Builder = None) -> None:
     """``desc.store(offsets, value)``."""
     _descriptor(desc, "tl.store_tensor_descriptor").store(offsets, value, _builder=_builder)
+
+
+# -- descriptors passed as kernel arguments (at.TensorDescriptor) --------------------------------
+class DescriptorParam(NamedTuple):
+    """What a descriptor argument specialises; the kernel is given, in place of the
+    parameter, a ``tensor_descriptor`` rebuilt from the leaves passed after its parameters."""
+
+    pointer_type: str          # the base's IR pointer type, as text
+    block_shape: tuple
+    padding: str
+
+    @property
+    def rank(self) -> int:
+        return len(self.block_shape)
+
+
+def leaf_names(name: str, rank: int) -> list[str]:
+    """The IR parameter names of a descriptor parameter's leaves, in launch order: the base,
+    the shape, the strides but the last (which is 1)."""
+    return ([f"{name}_at_base"] + [f"{name}_at_shape{d}" for d in range(rank)]
+            + [f"{name}_at_stride{d}" for d in range(rank - 1)])
+
+
+def descriptor_from_leaves(leaves: Sequence[tensor], block_shape: tuple,
+                           padding: str) -> tensor_descriptor:
+    """The ``tensor_descriptor`` a kernel parameter holds, from its leaves' IR values."""
+    rank = len(block_shape)
+    base, shape, strides = leaves[0], tuple(leaves[1:1 + rank]), tuple(leaves[1 + rank:])
+    return tensor_descriptor(base, shape, strides + (1,), tuple(block_shape), padding)

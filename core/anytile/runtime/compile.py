@@ -40,8 +40,7 @@ class CompileRequest:
     @property
     def signature(self) -> list[tuple[str, Any]]:
         """The runtime parameters and their IR types, in order (constexprs removed)."""
-        return [(name, self.spec.arg_types[name]) for name in self.source.arg_names
-                if name in self.spec.arg_types]
+        return list(self.spec.arg_types.items())   # parameters in order, then descriptor leaves
 
 
 def compile_kernel(request: CompileRequest) -> CompiledKernel:

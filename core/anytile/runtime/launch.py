@@ -23,6 +23,7 @@ from ..backend import CompiledKernel, KernelArg, PointerArg
 from ..errors import AnytileError, BackendError, LaunchArgumentError, LaunchValueError
 from .arrays import Array, asarray, import_foreign
 from .compile import CompileRequest, compile_kernel
+from .descriptor import TensorDescriptor
 from .devices import Device, _device as _device_for, default_device
 from .hooks import LaunchInfo, call_launch_hook, launch_hooks_set
 from .specialize import ArgSpec, Specialization
@@ -50,6 +51,8 @@ def pick_device(fn: Any, values: tuple, requested: Any) -> Device:
     claims for the first foreign array, else the default device; ``requested`` (the launch's
     ``device=``) must agree with the arrays."""
     dev: Optional[Device] = None
+    if any(type(v) is TensorDescriptor for v in values):
+        values = tuple(v.base if type(v) is TensorDescriptor else v for v in values)
     for v in values:
         if type(v) is Array and v.device is not dev:
             if dev is not None and v.device != dev:
@@ -117,7 +120,8 @@ _PLAIN = frozenset({Array, int, float, bool})
 
 def import_arrays(fn: Any, bound: tuple, dev: Device) -> tuple[list, list[tuple[np.ndarray, Array]]]:
     """The argument values with foreign arrays replaced by ``Array`` views (or copies) on
-    ``dev``, and the (host array, device copy) pairs whose results must be copied back."""
+    ``dev`` (a ``TensorDescriptor``'s base too), and the (host array, device copy) pairs whose
+    results must be copied back."""
     values = list(bound)
     writebacks: list[tuple[np.ndarray, Array]] = []
     for index, value in enumerate(values):
@@ -125,31 +129,41 @@ def import_arrays(fn: Any, bound: tuple, dev: Device) -> tuple[list, list[tuple[
                 value is None or isinstance(value, (int, float, np.number, np.bool_)):
             continue
         name = fn.arg_names[index]
-        if not is_array_like(value):
-            raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' is a "
-                                      f"{type(value).__name__}; kernel arguments are arrays, "
-                                      f"ints, floats, bools or constexprs")
-        if isinstance(value, np.ndarray) and value.size > 1 and not value.flags.c_contiguous:
-            raise LaunchArgumentError(
-                f"{fn.__name__}: argument '{name}' is a non-contiguous NumPy array (shape "
-                f"{value.shape}, strides {value.strides} bytes): a kernel receives only the "
-                f"address of its first element, so reading it as contiguous would touch memory "
-                f"outside the view.  Pass np.ascontiguousarray({name}) (and copy results back), "
-                f"or at.asarray({name}) for a kernel that takes its strides ({name}.stride(i))")
-        try:
-            seen = import_foreign(value, dev)
-            copied = seen is None
-            if copied:
-                seen = asarray(np.asarray(value), device=dev)
-        except AnytileError:
-            raise
-        except (TypeError, ValueError) as exc:      # a dtype anytile lacks, a ragged list...
-            raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' cannot be passed to a "
-                                      f"kernel: {exc}") from None
-        if copied and isinstance(value, np.ndarray) and value.flags.writeable:
-            writebacks.append((value, seen))  # a copy went to the device: bring results back
-        values[index] = seen
+        if type(value) is TensorDescriptor:
+            base = value.base if type(value.base) is Array else \
+                _import_array(fn, f"{name}.base", value.base, dev, writebacks)
+            values[index] = value.on(base)
+            continue
+        values[index] = _import_array(fn, name, value, dev, writebacks)
     return values, writebacks
+
+
+def _import_array(fn: Any, name: str, value: Any, dev: Device,
+                  writebacks: list[tuple[np.ndarray, Array]]) -> Array:
+    if not is_array_like(value):
+        raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' is a "
+                                  f"{type(value).__name__}; kernel arguments are arrays, "
+                                  f"ints, floats, bools, tensor descriptors or constexprs")
+    if isinstance(value, np.ndarray) and value.size > 1 and not value.flags.c_contiguous:
+        raise LaunchArgumentError(
+            f"{fn.__name__}: argument '{name}' is a non-contiguous NumPy array (shape "
+            f"{value.shape}, strides {value.strides} bytes): a kernel receives only the "
+            f"address of its first element, so reading it as contiguous would touch memory "
+            f"outside the view.  Pass np.ascontiguousarray({name}) (and copy results back), "
+            f"or at.asarray({name}) for a kernel that takes its strides ({name}.stride(i))")
+    try:
+        seen = import_foreign(value, dev)
+        copied = seen is None
+        if copied:
+            seen = asarray(np.asarray(value), device=dev)
+    except AnytileError:
+        raise
+    except (TypeError, ValueError) as exc:      # a dtype anytile lacks, a ragged list...
+        raise LaunchArgumentError(f"{fn.__name__}: argument '{name}' cannot be passed to a "
+                                  f"kernel: {exc}") from None
+    if copied and isinstance(value, np.ndarray) and value.flags.writeable:
+        writebacks.append((value, seen))  # a copy went to the device: bring results back
+    return seen
 
 
 # -- step 5 --------------------------------------------------------------------------------------
@@ -255,6 +269,8 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
     plan = plan_for(fn, dev, specs, options, warmup)
     if warmup:
         return plan.compiled
+    if fn.launch_signature.has_descriptors:
+        values += fn.launch_signature.descriptor_leaves(values)   # passed after the params
     grid3 = normalise_grid(fn, grid, values, options)
     hooked = launch_hooks_set()
     if hooked:

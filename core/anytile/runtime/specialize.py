@@ -30,6 +30,7 @@ from ..errors import AnytileError, CompilationError, LaunchArgumentError, Launch
 from ..ir.types import PointerType, ScalarType, Type, f32, i1, i32, i64, parse_type, scalar_type, u64
 from ..language.source import KernelSource
 from .arrays import Array
+from .descriptor import DescriptorParam, TensorDescriptor, leaf_names
 
 __all__ = ["ArgKind", "ArgSpec", "Param", "Signature", "Specialization", "int_type",
            "parse_signature_type"]
@@ -42,6 +43,7 @@ class ArgKind(str, enum.Enum):
     POINTER = "pointer"        # an array, passed as the address of element 0
     SCALAR = "scalar"          # an int, float or bool passed at run time
     CONSTEXPR = "constexpr"    # a value compiled into the code
+    DESCRIPTOR = "descriptor"  # an at.TensorDescriptor: its leaves are passed at run time
 
 
 class ArgSpec(NamedTuple):
@@ -164,6 +166,7 @@ class Signature:
         self.constexpr_positions = frozenset(p.index for p in self.params if p.is_constexpr)
         self.runtime_positions = tuple(p.index for p in self.params if not p.is_constexpr)
         self._defaults = dict(source.defaults)
+        self.has_descriptors = False    # set once a launch passes an at.TensorDescriptor
 
     # -- the general rule ----------------------------------------------------------------------
     def spec_of(self, param: Param, value: Any) -> ArgSpec:
@@ -191,6 +194,11 @@ class Signature:
             return _INTS[t.name, param.specialize and value % 16 == 0]
         if cls is float or isinstance(value, (float, np.floating)):
             return _FLOAT
+        if cls is TensorDescriptor and type(value.base) is Array:
+            self.has_descriptors = True
+            return ArgSpec(ArgKind.DESCRIPTOR, str(PointerType(value.base.element_type)),
+                           value.base._aligned and param.specialize,
+                           (tuple(value.block_shape), value.padding))
         raise LaunchArgumentError(f"{self.kernel}: argument '{param.name}' is a {cls.__name__}; "
                                   f"kernel arguments are arrays, ints, floats, bools or constexprs")
 
@@ -243,16 +251,37 @@ class Signature:
         arg_attrs: dict[str, dict] = {}
         constexprs: dict[str, Any] = {}
         runtime = []
+        leaves: list[tuple[str, Type, bool]] = []    # descriptors' leaves, after the params
         for p, spec in zip(self.params, specs):
             if spec.kind is ArgKind.CONSTEXPR:
                 constexprs[p.name] = spec.value
+                continue
+            if spec.kind is ArgKind.DESCRIPTOR:
+                block_shape, padding = spec.value
+                param = constexprs[p.name] = DescriptorParam(spec.type_text, block_shape, padding)
+                names = leaf_names(p.name, param.rank)
+                if spec.divisible_by_16:
+                    arg_attrs[names[0]] = {"divisibility": 16}
+                leaves += [(names[0], spec.type, True)] + [(n, i64, False) for n in names[1:]]
                 continue
             t = spec.type
             arg_types[p.name] = t
             if spec.divisible_by_16:
                 arg_attrs[p.name] = {"divisibility": 16}
             runtime.append((p.index, t, spec.kind is ArgKind.POINTER))
+        for position, (name, t, is_pointer) in enumerate(leaves, start=len(self.params)):
+            arg_types[name] = t
+            runtime.append((position, t, is_pointer))
         return Specialization(arg_types, constexprs, arg_attrs, tuple(runtime))
+
+    def descriptor_leaves(self, values: Sequence[Any]) -> list[Any]:
+        """The run-time values of the descriptor arguments' leaves, in the order
+        ``compile_inputs`` gave their positions (after the kernel's own parameters)."""
+        out: list[Any] = []
+        for p, value in zip(self.params, values):
+            if type(value) is TensorDescriptor and not p.is_constexpr:
+                out += [value.base, *value.shape, *value.strides[:-1]]
+        return out
 
     # -- the fast path's inline version of the same rule ---------------------------------------
     def fast_key_lines(self, names: Sequence[str], p: str, on_unknown: str) -> list[str]:

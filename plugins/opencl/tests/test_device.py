@@ -166,6 +166,26 @@ def test_device_assert_with_debug(path):
 
 
 @at.jit
+def print_kernel(x_ptr, ROWS: tl.constexpr, COLS: tl.constexpr):
+    r, c = tl.arange(0, ROWS), tl.arange(0, COLS)
+    tl.device_print("v", tl.load(x_ptr + r[:, None] * COLS + c[None, :]))
+    tl.device_print("s", tl.load(x_ptr))
+
+
+def test_device_print_once_per_element(path, capfd):
+    # on the GPU paths small tiles are held in copies: each element still prints once
+    dev = opencl_device()
+    with arch(path) as opts:
+        fresh(print_kernel)[(1,)](at.asarray(np.arange(8, dtype=np.int32), device=dev),
+                                  ROWS=2, COLS=4, **opts)
+    dev.synchronize()           # OpenCL prints when the kernel has finished
+    lines = capfd.readouterr().out.splitlines()
+    # several work-items print at once: their lines interleave
+    assert sorted(lines) == sorted([f"pid (0, 0, 0) idx ({i // 4}, {i % 4}) v {i}"
+                                    for i in range(8)] + ["pid (0, 0, 0) s 0"])
+
+
+@at.jit
 def sliced_dot_kernel(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr):
     rm, rn, rk = tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
     a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])

@@ -17,7 +17,7 @@ from llvmlite import ir
 from anytile.codegen.llvm import ElementwiseLowering, LLVMTypes, MathLowering
 from anytile.codegen.llvm.types import I1, I32, I64, intrinsic
 from anytile.errors import CompilationError
-from anytile.ir import (AssertOp, AtomicCASOp, AtomicRMWOp, BarrierOp, Block, CallOp,
+from anytile.ir import (AssertOp, PrintOp, AtomicCASOp, AtomicRMWOp, BarrierOp, Block, CallOp,
                         ConditionOp, ConstantOp, DotOp, ForOp, Function, IfOp, LoadOp,
                         NumProgramsOp, Op, PointerType, ProgramIdOp, ReduceOp, ReshapeOp, ScanOp,
                         StoreOp, TileType, Value, WhileOp, YieldOp, elem_type, shape_of)
@@ -25,7 +25,7 @@ from anytile.ir import (AssertOp, AtomicCASOp, AtomicRMWOp, BarrierOp, Block, Ca
 from .algorithms import TileAlgorithms
 from .atomics import AtomicLowering
 from .checked import CheckedMode
-from .control import ControlFlowLowering, RuntimeCheck
+from .control import ControlFlowLowering, PrintLowering, RuntimeCheck
 from .evaluate import ChunkEvaluator
 from .plan import ELEMENTWISE_OPS, SHAPE_OPS, FusionPlan
 from .values import Index, Lazy, Point, TileBuffer
@@ -33,7 +33,8 @@ from .values import Index, Lazy, Point, TileBuffer
 __all__ = ["ProgramLowering", "RuntimeCheck"]
 
 
-class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlowLowering):
+class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlowLowering,
+                      PrintLowering):
     """Lowers ``fn`` into ``module`` as function ``name``; ``lanes`` is the SIMD width
     (in 32-bit lanes) that loops over tiles are chunked by; ``checked``: with the checks of
     ``debug=True`` (``checked.CheckedMode``)."""
@@ -293,6 +294,7 @@ _HANDLERS = {
     ConstantOp: "lower_constant", ProgramIdOp: "lower_program_id",
     NumProgramsOp: "lower_num_programs", StoreOp: "lower_store", ReshapeOp: "lower_reshape",
     BarrierOp: "lower_barrier", CallOp: "lower_call", AssertOp: "lower_assert",
+    PrintOp: "lower_print",
     ForOp: "lower_for", IfOp: "lower_if", WhileOp: "lower_while",
     ReduceOp: "lower_reduce", ScanOp: "lower_scan", DotOp: "lower_dot",
     AtomicRMWOp: "lower_atomic_rmw", AtomicCASOp: "lower_atomic_cas",

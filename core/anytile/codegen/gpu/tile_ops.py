@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from llvmlite import ir
 
+from ...errors import CompilationError
 from ...ir import ops
 from ...ir.nodes import Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
@@ -200,6 +201,11 @@ def lower_barrier(ctx: "KernelLowering", op: ops.BarrierOp) -> None:
     ctx.target.barrier(ctx.b)
 
 
+def lower_print(ctx: "KernelLowering", op: ops.PrintOp) -> None:
+    raise CompilationError("tl.device_print is not supported by the GPU code generator yet "
+                           "(run the kernel on cpu or the interpreter to print)", op.loc)
+
+
 def lower_assert(ctx: "KernelLowering", op: ops.AssertOp) -> None:
     """With debug, a violated condition writes the assert's number to the error word (the
     first failure wins) and the thread goes on: no trap, so the device stays usable."""
@@ -225,6 +231,6 @@ LOWERINGS = {
     ops.ExpandDimsOp: lower_shape_op, ops.BroadcastOp: lower_shape_op, ops.PermuteOp: lower_shape_op,
     ops.ArangeOp: lower_index, ops.SplatOp: lower_index, ops.ConstantOp: lower_constant,
     ops.ProgramIdOp: lower_program_id, ops.NumProgramsOp: lower_num_programs,
-    ops.ReshapeOp: lower_reshape, ops.BarrierOp: lower_barrier, ops.AssertOp: lower_assert,
+    ops.ReshapeOp: lower_reshape, ops.BarrierOp: lower_barrier, ops.AssertOp: lower_assert, ops.PrintOp: lower_print,
     ops.CallOp: lower_call,
 }

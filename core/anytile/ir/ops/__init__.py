@@ -29,8 +29,8 @@ from ..kinds import (AtomicKind, BinaryKind, ComparePredicate, InputPrecision, M
 from ..types import PointerType, ScalarType, Type, elem_type
 from .arith import (PURE_EW, BinaryOp, BitcastOp, CastOp, CompareOp, FmaOp, HintOp, SelectOp,
                     UMulHiOp, UnaryOp)
-from .control import (AssertOp, BarrierOp, CallOp, ConditionOp, ForOp, IfOp, ReturnOp,
-                      WhileOp, YieldOp)
+from .control import (AssertOp, BarrierOp, CallOp, ConditionOp, ForOp, IfOp, PrintOp,
+                      ReturnOp, WhileOp, YieldOp)
 from .memory import AddPtrOp, AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from .reductions import DotOp, ReduceOp, ScanOp
 from .tiles import (PURE, ArangeOp, BroadcastOp, ConstantOp, ExpandDimsOp, NumProgramsOp,
@@ -42,7 +42,7 @@ __all__ = [
     "UMulHiOp", "SelectOp", "CastOp", "BitcastOp", "HintOp", "AddPtrOp", "LoadOp", "StoreOp",
     "AtomicRMWOp", "AtomicCASOp", "ReduceOp", "ScanOp", "DotOp", "YieldOp", "ConditionOp",
     "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp", "AssertOp", "BarrierOp",
-    "BinaryKind", "UnaryKind", "ComparePredicate", "AtomicKind", "MemorySemantics",
+    "PrintOp", "BinaryKind", "UnaryKind", "ComparePredicate", "AtomicKind", "MemorySemantics",
     "MemoryScope", "InputPrecision", "Trait",
     "BINARY_KINDS", "COMMUTATIVE_BINARY", "UNARY_KINDS", "FLOAT_ONLY_UNARY",
     "COMPARE_PREDICATES", "ATOMIC_KINDS", "PURE", "PURE_EW", "is_float_type",

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING, Optional
 from ..nodes import TRAIT_CONTROL, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Op, Value
 from ..rules import (bool_like, check_block_args, check_results, check_same_layouts,
                      check_terminator, expect, expect_type, fmt_types, is_scalar, same_types)
-from ..types import Type, i1
+from ..types import PointerType, ScalarType, Type, elem_type, i1
 
 if TYPE_CHECKING:
     from ..nodes import Module
 
 __all__ = ["YieldOp", "ConditionOp", "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp",
-           "AssertOp", "BarrierOp"]
+           "AssertOp", "BarrierOp", "PrintOp"]
 
 
 @dataclass(eq=False)
@@ -190,6 +190,35 @@ class AssertOp(Op):
     def verify(self) -> None:
         expect_type(self.cond.type, bool_like(self.cond.type), "assert condition")
         expect(isinstance(self.message, str), "assert message must be a string")
+
+
+@dataclass(eq=False)
+class PrintOp(Op):
+    """``tl.device_print``: when a program runs this op, it writes one line per element of
+    ``value`` (one line for a scalar) to the process's standard output::
+
+        pid (X, Y, Z) idx (I, J) PREFIX VALUE
+
+    ``idx`` is absent for a scalar; ``PREFIX`` is followed by one space when not empty.
+    Floats print as ``%.9g`` (``%.17g`` for f64), integers in decimal (``bool``: 0 or 1),
+    pointers as ``0x`` and hex digits; with ``hex``, integers and the bits of floats as
+    ``0x`` and hex digits.  Lines of different programs may interleave, and so may those of
+    one program where it runs on several threads (a GPU's); a device may print when the
+    kernel has finished (``device.synchronize()``)."""
+
+    NAME = "print"
+    OPERANDS = ("value",)
+    ATTRS = ("prefix", "hex")
+    TRAITS = frozenset({TRAIT_SIDE_EFFECT})
+    value: Value
+    prefix: str = ""
+    hex: bool = False
+
+    def verify(self) -> None:
+        expect(isinstance(self.prefix, str), "print prefix must be a string")
+        expect(isinstance(self.hex, bool), "print hex must be a bool")
+        expect(isinstance(elem_type(self.value.type), (ScalarType, PointerType)),
+               f"print of a {self.value.type}")
 
 
 @dataclass(eq=False)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from anytile.ir import (AssertOp, Block, ConditionOp, ForOp, IfOp, ScalarType, TileType, Value,
-                        WhileOp, YieldOp, walk)
+from anytile.ir import (AssertOp, Block, ConditionOp, ForOp, IfOp, PointerType, PrintOp,
+                        ScalarType, TileType, Value, WhileOp, YieldOp, elem_type, walk)
 from anytile.ir import Trait
 
 from .ctypes import scalar_name, unsigned_name
@@ -180,6 +180,50 @@ class ControlEmitter:
             failed = f"!({c.expr})" if c.is_uniform else f"any({c.as_vector()} == (char{c.lanes})0)"
             self._record_failure(failed, index)
 
+    def emit_print(self, op: PrintOp) -> None:
+        """``tl.device_print`` through OpenCL C's ``printf``: one line per element, printed by
+        the work-item that holds it (one copy of replicated elements, scalars by work-item
+        0), in the forms ``ir.PrintOp`` defines."""
+        elem = elem_type(op.value.type)
+        head = "pid (%d, %d, %d) "
+        tail = (op.prefix.replace("%", "%%") + " " if op.prefix else "") + \
+            _value_format(elem, op.hex) + "\\n"
+        if not isinstance(op.value.type, TileType):
+            value = self.chunk(op.value, self.scalar_point()).expr
+            with self.w.block("if (lid == 0)"):
+                self.w.line(f'printf("{head}{tail}", pid0, pid1, pid2, '
+                            f'{self._printf_value(elem, value, op.hex)});')
+            return
+        t = op.value.type
+        guard = f"if (lid < {t.layout.owners})" if t.layout.replicated else ""
+        idx = "idx (" + ", ".join(["%d"] * len(t.shape)) + ") "
+        with self.chunk_loop(t.layout, t.shape) as point:
+            c = self.chunk(op.value, point)
+            dims = point.dims()
+            with self.w.block(guard):
+                for j in range(point.lanes):
+                    coords = ", ".join(_lane(d, j) for d in dims)
+                    value = self._printf_value(elem, _lane(c, j), op.hex)
+                    self.w.line(f'printf("{head}{idx}{tail}", pid0, pid1, pid2, {coords}, '
+                                f'{value});')
+
+    def _printf_value(self, elem: Any, value: str, as_hex: bool) -> str:
+        """``value`` as the argument ``_value_format`` expects (16-bit floats are held as
+        their bits)."""
+        if isinstance(elem, PointerType):
+            return f"(ulong)({value})"
+        if elem.is_float:
+            if elem.bits == 16:
+                return f"(ulong)({value})" if as_hex else \
+                    f"(float)({self.arith.to_f32(value, elem, 1)})"
+            if as_hex:
+                return f"as_ulong({value})" if elem.bits == 64 else f"(ulong)as_uint({value})"
+            return f"(double)({value})" if elem.bits == 64 else f"(float)({value})"
+        if elem.is_signed and not as_hex:
+            return f"(long)({value})"
+        mask = "" if elem.bits >= 64 else f" & 0x{(1 << max(elem.bits, 1)) - 1:x}UL"
+        return f"((ulong)({value}){mask})"
+
     def runtime_check(self, failed: str, message: str, loc: Any) -> None:
         index = len(self.checks) + 1
         self.checks.append([message, loc.file, loc.line])
@@ -195,3 +239,20 @@ class ControlEmitter:
         else:
             self.w.line("mem_fence(CLK_GLOBAL_MEM_FENCE);")
         self.pending_writes = False
+
+
+def _lane(c: Any, j: int) -> str:
+    """Lane ``j`` of a chunk as a scalar C expression."""
+    if c.kind != "vector" or c.lanes == 1:
+        return c.lane(str(j))
+    return f"({c.expr}).s{j:x}"
+
+
+def _value_format(elem: Any, as_hex: bool) -> str:
+    if isinstance(elem, PointerType) or as_hex:
+        return "0x%lx"
+    if elem.is_float:
+        return "%.17g" if elem.bits == 64 else "%.9g"
+    return "%ld" if elem.is_signed else "%lu"
+
+

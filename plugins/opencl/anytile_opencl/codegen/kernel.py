@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from anytile.errors import CompilationError
-from anytile.ir import (AddPtrOp, AssertOp, AtomicCASOp, AtomicRMWOp, BarrierOp, BinaryOp, Block,
+from anytile.ir import (AddPtrOp, AssertOp, PrintOp, AtomicCASOp, AtomicRMWOp, BarrierOp, BinaryOp, Block,
                         BitcastOp, BroadcastOp, CallOp, CastOp, CompareOp, ConditionOp, DotOp,
                         FmaOp, ForOp, IfOp, LoadOp, Module, Op, PermuteOp, PointerType,
                         ReduceOp, ScanOp, SelectOp, StoreOp, TileType, UMulHiOp, UnaryOp, Value,
@@ -314,5 +314,6 @@ _HANDLERS = {
     ScanOp: CollectiveEmitter.emit_scan, DotOp: DotEmitter.emit_dot,
     ForOp: ControlEmitter.emit_for, IfOp: ControlEmitter.emit_if,
     WhileOp: ControlEmitter.emit_while, AssertOp: ControlEmitter.emit_assert,
+    PrintOp: ControlEmitter.emit_print,
     BarrierOp: lambda self, op: self.emit_barrier(),
 }
