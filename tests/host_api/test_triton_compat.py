@@ -157,3 +157,53 @@ def test_install_refuses_when_the_real_triton_is_loaded(monkeypatch):
     monkeypatch.setitem(sys.modules, "triton", types.ModuleType("triton"))
     with pytest.raises(at.AnytileError, match="already imported"):
         triton_compat.install()
+
+
+def test_reinterpret_lets_a_kernel_read_memory_as_another_dtype(device):
+    import numpy as np
+    import anytile.language as tl
+
+    @at.jit
+    def halve(x_ptr, y_ptr):
+        offs = tl.arange(0, 4)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) >> 1)
+
+    x = np.array([-2, -4, 6, 8], np.int32)
+    y = np.zeros(4, np.int32)
+    wrapped = triton_compat.reinterpret(x, tl.uint32)
+    assert wrapped.base is x and wrapped.dtype == tl.uint32
+    assert triton_compat.reinterpret(x, tl.int32) is x
+    if device.backend.host_memory:
+        halve[(1,)](wrapped, triton_compat.reinterpret(y, tl.uint32), device=device)
+        np.testing.assert_array_equal(y, (x.view(np.uint32) >> 1).view(np.int32))
+    with pytest.raises(ValueError, match="tl.uint16 has 16 bits, the array's elements 32"):
+        triton_compat.reinterpret(x, tl.uint16)
+
+
+def test_unsafe_update_src_recompiles_the_new_body(tmp_path):
+    import numpy as np
+    import anytile.language as tl
+
+    @at.jit
+    def op(x_ptr, y_ptr):
+        offs = tl.arange(0, 4)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) + 1)
+
+    x, y = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    op[(1,)](x, y, device="interpreter")
+    np.testing.assert_array_equal(y, x + 1)
+    op._unsafe_update_src(op.src.replace("+ 1", "* 3"))
+    op[(1,)](x, y, device="interpreter")
+    np.testing.assert_array_equal(y, x * 3)
+    with pytest.raises(at.AnytileError, match="must be a def"):
+        op._unsafe_update_src("x = 1\n")
+
+
+def test_dtype_names_and_signature_strings():
+    import anytile.language as tl
+    assert [tl.dtype(n) for n in tl.dtype.SINT_TYPES] == [tl.int8, tl.int16, tl.int32, tl.int64]
+    assert tl.dtype("bf16") == tl.bfloat16 and tl.str_to_ty("*fp16") == tl.pointer_type(tl.float16)
+    with pytest.raises(TypeError, match="no dtype has that name"):
+        tl.dtype("int7")
+    with pytest.raises(ValueError, match="names no dtype"):
+        tl.str_to_ty("q9")

@@ -235,7 +235,7 @@ def computation_type(a: irt.ScalarType, a_is_literal: bool, b_: irt.ScalarType,
     if irt.bf16 in (a, b_):
         return irt.f32 if div_or_mod else irt.bf16
     if div_or_mod and a.is_unsigned != b_.is_unsigned and not (a.is_bool or b_.is_bool):
-        raise TypeError(f"cannot use /, // or % with {_name(a)} and {_name(b_)} because they "
+        raise TypeError(f"Cannot use /, // or % with {_name(a)} and {_name(b_)} because they "
                         "have different signedness; cast them to the same signedness")
     return integer_promote(a, b_)
 
