@@ -116,7 +116,7 @@ def test_literal_out_of_range_for_tensor_dtype_is_an_error():
 
 
 def test_bitwise_on_floats_is_an_error():
-    with pytest.raises(CompilationError, match="bitwise `&` needs integer or boolean operands"):
+    with pytest.raises(CompilationError, match="for bitwise `&`: it needs integer or boolean operands"):
         compile_ir(binop_kernel, {"OP": "&"}, a=T.f32, b=T.i32, out_ptr=ptr(T.f32))
 
 

@@ -124,3 +124,22 @@ def test_min_max_of_narrow_types_return_f32_or_i32(device, rng, poison):
         narrow_min_max[(1,)](at.asarray(x, device=device), hi, lo, arg, BLOCK=64, WIDE=wide)
         assert hi.numpy()[0] == x.max() and lo.numpy()[0] == x.min(), dtype
         assert arg.numpy()[0] == int(np.argmax(x)), dtype
+
+
+def test_store_does_not_add_dimensions_to_its_value():
+    """As in Triton, a stored value keeps its rank: an (n, m, 1) value through (n, m, k, l)
+    pointers once wrote k*l times as many elements as the value held, past the array's end
+    (a segfault on cpu in Triton's own test_index1d)."""
+    import pytest
+
+    @at.jit
+    def store_rank_up(z_ptr, N: tl.constexpr):
+        r = tl.arange(0, N)
+        z = r[:, None] + r[None, :]
+        ptrs = z_ptr + r[:, None, None] * N * N + r[None, :, None] * N + r[None, None, :]
+        tl.store(ptrs, z[:, :, None] + z[:, None, :] * 0)     # same rank: fine
+        tl.store(ptrs, z)                                     # rank 2 into rank 3: an error
+
+    with pytest.raises(at.CompilationError, match=r"cannot broadcast a value of shape \[4, 4\] "
+                                                  r"to pointers of shape \[4, 4, 4\]: rank"):
+        store_rank_up[(1,)](np.zeros(64, np.int32), N=4, device="interpreter")

@@ -96,7 +96,11 @@ def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (),
     ptr = _pointer(pointer, "tl.store", _builder)
     v = unwrap(value)
     if isinstance(v, tensor) and v.shape and v.shape != ptr.shape:
-        # the value broadcasts to the pointers, never the other way (one address, one value)
+        # the value broadcasts to the pointers, never the other way (one address, one value),
+        # and keeps its rank, as in Triton (a stray extra dimension is a mistake, not a copy)
+        if ptr.shape and len(v.shape) != len(ptr.shape):
+            raise ValueError(f"tl.store: cannot broadcast a value of shape {list(v.shape)} to "
+                             f"pointers of shape {list(ptr.shape)}: rank mismatch")
         if semantic.broadcast_shapes(ptr.shape, v.shape) != ptr.shape:
             raise ValueError(f"tl.store: a value of shape {list(v.shape)} does not fit "
                              f"{'a scalar pointer' if not ptr.shape else 'pointers of shape '}"

@@ -370,8 +370,9 @@ def pow(x: Any, y: Any, b: Builder) -> tensor:
 def _bitwise_pair(x: Any, y: Any, b: Builder, op: str) -> tuple[tensor, tensor]:
     xs, ys = promote_pair(x, y, b, op=op)
     if not _scalar(xs).is_int:
-        raise TypeError(f"bitwise `{op}` needs integer or boolean operands, got "
-                        f"{_describe(unwrap(x))} and {_describe(unwrap(y))}")
+        raise TypeError(f"invalid operands of type {_describe(unwrap(x))} and "
+                        f"{_describe(unwrap(y))} for bitwise `{op}`: it needs integer or "
+                        f"boolean operands")
     return xs, ys
 
 
@@ -534,6 +535,14 @@ def index(x: tensor, idx: Any, b: Builder) -> tensor:
     idx = unwrap(idx)
     items = list(idx) if isinstance(idx, tuple) else [idx]
     items = [unwrap(i) for i in items]
+    for item in items:
+        if isinstance(item, slice) and (item.start, item.stop, item.step) != (None, None, None):
+            raise ValueError(f"unsupported tensor index {item.start}:{item.stop}"
+                             f"{'' if item.step is None else ':' + str(item.step)}: only full "
+                             f"slices `:` are supported when indexing tiles")
+        if item is not None and not isinstance(item, slice):
+            raise TypeError(f"unsupported tensor index: tiles can only be indexed with `:` and "
+                            f"None, got {_describe(item)}")
     kept = sum(1 for i in items if isinstance(i, slice))
     if kept != len(x.shape):
         raise ValueError(f"indexing a tile of rank {len(x.shape)} needs {len(x.shape)} `:` "
@@ -542,9 +551,4 @@ def index(x: tensor, idx: Any, b: Builder) -> tensor:
     for axis, item in enumerate(items):
         if item is None:
             out = tensor(b.create(ops.ExpandDimsOp, out.handle, axis).result)
-        elif isinstance(item, slice):
-            if (item.start, item.stop, item.step) != (None, None, None):
-                raise ValueError("only full slices `:` are supported when indexing tiles")
-        else:
-            raise TypeError(f"tiles can only be indexed with `:` and None, got {_describe(item)}")
     return out
