@@ -143,3 +143,62 @@ def test_store_does_not_add_dimensions_to_its_value():
     with pytest.raises(at.CompilationError, match=r"cannot broadcast a value of shape \[4, 4\] "
                                                   r"to pointers of shape \[4, 4, 4\]: rank"):
         store_rank_up[(1,)](np.zeros(64, np.int32), N=4, device="interpreter")
+
+
+@at.jit
+def count_down(out_ptr, lo, hi, STEP: tl.constexpr):
+    acc = 0
+    acc = acc.to(tl.int64)                  # a Python number used as a tensor
+    one = 1
+    n = tl.zeros((), dtype=one.dtype)
+    for i in range(lo, hi, STEP):
+        acc += i
+        n += 1
+    tl.store(out_ptr, acc)
+    tl.store(out_ptr + 1, n.to(tl.int64))
+
+
+def test_range_with_a_negative_constexpr_step(device):
+    for lo, hi, step in [(15, -16, -1), (15, -16, -3), (22, 18, -1), (3, 5, -1), (2**35, 2**35 - 7, -2)]:
+        out = at.asarray(np.zeros(2, np.int64), device=device)
+        count_down[(1,)](out, lo, hi, STEP=step)
+        expected = list(range(lo, hi, step))
+        assert out.numpy().tolist() == [sum(expected), len(expected)], (lo, hi, step)
+
+
+@at.jit
+def _roll(a1, b1_last, b1_cur, a2, b2_last, b2_cur):
+    return a1 + a2, tl.where(a2 == 1, b1_cur, 0) + b2_last, b2_cur
+
+
+@at.jit
+def roll_scan(x_ptr, z_ptr, M: tl.constexpr, N: tl.constexpr, AXIS: tl.constexpr):
+    r, c = tl.arange(0, M), tl.arange(0, N)
+    x = tl.load(x_ptr + r[:, None] * N + c[None, :])
+    _, z, _ = tl.associative_scan((1 + 0 * x, 0 * x, x), axis=AXIS, combine_fn=_roll)
+    tl.store(z_ptr + r[:, None] * N + c[None, :], z)
+
+
+def test_scan_whose_combine_mixes_constants_and_tiles(device, poison):
+    """Triton's test_scan2d 'roll' once failed in the cpu backend's llir stage (a constant
+    made inside the combine function stayed a scalar beside vector operands)."""
+    x = np.arange(32, dtype=np.float32).reshape(8, 4)
+    for axis in (0, 1):
+        z = at.asarray(poison((8, 4), np.float32), device=device)
+        roll_scan[(1,)](at.asarray(x, device=device), z, M=8, N=4, AXIS=axis)
+        want = np.roll(x, 1, axis=axis)
+        want[(slice(0, 1), slice(None))[::1 if axis == 0 else -1]] = 0
+        np.testing.assert_array_equal(z.numpy(), want)
+
+
+@at.jit
+def index_like_triton(x_ptr, out_ptr):
+    p = out_ptr[None, None, :]              # a scalar pointer: two new dimensions, `:` passes
+    v = tl.load(x_ptr + tl.arange(0, 4))
+    tl.store(p + tl.arange(0, 4)[None, None, :], v[None, None, :])
+
+
+def test_indexing_follows_triton(device, poison):
+    out = at.asarray(poison(4, np.float32), device=device)
+    index_like_triton[(1,)](at.asarray(np.arange(4, dtype=np.float32), device=device), out)
+    np.testing.assert_array_equal(out.numpy(), np.arange(4))

@@ -287,14 +287,22 @@ class ControlFlowMixin:
         bounds = [self._loop_bound(rng.start, "start"), self._loop_bound(rng.end, "end"),
                   self._loop_bound(rng.step, "step")]
         step = unwrap(rng.step)
-        if not isinstance(step, tensor) and step <= 0:
-            raise ValueError(f"`range` steps must be positive, got {step}")
+        if not isinstance(step, tensor) and step == 0:
+            raise ValueError("`range` step must not be zero")
         iv_type = bounds[0][1]
         for _, t in bounds[1:]:
             iv_type = semantic.integer_promote(iv_type, t)
         lower, upper, stepv = (semantic.constant(v, iv_type, self.builder) if not isinstance(v, tensor)
                                else semantic.cast(v, lc.dtype_of(iv_type), self.builder)
                                for v, _ in bounds)
+        down_from = None
+        if not isinstance(step, tensor) and step < 0:
+            # counting down (a compile-time negative step): j = 0, -step, ... below
+            # start - end, and the loop variable is start - j
+            down_from = lower
+            upper = semantic.sub(lower, upper, self.builder)
+            lower = semantic.constant(0, iv_type, self.builder)
+            stepv = semantic.constant(-step, iv_type, self.builder)
         target = node.target.id
         names = self._carried(node.body, exclude=(target,))
         inits = self._loop_inits(names)
@@ -302,6 +310,10 @@ class ControlFlowMixin:
                                [target] + self._leaf_names(names))
         scope = dict(self.scope)
         scope[target] = tensor(body.args[0])
+        if down_from is not None:
+            body.args[0].name = f"{target}_up"
+            with self.builder.at_end_of(body):
+                scope[target] = semantic.sub(down_from, tensor(body.args[0]), self.builder)
         scope.update(self._rebuilt(names, [tensor(a) for a in body.args[1:]]))
         after = self._visit_region(body, node.body, scope)
         self._check_static_unchanged(node.body, names + [target], after)

@@ -349,6 +349,12 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(value, tensor) and node.attr == "type":  # Triton's language-level type
             return wrap_static(lc.type_of(value))
         target = value if isinstance(value, tensor) else unwrap(value)
+        if type(target) in (int, float, bool) and not hasattr(target, node.attr):
+            # a Python number used as a tensor (``acc = 0`` then ``acc.to(tl.int64)``,
+            # ``value.dtype``): Triton's numbers are tensors of their natural type
+            target = semantic.to_tensor(target, self.builder)
+            if node.attr == "type":
+                return wrap_static(lc.type_of(target))
         return wrap_static(getattr(target, node.attr))
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:

@@ -544,10 +544,10 @@ def index(x: tensor, idx: Any, b: Builder) -> tensor:
             raise TypeError(f"unsupported tensor index: tiles can only be indexed with `:` and "
                             f"None, got {_describe(item)}")
     kept = sum(1 for i in items if isinstance(i, slice))
-    if kept != len(x.shape):
-        raise ValueError(f"indexing a tile of rank {len(x.shape)} needs {len(x.shape)} `:` "
-                         f"entries (and any number of None), got {kept}")
-    out = x
+    if kept > len(x.shape) + sum(1 for i in items if i is None):
+        raise ValueError(f"unsupported tensor index: {kept} `:` entries for a tile of rank "
+                         f"{len(x.shape)}")
+    out = x                   # as Triton: None inserts a dimension, `:` keeps one
     for axis, item in enumerate(items):
         if item is None:
             out = tensor(b.create(ops.ExpandDimsOp, out.handle, axis).result)

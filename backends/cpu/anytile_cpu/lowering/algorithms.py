@@ -41,9 +41,10 @@ class TileAlgorithms:
     # -- combine regions -----------------------------------------------------------------------
     def combine(self, region: Block, lhs: list, rhs: list) -> list:
         """Inline ``region`` on scalars or equal-width vectors; returns the yielded values."""
-        width = vector_width(lhs[0])
-        for arg, v in zip(region.args, list(lhs) + list(rhs)):
-            self.scalars[arg] = v
+        values = list(lhs) + list(rhs)
+        width = max(vector_width(v) for v in values)    # an operand may be uniform (scalar)
+        for arg, v in zip(region.args, values):
+            self.scalars[arg] = splat(self.b, v, width) if width and not vector_width(v) else v
         for op in region.ops:
             if isinstance(op, YieldOp):
                 return [self.scalars[v] for v in op.values]
@@ -51,7 +52,10 @@ class TileAlgorithms:
                 self.scalars[op.result] = splat(self.b, self.constant(op.result.type, op.value),
                                                 width)
             elif isinstance(op, ELEMENTWISE_OPS):
-                self.scalars[op.result] = self.scalar_op(op, [self.scalars[v] for v in op.operands])
+                vals = [self.scalars[v] for v in op.operands]
+                if width:           # a value made from constants alone is still a scalar
+                    vals = [v if vector_width(v) else splat(self.b, v, width) for v in vals]
+                self.scalars[op.result] = self.scalar_op(op, vals)
             else:
                 raise self.unsupported(op)
         raise self.unsupported(region.ops[-1] if region.ops else YieldOp())

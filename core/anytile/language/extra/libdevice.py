@@ -2,23 +2,29 @@
 
 Each function keeps libdevice's name and meaning; ones without a direct IR op are exact
 rearrangements (``trunc``, ``isnan``) or the classic accurate formulas (``log1p``, ``expm1``).
-Functions not listed here (``pow``, ``rint``, ``atan2``, the hyperbolic inverses...) raise a
-clear error when a kernel names them."""
+The inverse trigonometric and hyperbolic functions, ``cbrt``, ``hypot`` and ``log10`` are
+formulas over the IR's own ops (each docstring gives its error bound in ulp, checked against
+NumPy on every device by tests/language/test_libdevice.py); f16 and bf16 inputs are computed
+in f32 and rounded once.  Functions not listed here (``pow``, ``exp10``, ``erfc``, ``fmod``,
+the Bessel functions...) raise a clear error when a kernel names them."""
 from __future__ import annotations
 
 from typing import Any
 
 from ...ir import ops
+from ...ir import types as irt
 from ...ir.builder import Builder
 from .. import math as _math
 from .. import semantic
 from .. import standard as _standard
-from ..objects import builtin, tensor
+from ..objects import builtin, float32 as _F32, int16, int32, int64, tensor
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf",
            "floor", "ceil", "trunc", "fabs", "abs", "fma", "fmin", "fmax", "isnan", "isinf",
            "finitef", "log1p", "expm1", "div_rn", "fast_expf", "fast_logf", "fast_dividef",
-           "umulhi", "mulhi"]
+           "umulhi", "mulhi", "atan", "atan2", "asin", "acos", "sinh", "cosh", "asinh",
+           "acosh", "atanh", "cbrt", "hypot", "log10", "copysign", "signbit", "rint",
+           "nearbyint", "round", "ldexp"]
 
 exp = fast_expf = _math.exp
 exp2 = _math.exp2
@@ -117,3 +123,286 @@ def expm1(x: Any, _builder: Builder = None) -> tensor:
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"libdevice.{name} is not available in anytile; its portable libdevice "
                          f"provides {', '.join(__all__)}")
+
+
+# -- inverse trigonometric, hyperbolic and other functions, as formulas over the IR's ops -------
+class _F:
+    """A float tile inside a formula: Python operators build its IR (``b`` is the builder)."""
+
+    def __init__(self, t: tensor, b: Builder) -> None:
+        self.t, self.b = t, b
+
+    def _v(self, o: Any) -> Any:
+        return o.t if isinstance(o, _F) else o
+
+    def _bin(self, fn: Any, o: Any, swap: bool = False) -> "_F":
+        x, y = (self._v(o), self.t) if swap else (self.t, self._v(o))
+        return _F(fn(x, y, self.b), self.b)
+
+    def __add__(self, o: Any) -> "_F": return self._bin(semantic.add, o)
+    def __radd__(self, o: Any) -> "_F": return self._bin(semantic.add, o, True)
+    def __sub__(self, o: Any) -> "_F": return self._bin(semantic.sub, o)
+    def __rsub__(self, o: Any) -> "_F": return self._bin(semantic.sub, o, True)
+    def __mul__(self, o: Any) -> "_F": return self._bin(semantic.mul, o)
+    def __rmul__(self, o: Any) -> "_F": return self._bin(semantic.mul, o, True)
+    def __truediv__(self, o: Any) -> "_F": return self._bin(semantic.truediv, o)
+    def __rtruediv__(self, o: Any) -> "_F": return self._bin(semantic.truediv, o, True)
+    def __neg__(self) -> "_F": return _F(semantic.neg(self.t, self.b), self.b)
+    def __lt__(self, o: Any) -> "_F": return self._bin(semantic.less_than, o)
+    def __gt__(self, o: Any) -> "_F": return self._bin(semantic.greater_than, o)
+    def __ge__(self, o: Any) -> "_F": return self._bin(semantic.greater_equal, o)
+    def eq(self, o: Any) -> "_F": return self._bin(semantic.equal, o)
+    def __and__(self, o: Any) -> "_F": return self._bin(semantic.logical_and, o)
+    def __or__(self, o: Any) -> "_F": return self._bin(semantic.logical_or, o)
+
+    def call(self, kind: str) -> "_F":
+        return _F(_unary(kind, self.t, self.b), self.b)
+
+    def isnan(self) -> "_F":
+        return self._bin(semantic.not_equal, self)
+
+    def isinf(self) -> "_F":
+        return self.call("abs").eq(float("inf"))
+
+
+def _where(c: _F, x: Any, y: Any) -> _F:
+    v = lambda o: o.t if isinstance(o, _F) else o     # noqa: E731
+    return _F(semantic.where(c.t, v(x), v(y), c.b), c.b)
+
+
+def _poly(z: _F, coeffs: list[float]) -> _F:
+    """``coeffs[0] + coeffs[1] * z + ...`` by Horner's rule."""
+    acc = z * coeffs[-1] + coeffs[-2]
+    for c in reversed(coeffs[:-2]):
+        acc = acc * z + c
+    return acc
+
+
+_PI = 3.141592653589793
+_LN2 = 0.6931471805599453
+_TAN_PI_8 = 0.41421356237309503
+
+
+def _formula(name: str, *xs: Any, b: Builder) -> tuple[list[_F], Any]:
+    """The inputs as ``_F`` in the type the formula runs in (f16/bf16 in f32), and the type
+    to round the result to."""
+    ts = [_float(x, name, b) for x in xs]
+    ts = semantic.promote_pair(ts[0], ts[1], b, op=name) if len(ts) == 2 else ts
+    out = ts[0].dtype
+    if irt.elem_type(ts[0].type).bits < 32:
+        ts = [semantic.cast(t, _F32, b) for t in ts]
+    return [_F(t, b) for t in ts], out
+
+
+def _result(f: _F, dtype: Any) -> tensor:
+    return semantic.cast(f.t, dtype, f.b)
+
+
+def _is_f64(f: _F) -> bool:
+    return irt.elem_type(f.t.type).bits == 64
+
+
+def _atan_unit(a: _F) -> _F:
+    """``atan(a)`` for ``0 <= a <= 1`` (and NaN): the Taylor series of atan around 0 on
+    ``|u| <= tan(pi/8)`` after ``atan(a) = pi/4 + atan((a - 1) / (a + 1))`` for larger ``a``;
+    9 terms leave a truncation error below 1e-8 (f32), 21 below 1e-18 (f64)."""
+    mid = a > _TAN_PI_8
+    u = _where(mid, (a - 1.0) / (a + 1.0), a)
+    terms = 21 if _is_f64(a) else 9
+    series = _poly(u * u, [(-1.0) ** k / (2 * k + 1) for k in range(terms)]) * u
+    return _where(mid, series + _PI / 4, series)
+
+
+def _atan_nonneg(a: _F) -> _F:
+    big = a > 1.0
+    r = _atan_unit(_where(big, 1.0 / a, a))
+    return _where(big, _PI / 2 - r, r)
+
+
+def _signed(x: _F, r: _F) -> _F:
+    return _where(x < 0.0, -r, r)
+
+
+@builtin
+def atan(x: Any, _builder: Builder = None) -> tensor:
+    """The arc tangent, elementwise (within 4 ulp)."""
+    (f,), out = _formula("atan", x, b=_builder)
+    return _result(_signed(f, _atan_nonneg(f.call("abs"))), out)
+
+
+def _atan2(y: _F, x: _F) -> _F:
+    ax, ay = x.call("abs"), y.call("abs")
+    mx, mn = _where(ax > ay, ax, ay), _where(ax > ay, ay, ax)
+    a = _where(mx.eq(0.0), 0.0, mn / mx)
+    a = _where(ax.isinf() & ay.isinf(), 1.0, a)
+    r = _atan_unit(a)
+    r = _where(ay > ax, _PI / 2 - r, r)
+    r = _where(x < 0.0, _PI - r, r)
+    return _where(x.isnan() | y.isnan(), float("nan"), _signed(y, r))
+
+
+@builtin
+def atan2(y: Any, x: Any, _builder: Builder = None) -> tensor:
+    """The angle of the point ``(x, y)``, in ``[-pi, pi]``, elementwise (within 6 ulp).  The
+    sign of a zero ``x`` is not looked at: ``atan2(0, -0)`` is 0."""
+    (fy, fx), out = _formula("atan2", y, x, b=_builder)
+    return _result(_atan2(fy, fx), out)
+
+
+@builtin
+def asin(x: Any, _builder: Builder = None) -> tensor:
+    """The arc sine, elementwise (within 4 ulp; NaN outside [-1, 1])."""
+    (f,), out = _formula("asin", x, b=_builder)
+    return _result(_atan2(f, ((1.0 - f) * (1.0 + f)).call("sqrt")), out)
+
+
+@builtin
+def acos(x: Any, _builder: Builder = None) -> tensor:
+    """The arc cosine, elementwise (within 4 ulp; NaN outside [-1, 1])."""
+    (f,), out = _formula("acos", x, b=_builder)
+    return _result(_atan2(((1.0 - f) * (1.0 + f)).call("sqrt"), f), out)
+
+
+def _expm1(a: _F) -> _F:
+    return _F(expm1(a.t, _builder=a.b), a.b)
+
+
+def _log1p(a: _F) -> _F:
+    return _F(log1p(a.t, _builder=a.b), a.b)
+
+
+@builtin
+def sinh(x: Any, _builder: Builder = None) -> tensor:
+    """The hyperbolic sine, elementwise (within 8 ulp)."""
+    (f,), out = _formula("sinh", x, b=_builder)
+    a = f.call("abs")
+    u = _expm1(_where(a < 1.0, a, 0.0))
+    small = (u + u / (u + 1.0)) * 0.5                  # no cancellation near 0
+    h = (a * 0.5).call("exp")                          # e^a as h * h: finite up to sinh's limit
+    large = (h * 0.5) * h - 0.5 / (h * h)
+    return _result(_signed(f, _where(a < 1.0, small, large)), out)
+
+
+@builtin
+def cosh(x: Any, _builder: Builder = None) -> tensor:
+    """The hyperbolic cosine, elementwise (within 8 ulp)."""
+    (f,), out = _formula("cosh", x, b=_builder)
+    h = (f.call("abs") * 0.5).call("exp")
+    return _result((h * 0.5) * h + 0.5 / (h * h), out)
+
+
+def _huge(f: _F) -> float:
+    return 2.0 ** 28 if not _is_f64(f) else 2.0 ** 60   # a*a + 1 == a*a beyond sqrt(1/eps)
+
+
+@builtin
+def asinh(x: Any, _builder: Builder = None) -> tensor:
+    """The inverse hyperbolic sine, elementwise (within 4 ulp)."""
+    (f,), out = _formula("asinh", x, b=_builder)
+    a = f.call("abs")
+    big = a > _huge(f)
+    s = _where(big, 1.0, a)
+    near = _log1p(s + s * s / (1.0 + (1.0 + s * s).call("sqrt")))
+    far = a.call("log") + _LN2
+    return _result(_signed(f, _where(big, far, near)), out)
+
+
+@builtin
+def acosh(x: Any, _builder: Builder = None) -> tensor:
+    """The inverse hyperbolic cosine, elementwise (within 4 ulp; NaN below 1)."""
+    (f,), out = _formula("acosh", x, b=_builder)
+    big = f > _huge(f)
+    s = _where(big, 1.0, f)
+    near = _log1p((s - 1.0) + ((s - 1.0) * (s + 1.0)).call("sqrt"))
+    return _result(_where(big, f.call("log") + _LN2, near), out)
+
+
+@builtin
+def atanh(x: Any, _builder: Builder = None) -> tensor:
+    """The inverse hyperbolic tangent, elementwise (within 4 ulp; NaN outside [-1, 1])."""
+    (f,), out = _formula("atanh", x, b=_builder)
+    a = f.call("abs")
+    return _result(_signed(f, _log1p(2.0 * a / (1.0 - a)) * 0.5), out)
+
+
+@builtin
+def cbrt(x: Any, _builder: Builder = None) -> tensor:
+    """The cube root, elementwise (within 2 ulp): ``2 ** (log2|x| / 3)`` refined by one
+    Newton step."""
+    (f,), out = _formula("cbrt", x, b=_builder)
+    a = f.call("abs")
+    y = (a.call("log2") / 3.0).call("exp2")
+    y = y - (y * y * y - a) / (3.0 * y * y)
+    y = _where(a.eq(0.0) | a.isinf() | a.isnan(), a, y)
+    return _result(_signed(f, y), out)
+
+
+@builtin
+def hypot(x: Any, y: Any, _builder: Builder = None) -> tensor:
+    """``sqrt(x*x + y*y)`` without overflow or underflow in between, elementwise (within 4
+    ulp; infinite where either is infinite)."""
+    (fx, fy), out = _formula("hypot", x, y, b=_builder)
+    ax, ay = fx.call("abs"), fy.call("abs")
+    mx, mn = _where(ax > ay, ax, ay), _where(ax > ay, ay, ax)
+    r = _where(mx.eq(0.0), 0.0, mn / mx)
+    h = mx * (1.0 + r * r).call("sqrt")
+    h = _where(ax.isnan() | ay.isnan(), float("nan"), h)
+    return _result(_where(ax.isinf() | ay.isinf(), float("inf"), h), out)
+
+
+@builtin
+def log10(x: Any, _builder: Builder = None) -> tensor:
+    """The base-10 logarithm, elementwise (within 3 ulp)."""
+    (f,), out = _formula("log10", x, b=_builder)
+    return _result(f.call("log2") * 0.30102999566398120, out)
+
+
+@builtin
+def copysign(x: Any, y: Any, _builder: Builder = None) -> tensor:
+    """``|x|`` with the sign bit of ``y``, elementwise."""
+    (fx, fy), out = _formula("copysign", x, y, b=_builder)
+    return _result(_where(_F(signbit(fy.t, _builder=_builder), _builder).eq(1),
+                          -fx.call("abs"), fx.call("abs")), out)
+
+
+@builtin
+def signbit(x: Any, _builder: Builder = None) -> tensor:
+    """1 where the sign bit of ``x`` is set (negative numbers, -0.0, negative NaNs), else 0,
+    as ``int32``."""
+    t = _float(x, "signbit", _builder)
+    bits = irt.elem_type(t.type).bits
+    as_int = semantic.bitcast(t, {16: int16, 32: int32, 64: int64}[bits], _builder)
+    return semantic.cast(semantic.less_than(as_int, 0, _builder), int32, _builder)
+
+
+@builtin
+def rint(x: Any, _builder: Builder = None) -> tensor:
+    """``x`` rounded to the nearest integer, ties to even, elementwise."""
+    (f,), out = _formula("rint", x, b=_builder)
+    a = f.call("abs")
+    magic = 2.0 ** 52 if _is_f64(f) else 2.0 ** 23
+    r = _where(a < magic, (a + magic) - magic, a)      # adding 2^p rounds to an integer
+    return _result(_where(f.isnan(), f, _signed(f, r)), out)
+
+
+nearbyint = rint
+
+
+@builtin
+def round(x: Any, _builder: Builder = None) -> tensor:
+    """``x`` rounded to the nearest integer, ties away from zero, elementwise."""
+    (f,), out = _formula("round", x, b=_builder)
+    a = f.call("abs")
+    t = a.call("floor")
+    r = _where(a - t >= 0.5, t + 1.0, t)
+    return _result(_where(f.isnan(), f, _signed(f, r)), out)
+
+
+@builtin
+def ldexp(x: Any, n: Any, _builder: Builder = None) -> tensor:
+    """``x * 2**n`` (``n`` an integer tile or scalar), elementwise."""
+    (f,), out = _formula("ldexp", x, b=_builder)
+    k = semantic.cast(semantic.to_tensor(n, _builder), f.t.dtype, _builder)
+    half = _F(k, _builder) * 0.5
+    lo = half.call("floor")
+    return _result(f * lo.call("exp2") * (_F(k, _builder) - lo).call("exp2"), out)
