@@ -271,3 +271,25 @@ def test_device_print_writes_one_line_per_element(device, capfd):
     assert sorted(lines) == sorted(expected)
     if device.backend.name in ("interpreter", "cpu"):     # one thread per program: in order
         assert [ln for ln in lines if ln.startswith("pid (0,")] == per_program
+
+
+@at.jit
+def batched_dot(q_ptr, k_ptr, c_ptr, o_ptr, B: tl.constexpr, M: tl.constexpr, N: tl.constexpr,
+                K: tl.constexpr):
+    b, m, n, kk = tl.arange(0, B), tl.arange(0, M), tl.arange(0, N), tl.arange(0, K)
+    q = tl.load(q_ptr + b[:, None, None] * M * K + m[None, :, None] * K + kk[None, None, :])
+    w = tl.load(k_ptr + b[:, None, None] * K * N + kk[None, :, None] * N + n[None, None, :])
+    out = b[:, None, None] * M * N + m[None, :, None] * N + n[None, None, :]
+    tl.store(o_ptr + out, tl.dot(q, w, tl.load(c_ptr + out), input_precision="ieee"))
+
+
+def test_batched_3d_dot(device, rng, poison):
+    for dtype, acc in ((np.float32, np.float32), (np.int8, np.int32)):
+        q = (rng.standard_normal((4, 16, 32)) * 3).astype(dtype)
+        w = (rng.standard_normal((4, 32, 16)) * 3).astype(dtype)
+        c = (rng.standard_normal((4, 16, 16)) * 3).astype(acc)
+        out = at.asarray(poison((4, 16, 16), acc), device=device)
+        batched_dot[(1,)](at.asarray(q, device=device), at.asarray(w, device=device),
+                          at.asarray(c, device=device), out, B=4, M=16, N=16, K=32)
+        exact = np.matmul(q.astype(np.float64), w.astype(np.float64)) + c
+        np.testing.assert_allclose(out.numpy(), exact, rtol=1e-5, atol=1e-4)

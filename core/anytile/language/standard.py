@@ -285,10 +285,14 @@ _PRECISIONS = ("tf32", "tf32x3", "bf16x3", "bf16x6", "ieee")
 def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None,
         allow_tf32: Any = None, max_num_imprecise_acc: Any = None, out_dtype: Any = float32,
         _builder: Builder = None) -> tensor:
-    """The matrix product ``input @ other`` (plus ``acc``), summed in ``out_dtype``."""
+    """The matrix product ``input @ other`` (plus ``acc``), summed in ``out_dtype``; 3-D
+    tiles ``(B, M, K) @ (B, K, N)`` are ``B`` products, one per batch."""
     a, b_ = semantic.to_tensor(input, _builder), semantic.to_tensor(other, _builder)
+    if len(a.shape) == 3 and len(b_.shape) == 3:
+        return _batched_dot(a, b_, acc, input_precision, allow_tf32, out_dtype, _builder)
     if len(a.shape) != 2 or len(b_.shape) != 2:
-        raise ValueError(f"tl.dot needs 2-D tiles, got shapes {list(a.shape)} and {list(b_.shape)}")
+        raise ValueError(f"tl.dot needs 2-D tiles (or 3-D: batches of them), got shapes "
+                         f"{list(a.shape)} and {list(b_.shape)}")
     (m, k), (k2, n) = a.shape, b_.shape
     if k != k2:
         raise ValueError(f"shape mismatch in tl.dot: {list(a.shape)} @ {list(b_.shape)} "
@@ -332,6 +336,41 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None,
             raise TypeError(f"tl.dot accumulator of {c.dtype!r} does not fit {a.dtype!r} inputs")
     return tensor(_builder.create(ops.DotOp, a.handle, b_.handle, c.handle,
                                   input_precision=precision).result)
+
+
+def _batched_dot(a: tensor, b_: tensor, acc: Any, input_precision: Any, allow_tf32: Any,
+                 out_dtype: Any, bld: Builder) -> tensor:
+    """``(B, M, K) @ (B, K, N)``: batch ``i`` is taken out of each operand exactly (a sum
+    over the batch axis of a tile that is zero outside batch ``i``), multiplied by the 2-D
+    ``tl.dot`` and put in place; ``B`` is static, so the loop unrolls."""
+    from .reduction import sum as tile_sum
+    if a.shape[0] != b_.shape[0]:
+        raise ValueError(f"shape mismatch in tl.dot: batches of {a.shape[0]} and {b_.shape[0]} "
+                         f"({list(a.shape)} @ {list(b_.shape)})")
+    batches = a.shape[0]
+    batch = tensor(bld.create(ops.ArangeOp, 0, batches).result)
+    c = unwrap(acc)
+    c3 = None if c is None else semantic.to_tensor(c, bld)
+
+    def take(x: tensor, i: int) -> tensor:
+        mine = semantic.equal(reshape(batch, batches, 1, 1, _builder=bld), i, bld)
+        only = semantic.where(semantic.broadcast_to(mine, x.shape, bld), x,
+                              semantic.constant(0, irt.elem_type(x.type), bld, x.shape), bld)
+        return semantic.cast(tile_sum(only, axis=0, _builder=bld), x.dtype, bld)
+
+    out = None
+    for i in range(batches):
+        d = dot(take(a, i), take(b_, i), None if c3 is None else take(c3, i),
+                input_precision=input_precision, allow_tf32=allow_tf32, out_dtype=out_dtype,
+                _builder=bld)
+        d3 = reshape(d, 1, *d.shape, _builder=bld)
+        if out is None:
+            out = semantic.broadcast_to(d3, (batches,) + tuple(d.shape), bld)
+        else:
+            here = semantic.equal(reshape(batch, batches, 1, 1, _builder=bld), i, bld)
+            out = semantic.where(semantic.broadcast_to(here, out.shape, bld),
+                                 semantic.broadcast_to(d3, out.shape, bld), out, bld)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -139,21 +139,11 @@ class _F:
         x, y = (self._v(o), self.t) if swap else (self.t, self._v(o))
         return _F(fn(x, y, self.b), self.b)
 
-    def __add__(self, o: Any) -> "_F": return self._bin(semantic.add, o)
-    def __radd__(self, o: Any) -> "_F": return self._bin(semantic.add, o, True)
-    def __sub__(self, o: Any) -> "_F": return self._bin(semantic.sub, o)
-    def __rsub__(self, o: Any) -> "_F": return self._bin(semantic.sub, o, True)
-    def __mul__(self, o: Any) -> "_F": return self._bin(semantic.mul, o)
-    def __rmul__(self, o: Any) -> "_F": return self._bin(semantic.mul, o, True)
-    def __truediv__(self, o: Any) -> "_F": return self._bin(semantic.truediv, o)
-    def __rtruediv__(self, o: Any) -> "_F": return self._bin(semantic.truediv, o, True)
-    def __neg__(self) -> "_F": return _F(semantic.neg(self.t, self.b), self.b)
-    def __lt__(self, o: Any) -> "_F": return self._bin(semantic.less_than, o)
-    def __gt__(self, o: Any) -> "_F": return self._bin(semantic.greater_than, o)
-    def __ge__(self, o: Any) -> "_F": return self._bin(semantic.greater_equal, o)
-    def eq(self, o: Any) -> "_F": return self._bin(semantic.equal, o)
-    def __and__(self, o: Any) -> "_F": return self._bin(semantic.logical_and, o)
-    def __or__(self, o: Any) -> "_F": return self._bin(semantic.logical_or, o)
+    def __neg__(self) -> "_F":
+        return _F(semantic.neg(self.t, self.b), self.b)
+
+    def eq(self, o: Any) -> "_F":
+        return self._bin(semantic.equal, o)
 
     def call(self, kind: str) -> "_F":
         return _F(_unary(kind, self.t, self.b), self.b)
@@ -163,6 +153,16 @@ class _F:
 
     def isinf(self) -> "_F":
         return self.call("abs").eq(float("inf"))
+
+
+_OPERATORS = {"add": semantic.add, "sub": semantic.sub, "mul": semantic.mul,
+              "truediv": semantic.truediv, "lt": semantic.less_than, "gt": semantic.greater_than,
+              "ge": semantic.greater_equal, "and": semantic.logical_and,
+              "or": semantic.logical_or}
+for _name, _fn in _OPERATORS.items():
+    setattr(_F, f"__{_name}__", lambda self, o, fn=_fn: self._bin(fn, o))
+    if _name in ("add", "sub", "mul", "truediv"):
+        setattr(_F, f"__r{_name}__", lambda self, o, fn=_fn: self._bin(fn, o, True))
 
 
 def _where(c: _F, x: Any, y: Any) -> _F:
