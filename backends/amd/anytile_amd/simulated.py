@@ -39,6 +39,8 @@ def simulated_amd_target(arch: "AmdArch | str") -> Any:
     from .math import MathLibrary
 
     class SimulatedAmdTarget(CrossLane, SimulatedGpuTarget):
+        has_printf = False      # as the AMD target: no device printf yet
+
         def __init__(self, arch: AmdArch) -> None:
             SimulatedGpuTarget.__init__(self, arch.wave_size, arch.matrix_instrs,
                                         async_copy_sizes=())

@@ -69,6 +69,21 @@ class NvidiaTarget(GpuTarget):
     def barrier(self, b: ir.IRBuilder) -> None:
         b.call(self.declare(b.module, "llvm.nvvm.barrier0", ir.VoidType(), []), [])
 
+    def printf(self, b: ir.IRBuilder, text: str, args: list) -> None:
+        """CUDA's ``vprintf(format, arguments)``: the arguments packed in a local buffer,
+        each at its natural alignment; the lines reach the host's standard output when the
+        launch completes (the device's printf buffer holds 1 MiB by default)."""
+        generic = ir.PointerType()
+        fmt = b.addrspacecast(self.string_constant(b, text, addrspace=1), generic)
+        packed = ir.LiteralStructType([a.type for a in args])
+        entry = ir.IRBuilder(b.function.entry_basic_block)    # one buffer, not one per loop trip
+        entry.position_at_start(b.function.entry_basic_block)
+        buf = entry.alloca(packed)
+        for i, a in enumerate(args):
+            b.store(a, b.gep(buf, [ir.Constant(I32, 0), ir.Constant(I32, i)]))
+        vprintf = self.declare(b.module, "vprintf", I32, [generic, generic])
+        b.call(vprintf, [fmt, buf])
+
     def _shuffle(self, b: ir.IRBuilder, kind: str, value: ir.Value, lane: ir.Value) -> ir.Value:
         fn = self.declare(b.module, f"llvm.nvvm.shfl.sync.{kind}.i32", I32, [I32, I32, I32, I32])
         return b.call(fn, [ir.Constant(I32, -1), value, lane, ir.Constant(I32, 0x1F)])

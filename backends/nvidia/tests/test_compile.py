@@ -306,3 +306,21 @@ def test_wgmma_is_opt_in_and_assembles_for_sm_90a(num_warps, BM):
     assert "wgmma" not in off.asm["ptx"] and "mma.sync" in off.asm["ptx"]
     if find_ptxas():
         assert on.asm.get("cubin")
+
+
+@at.jit
+def prints(x_ptr, n):
+    x = tl.load(x_ptr + tl.arange(0, 128))
+    tl.device_print("x", x)
+    tl.device_print("n", n, hex=True)
+    tl.device_print("h", x.to(tl.float16))
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_device_print_calls_vprintf(arch):
+    compiled = at.compile(prints, target=f"nvidia:{arch}", signature={"x_ptr": "*fp32", "n": "i32"})
+    ptx = compiled.asm["ptx"]
+    assert ".extern .func  (.param .b32 func_retval0) vprintf" in ptx or "vprintf" in ptx
+    assert ptx.count("call.uni") + ptx.count("call ") >= 3
+    if find_ptxas() is not None:
+        assert compiled.asm["cubin"][:4] == b"\x7fELF"

@@ -154,3 +154,20 @@ def test_event_timer_do_bench_and_profiler(cuda):
     (row,) = prof.summary()
     assert row["launches"] == 2 and row["device"] == "cuda:0" and 0 < row["mean_ms"] < 100
     np.testing.assert_array_equal(out.numpy(), 2 * x.numpy())
+
+
+def test_device_print_reaches_stdout(capfd):
+    # vprintf's lines come out when the launch has completed
+    import numpy as np
+    import anytile as at
+    import anytile.language as tl
+
+    @at.jit
+    def show(x_ptr):
+        tl.device_print("v", tl.load(x_ptr + tl.arange(0, 4)))
+
+    dev = at.device("cuda:0")
+    show[(1,)](at.asarray(np.arange(4, dtype=np.int32), device=dev), num_warps=1)
+    dev.synchronize()
+    lines = set(capfd.readouterr().out.splitlines())
+    assert lines == {f"pid (0, 0, 0) idx ({i}) v {i}" for i in range(4)}

@@ -11,10 +11,11 @@ from typing import TYPE_CHECKING, Optional, Union
 
 from llvmlite import ir
 
-from anytile.codegen.llvm.types import F64, I1, I32, I64, intrinsic
+from anytile.codegen.llvm.printing import print_argument, print_format
+from anytile.codegen.llvm.types import I1, I32, intrinsic
 from anytile.errors import CompilationError
-from anytile.ir import (AssertOp, ConditionOp, ForOp, IfOp, PointerType, PrintOp, TileType, Value,
-                        WhileOp, elem_type, f32, shape_of)
+from anytile.ir import (AssertOp, ConditionOp, ForOp, IfOp, PrintOp, TileType, Value, WhileOp,
+                        elem_type, shape_of)
 from anytile.ir.nodes import Loc
 
 from .values import Point, TileBuffer
@@ -179,43 +180,22 @@ class ControlFlowLowering:
 
 class PrintLowering:
     """Mixin: ``tl.device_print`` through the C library's ``printf`` (then ``fflush``), one
-    call per element, in the forms ``ir.PrintOp`` defines.  Needs ``b``, ``module``,
+    call per element (``codegen.llvm.printing``).  Needs ``b``, ``module``, ``ew``,
     ``program_ids``, ``for_each_point`` and ``value_at`` of ``ProgramLowering``."""
 
     def lower_print(self, op: PrintOp) -> None:
         elem = elem_type(op.value.type)
         shape = shape_of(op.value.type)
-        fmt = "pid (%d, %d, %d) "
-        if shape:
-            fmt += "idx (" + ", ".join(["%lld"] * len(shape)) + ") "
-        fmt += (op.prefix.replace("%", "%%") + " " if op.prefix else "") + _value_format(elem, op.hex)
-        text = self._c_string(fmt + "\n")
+        text = self._c_string(print_format(elem, op.prefix, len(shape), op.hex))
         b = self.b
 
         def emit(p: Point) -> None:
             args = [text, *self.program_ids]
-            args += [idx.base for idx in p.indices]
-            args.append(self._printf_value(elem, self.value_at(op.value, p), op.hex))
+            args += [b.trunc(idx.base, I32) for idx in p.indices]
+            args.append(print_argument(b, self.ew, elem, self.value_at(op.value, p), op.hex))
             b.call(self._libc("printf", I32, [I8P], var_arg=True), args)
             b.call(self._libc("fflush", I32, [I8P]), [ir.Constant(I8P, None)])
         self.for_each_point(shape, emit, vector=False)
-
-    def _printf_value(self, elem, v: ir.Value, as_hex: bool) -> ir.Value:
-        b = self.b
-        if isinstance(elem, PointerType):
-            return b.ptrtoint(v, I64)
-        if elem.is_float:
-            if as_hex:
-                raw = self.ew.to_storage(elem, v) if elem.name in ("f16", "bf16") else v
-                if not isinstance(raw.type, ir.IntType):
-                    raw = b.bitcast(raw, ir.IntType(elem.bits))
-                return b.zext(raw, I64) if elem.bits < 64 else raw
-            if elem.name in ("f16", "bf16") and v.type != ir.FloatType():
-                v = self.ew.cast(elem, f32, v)
-            return v if v.type == F64 else b.fpext(v, F64)
-        if v.type.width == 64:
-            return v
-        return b.sext(v, I64) if elem.is_signed and not as_hex else b.zext(v, I64)
 
     def _c_string(self, text: str) -> ir.Value:
         data = bytearray(text.encode() + b"\0")
@@ -230,11 +210,3 @@ class PrintLowering:
         if existing is not None:
             return existing
         return ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name)
-
-
-def _value_format(elem, as_hex: bool) -> str:
-    if isinstance(elem, PointerType) or as_hex:
-        return "0x%llx"
-    if elem.is_float:
-        return "%.17g" if elem.bits == 64 else "%.9g"
-    return "%lld" if elem.is_signed else "%llu"

@@ -111,6 +111,8 @@ class SimulatedGpuTarget(GpuTarget):
     ``shuffle_idx``); ``async_copy_sizes``: () runs pipelined copies through registers."""
 
     name = "the host simulation"
+    #: whether the simulated target has a device printf (a subclass may say it has none)
+    has_printf = True
     global_address_space = 0
     shared_address_space = 0
     max_threads = _MAX_THREADS
@@ -137,6 +139,19 @@ class SimulatedGpuTarget(GpuTarget):
 
     def num_programs(self, b: ir.IRBuilder, axis: int) -> ir.Value:
         return self._call(b, "anytile_sim_npid", I32, [ir.Constant(I32, axis)])
+
+    def printf(self, b: ir.IRBuilder, text: str, args: list) -> None:
+        """The host C library's ``printf`` (then ``fflush``), called by each GPU thread."""
+        if not self.has_printf:
+            raise NotImplementedError("the simulated target has no device printf")
+        ptr = ir.PointerType()
+        fmt = self.string_constant(b, text)
+        printf = b.module.globals.get("printf") or ir.Function(
+            b.module, ir.FunctionType(I32, [ptr], var_arg=True), "printf")
+        b.call(printf, [fmt, *args])
+        fflush = b.module.globals.get("fflush") or ir.Function(
+            b.module, ir.FunctionType(I32, [ptr]), "fflush")
+        b.call(fflush, [ir.Constant(ptr, None)])
 
     def barrier(self, b: ir.IRBuilder) -> None:
         self._call(b, "anytile_sim_barrier", ir.VoidType(), [])

@@ -84,6 +84,22 @@ class GpuTarget(abc.ABC):
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         """Mark ``fn`` as a kernel entry point launched with ``threads`` threads."""
 
+    def printf(self, b: ir.IRBuilder, text: str, args: list) -> None:
+        """Write one line with C ``printf`` semantics: ``text`` the format, ``args`` its i32,
+        i64 and double arguments (``tl.device_print``).  A target without a device
+        ``printf`` leaves this as it is: ``tl.device_print`` is then a compile error."""
+        raise NotImplementedError("this GPU target has no device printf")
+
+    @staticmethod
+    def string_constant(b: ir.IRBuilder, text: str, addrspace: int = 0) -> ir.GlobalVariable:
+        """A NUL-terminated constant string in ``addrspace`` of ``b``'s module."""
+        data = bytearray(text.encode() + b"\0")
+        g = ir.GlobalVariable(b.module, ir.ArrayType(ir.IntType(8), len(data)),
+                              b.module.get_unique_name("anytile_fmt"), addrspace=addrspace)
+        g.global_constant, g.linkage = True, "private"
+        g.initializer = ir.Constant(g.value_type, data)
+        return g
+
     def trap(self, b: ir.IRBuilder) -> None:
         b.call(self.declare(b.module, "llvm.trap", ir.VoidType(), []), [])
 

@@ -17,6 +17,7 @@ from ...errors import CompilationError
 from ...ir import ops
 from ...ir.nodes import Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
+from ..llvm.printing import print_argument, print_format
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_indices
 from .registers import Regs, coords
@@ -202,8 +203,27 @@ def lower_barrier(ctx: "KernelLowering", op: ops.BarrierOp) -> None:
 
 
 def lower_print(ctx: "KernelLowering", op: ops.PrintOp) -> None:
-    raise CompilationError("tl.device_print is not supported by the GPU code generator yet "
-                           "(run the kernel on cpu or the interpreter to print)", op.loc)
+    """Each thread prints the elements it holds (one line each, ``codegen.llvm.printing``);
+    an element several threads hold prints once per holder, as in Triton; a scalar prints
+    from thread 0."""
+    b = ctx.b
+    elem, shape = elem_type(op.value.type), shape_of(op.value.type)
+    text = print_format(elem, op.prefix, len(shape), op.hex)
+    pids = [ctx.target.program_id(b, axis) for axis in range(3)]
+    value = ctx.operand(op.value, None)
+    try:
+        if not isinstance(value, Regs):
+            with b.if_then(b.icmp_unsigned("==", ctx.tid, ir.Constant(I32, 0))):
+                ctx.target.printf(b, text, pids + [print_argument(b, ctx.ew, elem, value,
+                                                                  op.hex)])
+            return
+        for coord, v in zip(coords(ctx, value.layout, shape), value.values):
+            ctx.target.printf(b, text, pids + list(coord)
+                              + [print_argument(b, ctx.ew, elem, v, op.hex)])
+    except NotImplementedError:
+        raise CompilationError(f"tl.device_print is not supported on {ctx.target.name} yet "
+                               f"(run the kernel on cpu or the interpreter to print)",
+                               op.loc) from None
 
 
 def lower_assert(ctx: "KernelLowering", op: ops.AssertOp) -> None:
