@@ -197,9 +197,9 @@ def test_compile_time_values_cannot_change_in_a_runtime_loop():
 
 @jit
 def prints_tensor(x_ptr, n):
-    print(n)
+    print("n is", n, 3)
 
 
-def test_printing_tensors_is_rejected():
-    with pytest.raises(CompilationError, match="printing tensors from a kernel is not supported"):
-        compile_ir(prints_tensor, x_ptr=ptr(T.f32), n=T.i32)
+def test_print_of_run_time_values_is_device_print():
+    text = str(compile_ir(prints_tensor, x_ptr=ptr(T.f32), n=T.i32))
+    assert 'print {prefix = "n is 3"} (%n)' in text

@@ -470,10 +470,14 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         return constexpr(isinstance(value, wanted) or isinstance(unwrap(value), wanted))
 
     def _python_print(self, args: list) -> None:
-        if any(isinstance(a, tensor) for a in args):
-            raise TypeError("printing tensors from a kernel is not supported; print() and "
-                            "tl.static_print only show compile-time values")
-        print(*(unwrap(a) for a in args))
+        """``print`` of compile-time values prints while compiling; with run-time values it
+        is ``tl.device_print`` (as in Triton), the other arguments making the prefix."""
+        tensors = [a for a in args if isinstance(a, tensor)]
+        if not tensors:
+            print(*(unwrap(a) for a in args))
+            return
+        prefix = " ".join(str(unwrap(a)) for a in args if not isinstance(a, tensor))
+        standard.device_print(prefix, *tensors, _builder=self.builder)
 
 
 def _builtin_name(fn: Any) -> str:
