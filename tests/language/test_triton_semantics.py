@@ -202,3 +202,30 @@ def test_indexing_follows_triton(device, poison):
     out = at.asarray(poison(4, np.float32), device=device)
     index_like_triton[(1,)](at.asarray(np.arange(4, dtype=np.float32), device=device), out)
     np.testing.assert_array_equal(out.numpy(), np.arange(4))
+
+
+@at.jit
+def nested_return(c1_ptr, c2_ptr, c3_ptr, out_ptr):
+    val = 0
+    if tl.load(c1_ptr) != 0:
+        if tl.load(c2_ptr) != 0:
+            val = 1
+        else:
+            return
+    else:
+        if tl.load(c3_ptr) != 0:
+            val = 2
+        else:
+            val = 3
+    tl.store(out_ptr, val)
+
+
+def test_return_nested_in_a_branch_skips_the_rest(device):
+    for c1 in (0, 1):
+        for c2 in (0, 1):
+            for c3 in (0, 1):
+                out = at.asarray(np.full(1, -1, np.int32), device=device)
+                flags = [at.asarray(np.array([c], np.int32), device=device) for c in (c1, c2, c3)]
+                nested_return[(1,)](*flags, out)
+                want = (1 if c2 else -1) if c1 else (2 if c3 else 3)
+                assert out.numpy()[0] == want, (c1, c2, c3)

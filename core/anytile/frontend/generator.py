@@ -158,11 +158,14 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
                 return
             if tail and isinstance(stmt, ast.Return) and i == len(stmts) - 1:
                 self.tail_return_stmt = stmt  # a return that ends the function: allowed
-            if tail and isinstance(stmt, ast.If) and stmt.body \
-                    and isinstance(stmt.body[-1], ast.Return):
-                rest = ast.If(test=stmt.test, body=stmt.body, orelse=stmt.orelse + stmts[i + 1:])
-                ast.copy_location(rest, stmt)
-                self.visit_if_node(rest, merge=False, tail=True)
+            if tail and isinstance(stmt, ast.If) and _returns_in(stmt):
+                # the statements after the `if` run in each branch that does not return
+                # first (nested `if`s that return are then in tail position too)
+                rest = stmts[i + 1:]
+                joined = ast.If(test=stmt.test, body=_then(stmt.body, rest),
+                                orelse=_then(stmt.orelse, rest))
+                ast.copy_location(joined, stmt)
+                self.visit_if_node(joined, merge=False, tail=True)
                 return
             self.visit(stmt)
 
@@ -478,6 +481,20 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
             return
         prefix = " ".join(str(unwrap(a)) for a in args if not isinstance(a, tensor))
         standard.device_print(prefix, *tensors, _builder=self.builder)
+
+
+def _returns_in(stmt: ast.If) -> bool:
+    """Whether a branch of ``stmt`` (or of an ``if`` nested in one, not in a loop) returns."""
+    for branch in (stmt.body, stmt.orelse):
+        for s in branch:
+            if isinstance(s, ast.Return) or (isinstance(s, ast.If) and _returns_in(s)):
+                return True
+    return False
+
+
+def _then(branch: list, rest: list) -> list:
+    """``branch`` followed by ``rest``, unless ``branch`` ends by returning."""
+    return branch if branch and isinstance(branch[-1], ast.Return) else branch + rest
 
 
 def _builtin_name(fn: Any) -> str:
