@@ -40,6 +40,7 @@ def simulated_amd_target(arch: "AmdArch | str") -> Any:
 
     class SimulatedAmdTarget(CrossLane, SimulatedGpuTarget):
         has_printf = False      # as the AMD target: no device printf yet
+        name = "AMD GPUs (simulated)"
 
         def __init__(self, arch: AmdArch) -> None:
             SimulatedGpuTarget.__init__(self, arch.wave_size, arch.matrix_instrs,

@@ -9,6 +9,7 @@ whatever layout a use asks for, without moving data.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Optional
 
 from llvmlite import ir
@@ -20,7 +21,7 @@ from ...ir.types import PointerType, TileType, elem_type, shape_of
 from ..llvm.printing import print_argument, print_format
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_indices
-from .registers import Regs, coords
+from .registers import Regs, coords, owner_predicate, register_is_replica
 from .scratch import convert, through_shared
 
 if TYPE_CHECKING:
@@ -203,9 +204,8 @@ def lower_barrier(ctx: "KernelLowering", op: ops.BarrierOp) -> None:
 
 
 def lower_print(ctx: "KernelLowering", op: ops.PrintOp) -> None:
-    """Each thread prints the elements it holds (one line each, ``codegen.llvm.printing``);
-    an element several threads hold prints once per holder, as in Triton; a scalar prints
-    from thread 0."""
+    """Each thread prints the elements it owns (one line each, ``codegen.llvm.printing``):
+    an element held in copies prints once, by its owner; a scalar prints from thread 0."""
     b = ctx.b
     elem, shape = elem_type(op.value.type), shape_of(op.value.type)
     text = print_format(elem, op.prefix, len(shape), op.hex)
@@ -217,9 +217,13 @@ def lower_print(ctx: "KernelLowering", op: ops.PrintOp) -> None:
                 ctx.target.printf(b, text, pids + [print_argument(b, ctx.ew, elem, value,
                                                                   op.hex)])
             return
-        for coord, v in zip(coords(ctx, value.layout, shape), value.values):
-            ctx.target.printf(b, text, pids + list(coord)
-                              + [print_argument(b, ctx.ew, elem, v, op.hex)])
+        owner = owner_predicate(ctx, value.layout, shape)
+        regs = register_indices(value.layout, shape)
+        with b.if_then(owner) if owner is not None else contextlib.nullcontext():
+            for j, coord, v in zip(regs, coords(ctx, value.layout, shape), value.values):
+                if not register_is_replica(value.layout, shape, j):
+                    ctx.target.printf(b, text, pids + list(coord)
+                                      + [print_argument(b, ctx.ew, elem, v, op.hex)])
     except NotImplementedError:
         raise CompilationError(f"tl.device_print is not supported on {ctx.target.name} yet "
                                f"(run the kernel on cpu or the interpreter to print)",
