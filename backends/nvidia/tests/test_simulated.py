@@ -454,3 +454,28 @@ def test_pipelined_loop_inside_a_loop(rng):
     assert pipeline_dot_operands(copy.deepcopy(module).kernel, 3, lambda dot: True, 1 << 20) == 2
     simulate(module, (1,), [a, b, c, M, N, K], 1)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-3, atol=1e-3)
+
+
+@at.jit
+def sort_flip_topk(x_ptr, s_ptr, f_ptr, t_ptr, N: tl.constexpr, K: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, N))
+    tl.store(s_ptr + tl.arange(0, N), tl.sort(x))
+    tl.store(f_ptr + tl.arange(0, N), tl.flip(x))
+    tl.store(t_ptr + tl.arange(0, K), tl.topk(x, K))
+
+
+@pytest.mark.parametrize("n", [2, 32, 256])
+def test_sort_flip_and_topk(n):
+    """They take elements out of size-2 axes; on GPUs this once went through a reduce whose
+    combine kept its left operand, which a butterfly of shuffles does not combine in index
+    order (every lane ended up with one element)."""
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(n).astype(np.float32)
+    k = min(n, 4)
+    module = ir_of(sort_flip_topk, {"x_ptr": "*fp32", "s_ptr": "*fp32", "f_ptr": "*fp32",
+                                    "t_ptr": "*fp32"}, {"N": n, "K": k})
+    s, f, t = poisoned(n, np.float32), poisoned(n, np.float32), poisoned(k, np.float32)
+    simulate(module, (1,), [x, s, f, t])
+    np.testing.assert_array_equal(s, np.sort(x))
+    np.testing.assert_array_equal(f, x[::-1])
+    np.testing.assert_array_equal(t, np.sort(x)[::-1][:k])

@@ -66,13 +66,21 @@ def join(a: Any, b: Any, _builder: Builder = None) -> tensor:
 
 
 def _pick(x: tensor, take_last: bool, b: Builder, axis: int = -1) -> tensor:
-    """Element 0 (or the last) along ``axis``, exactly, by a reduce whose combine keeps its
-    left (or right) operand (reduce combines in index order)."""
+    """Element 0 (or the last) along ``axis``, bit for bit: its bit pattern is the only
+    non-zero term of an integer sum along ``axis`` (a sum's order does not matter, so every
+    backend's reduction gives it, whatever order it combines in)."""
+    axis %= len(x.shape)
     elem = irt.elem_type(x.type)
-    region = Block.with_args([elem, elem])
-    with b.at_end_of(region):
-        b.create(ops.YieldOp, [region.args[1 if take_last else 0]])
-    return tensor(b.create(ops.ReduceOp, [x.handle], axis % len(x.shape), region).results[0])
+    width = max(elem.bits, 8)
+    as_int = semantic.cast(x, dtype_of(irt.i8), b) if elem.bits == 1 else \
+        semantic.bitcast(x, dtype_of(_SIGNED_INTS[width]), b)
+    wanted = semantic.equal(_axis_index(x.shape, axis, b), x.shape[axis] - 1 if take_last else 0,
+                            b)
+    only = semantic.where(wanted, as_int, 0, b)
+    picked = semantic.cast(_sum(only, axis, _builder=b), as_int.dtype, b)
+    if elem.bits == 1:
+        return semantic.cast(picked, x.dtype, b)
+    return semantic.bitcast(picked, x.dtype, b)
 
 
 def _halves(y: tensor, axis: int, b: Builder) -> tuple[tensor, tensor]:
@@ -85,7 +93,9 @@ def _halves(y: tensor, axis: int, b: Builder) -> tuple[tensor, tensor]:
 def _axis_index(shape: tuple, axis: int, b: Builder) -> tensor:
     """A tile of ``shape`` holding each element's index along ``axis``."""
     idx = tensor(b.create(ops.ArangeOp, 0, shape[axis]).result)
-    idx = reshape(idx, *[shape[axis] if i == axis else 1 for i in range(len(shape))], _builder=b)
+    for i in range(len(shape)):    # r[None, :], as a kernel would write it: GPU layouts then
+        if i != axis:              # match the tile it meets, where a reshape needs a copy
+            idx = tensor(b.create(ops.ExpandDimsOp, idx.handle, i).result)
     return semantic.broadcast_to(idx, shape, b)
 
 
