@@ -1,6 +1,6 @@
 """Run a program written for Triton, unmodified, on any anytile device.
 
-    anytile run --as-triton prog.py [ARGS ...] [--device cpu]        # from the shell
+    anytile run --as-triton [--device cpu] prog.py [ARGS ...]        # from the shell
 
     import anytile.triton_compat
     anytile.triton_compat.install(device="cpu")                      # from Python, before
