@@ -330,6 +330,10 @@ class Backend(abc.ABC):
     capabilities: ClassVar[frozenset[str]] = frozenset()
     #: True for backends whose memory is the host's (NumPy arrays are used in place)
     host_memory: ClassVar[bool] = False
+    #: what Triton programs see as ``get_current_target().backend`` on this backend's devices
+    #: ("cuda", "hip"); a GPU backend whose devices torch reaches as ``cuda:N`` sets it; ""
+    #: (the default) reads as "cpu", with torch tensors on the CPU (``anytile.triton_compat``)
+    triton_backend: ClassVar[str] = ""
 
     # -- identity and availability --------------------------------------------------------------
     def version(self) -> str:

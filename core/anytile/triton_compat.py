@@ -90,9 +90,6 @@ class GPUTarget:
     warp_size: int
 
 
-_TRITON_BACKEND = {"nvidia": "cuda", "amd": "hip"}
-
-
 def _device() -> Any:
     import anytile as at
     return at.default_device()
@@ -100,7 +97,7 @@ def _device() -> Any:
 
 def _target_of(dev: Any) -> GPUTarget:
     props = dev.properties
-    kind = _TRITON_BACKEND.get(dev.backend.name, "cpu")
+    kind = dev.backend.triton_backend or "cpu"
     if kind == "cuda":
         major, minor = props.get("compute_capability", (0, 0))
         arch: Any = major * 10 + minor
@@ -121,7 +118,7 @@ def device_properties(dev: Any = None) -> dict[str, Any]:
     there keeps its tiles in vector registers and memory, not in a register file it shares."""
     dev = dev if dev is not None else _device()
     p = dev.properties
-    gpu = dev.backend.name in _TRITON_BACKEND
+    gpu = bool(dev.backend.triton_backend)
     units = p.get("multiprocessor_count") or p.get("cores") or p.get("compute_units") or 1
     smem = (p.get("max_shared_memory_per_block_optin") or p.get("max_shared_memory_per_block")
             or p.get("local_mem_size") or 0)
@@ -141,7 +138,7 @@ def device_properties(dev: Any = None) -> dict[str, Any]:
 
 def _torch_device(dev: Any) -> Any:
     import torch
-    if dev.backend.name in _TRITON_BACKEND:
+    if dev.backend.triton_backend:
         return torch.device("cuda", dev.index)
     return torch.device("cpu")
 
@@ -174,7 +171,7 @@ def _set_current_device(index: int) -> None:
 
 def _device_interface() -> Any:
     import torch
-    return torch.cuda if _device().backend.name in _TRITON_BACKEND else torch.cpu
+    return torch.cuda if _device().backend.triton_backend else torch.cpu
 
 
 # -- the modules ----------------------------------------------------------------------------

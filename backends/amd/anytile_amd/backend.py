@@ -31,6 +31,7 @@ class AmdBackend(DriverBackend):
 
     name = "amd"
     device_prefix = "hip"
+    triton_backend = "hip"
     capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert"})
     disk_cacheable = True   # ``load`` needs only the code object, metadata and signature

@@ -10,6 +10,7 @@ from typing import Optional, Sequence
 from llvmlite import ir
 
 from anytile.codegen.gpu import DotStrategy, FragmentLoader, GpuTarget, MatrixInstr
+from anytile.codegen.llvm.types import string_constant
 
 from .matrix import MATRIX_INSTRS, MMA_BF16, MMA_F16, LdmatrixFragments, emit_mma, ldmatrix_x4
 
@@ -74,7 +75,7 @@ class NvidiaTarget(GpuTarget):
         each at its natural alignment; the lines reach the host's standard output when the
         launch completes (the device's printf buffer holds 1 MiB by default)."""
         generic = ir.PointerType()
-        fmt = b.addrspacecast(self.string_constant(b, text, addrspace=1), generic)
+        fmt = b.addrspacecast(string_constant(b.module, text, addrspace=1), generic)
         packed = ir.LiteralStructType([a.type for a in args])
         entry = ir.IRBuilder(b.function.entry_basic_block)    # one buffer, not one per loop trip
         entry.position_at_start(b.function.entry_basic_block)

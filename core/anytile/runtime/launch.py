@@ -51,9 +51,9 @@ def pick_device(fn: Any, values: tuple, requested: Any) -> Device:
     claims for the first foreign array, else the default device; ``requested`` (the launch's
     ``device=``) must agree with the arrays."""
     dev: Optional[Device] = None
-    if any(type(v) is TensorDescriptor for v in values):
-        values = tuple(v.base if type(v) is TensorDescriptor else v for v in values)
     for v in values:
+        if type(v) is TensorDescriptor:           # a descriptor lives where its base does
+            v = v.base
         if type(v) is Array and v.device is not dev:
             if dev is not None and v.device != dev:
                 detail = ", ".join(f"'{k}' on {a.device}" for k, a in zip(fn.arg_names, values)
@@ -170,12 +170,15 @@ def _import_array(fn: Any, name: str, value: Any, dev: Device,
 class LaunchPlan:
     """A compiled, loaded kernel and how argument values become its ``KernelArg``s."""
 
-    __slots__ = ("compiled", "loaded", "runtime", "runner")
+    __slots__ = ("compiled", "loaded", "runtime", "runner", "leaves")
 
-    def __init__(self, compiled: CompiledKernel, loaded: Any, spec: Specialization) -> None:
+    def __init__(self, compiled: CompiledKernel, loaded: Any, spec: Specialization,
+                 n_params: int) -> None:
         self.compiled = compiled
         self.loaded = loaded               # None until loaded (a warm-up only compiles)
         self.runtime = spec.runtime        # (position, IR type, is a pointer) per parameter
+        # tensor descriptors' leaves follow the parameters (positions past them)
+        self.leaves = any(position >= n_params for position, _, _ in spec.runtime)
         self.runner: Any = False           # the backend's raw launcher; None: it has none
 
     def kernel_args(self, values: list) -> list[KernelArg]:
@@ -199,7 +202,7 @@ def plan_for(fn: Any, dev: Device, specs: tuple[ArgSpec, ...], options: dict[str
                                  backend.parse_options(**{"debug": fn.debug, **options}), spec)
         compiled = compile_kernel(request)
         compiled.launch = _relauncher(fn, options)
-        plan = fn._plans[key] = LaunchPlan(compiled, None, spec)
+        plan = fn._plans[key] = LaunchPlan(compiled, None, spec, len(fn.arg_names))
         _planned.add(fn)
     if plan.loaded is None and not warmup:
         plan.loaded = dev.backend.load(plan.compiled, dev.info)
@@ -269,7 +272,7 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
     plan = plan_for(fn, dev, specs, options, warmup)
     if warmup:
         return plan.compiled
-    if fn.launch_signature.has_descriptors:
+    if plan.leaves:
         values += fn.launch_signature.descriptor_leaves(values)   # passed after the params
     grid3 = normalise_grid(fn, grid, values, options)
     hooked = launch_hooks_set()

@@ -166,7 +166,6 @@ class Signature:
         self.constexpr_positions = frozenset(p.index for p in self.params if p.is_constexpr)
         self.runtime_positions = tuple(p.index for p in self.params if not p.is_constexpr)
         self._defaults = dict(source.defaults)
-        self.has_descriptors = False    # set once a launch passes an at.TensorDescriptor
 
     # -- the general rule ----------------------------------------------------------------------
     def spec_of(self, param: Param, value: Any) -> ArgSpec:
@@ -195,7 +194,6 @@ class Signature:
         if cls is float or isinstance(value, (float, np.floating)):
             return _FLOAT
         if cls is TensorDescriptor and type(value.base) is Array:
-            self.has_descriptors = True
             return ArgSpec(ArgKind.DESCRIPTOR, str(PointerType(value.base.element_type)),
                            value.base._aligned and param.specialize,
                            (tuple(value.block_shape), value.padding))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Optional, Union
 from llvmlite import ir
 
 from anytile.codegen.llvm.printing import print_argument, print_format
-from anytile.codegen.llvm.types import I1, I32, intrinsic
+from anytile.codegen.llvm.types import I1, I32, declare, intrinsic, string_constant
 from anytile.errors import CompilationError
 from anytile.ir import (AssertOp, ConditionOp, ForOp, IfOp, PrintOp, TileType, Value, WhileOp,
                         elem_type, shape_of)
@@ -186,27 +186,15 @@ class PrintLowering:
     def lower_print(self, op: PrintOp) -> None:
         elem = elem_type(op.value.type)
         shape = shape_of(op.value.type)
-        text = self._c_string(print_format(elem, op.prefix, len(shape), op.hex))
+        text = string_constant(self.module, print_format(elem, op.prefix, len(shape), op.hex))
+        printf = declare(self.module, "printf", I32, [I8P], var_arg=True)
+        fflush = declare(self.module, "fflush", I32, [I8P])
         b = self.b
 
         def emit(p: Point) -> None:
-            args = [text, *self.program_ids]
+            args = [b.bitcast(text, I8P), *self.program_ids]
             args += [b.trunc(idx.base, I32) for idx in p.indices]
             args.append(print_argument(b, self.ew, elem, self.value_at(op.value, p), op.hex))
-            b.call(self._libc("printf", I32, [I8P], var_arg=True), args)
-            b.call(self._libc("fflush", I32, [I8P]), [ir.Constant(I8P, None)])
+            b.call(printf, args)
+            b.call(fflush, [ir.Constant(I8P, None)])
         self.for_each_point(shape, emit, vector=False)
-
-    def _c_string(self, text: str) -> ir.Value:
-        data = bytearray(text.encode() + b"\0")
-        name = f"at_fmt_{len(self.module.globals)}"
-        g = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), len(data)), name)
-        g.global_constant, g.linkage = True, "private"
-        g.initializer = ir.Constant(g.type.pointee, data)
-        return self.b.bitcast(g, I8P)
-
-    def _libc(self, name: str, ret: ir.Type, args: list, var_arg: bool = False) -> ir.Function:
-        existing = self.module.globals.get(name)
-        if existing is not None:
-            return existing
-        return ir.Function(self.module, ir.FunctionType(ret, args, var_arg=var_arg), name)

@@ -35,6 +35,7 @@ from ...backend import CompileOptions
 from ...gpu_host import SCALAR_CTYPES
 from ...ir.nodes import Module
 from ...ir.types import PointerType
+from ..llvm.types import declare, string_constant
 from .compile import lay_out, lower_to_llvm
 from .fragments import FragmentLoader, lane_value
 from .matrix import TYPE_BITS, FragmentMap, MatrixInstr, geometry
@@ -145,13 +146,9 @@ class SimulatedGpuTarget(GpuTarget):
         if not self.has_printf:
             raise NotImplementedError("the simulated target has no device printf")
         ptr = ir.PointerType()
-        fmt = self.string_constant(b, text)
-        printf = b.module.globals.get("printf") or ir.Function(
-            b.module, ir.FunctionType(I32, [ptr], var_arg=True), "printf")
-        b.call(printf, [fmt, *args])
-        fflush = b.module.globals.get("fflush") or ir.Function(
-            b.module, ir.FunctionType(I32, [ptr]), "fflush")
-        b.call(fflush, [ir.Constant(ptr, None)])
+        b.call(declare(b.module, "printf", I32, [ptr], var_arg=True),
+               [string_constant(b.module, text), *args])
+        b.call(declare(b.module, "fflush", I32, [ptr]), [ir.Constant(ptr, None)])
 
     def barrier(self, b: ir.IRBuilder) -> None:
         self._call(b, "anytile_sim_barrier", ir.VoidType(), [])

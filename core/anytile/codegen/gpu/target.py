@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Optional, Sequence
 
 from llvmlite import ir
 
+from ..llvm.types import declare
 from .matrix import MatrixInstr
 
 if TYPE_CHECKING:
@@ -89,16 +90,6 @@ class GpuTarget(abc.ABC):
         i64 and double arguments (``tl.device_print``).  A target without a device
         ``printf`` leaves this as it is: ``tl.device_print`` is then a compile error."""
         raise NotImplementedError("this GPU target has no device printf")
-
-    @staticmethod
-    def string_constant(b: ir.IRBuilder, text: str, addrspace: int = 0) -> ir.GlobalVariable:
-        """A NUL-terminated constant string in ``addrspace`` of ``b``'s module."""
-        data = bytearray(text.encode() + b"\0")
-        g = ir.GlobalVariable(b.module, ir.ArrayType(ir.IntType(8), len(data)),
-                              b.module.get_unique_name("anytile_fmt"), addrspace=addrspace)
-        g.global_constant, g.linkage = True, "private"
-        g.initializer = ir.Constant(g.value_type, data)
-        return g
 
     def trap(self, b: ir.IRBuilder) -> None:
         b.call(self.declare(b.module, "llvm.trap", ir.VoidType(), []), [])
@@ -172,7 +163,4 @@ class GpuTarget(abc.ABC):
     @staticmethod
     def declare(module: ir.Module, name: str, ret: ir.Type, args: list) -> ir.Function:
         """Declare ``name`` once in ``module``."""
-        existing = module.globals.get(name)
-        if existing is not None:
-            return existing
-        return ir.Function(module, ir.FunctionType(ret, args), name)
+        return declare(module, name, ret, args)

@@ -95,6 +95,25 @@ def type_suffix(t: ir.Type) -> str:
     return {"half": "f16", "float": "f32", "double": "f64", "bfloat": "bf16"}[str(t)]
 
 
+def declare(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type],
+            var_arg: bool = False) -> ir.Function:
+    """Declare the function ``name`` once in ``module`` (``var_arg``: C varargs, ``printf``)."""
+    existing = module.globals.get(name)
+    if existing is not None:
+        return existing
+    return ir.Function(module, ir.FunctionType(ret, list(args), var_arg=var_arg), name)
+
+
+def string_constant(module: ir.Module, text: str, addrspace: int = 0) -> ir.GlobalVariable:
+    """A private NUL-terminated constant string in ``addrspace`` of ``module``."""
+    data = bytearray(text.encode() + b"\0")
+    g = ir.GlobalVariable(module, ir.ArrayType(ir.IntType(8), len(data)),
+                          module.get_unique_name("anytile_str"), addrspace=addrspace)
+    g.global_constant, g.linkage = True, "private"
+    g.initializer = ir.Constant(g.value_type, data)
+    return g
+
+
 def intrinsic(module: ir.Module, name: str, ret: ir.Type, args: Sequence[ir.Type],
               overloads: Sequence[ir.Type] = ()) -> ir.Function:
     """Declare (once) the function ``name.<suffixes of overloads>`` of the given signature.
