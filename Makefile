@@ -10,7 +10,7 @@ PYTEST_ARGS ?= -q
 # PoCL (the OpenCL CPU driver) keeps the kernels it compiled here, so repeated runs stay fast
 export POCL_CACHE_DIR ?= $(CURDIR)/.cache/pocl
 
-.PHONY: demo test setup clean conformance conformance-simulated bench-cpu bench-opencl
+.PHONY: demo test setup clean conformance conformance-simulated bench-cpu bench-opencl test-distributed
 
 setup: $(STAMP)
 
@@ -36,6 +36,12 @@ test: $(STAMP)
 conformance-simulated: $(STAMP)
 	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim64 --quick
 	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim32 --quick
+
+# examples/distributed_layernorm.py under torchrun (gloo, two CPU ranks): needs torch, which
+# anytile does not depend on, so `make test` skips it; this target installs it first
+test-distributed: $(STAMP)
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch
+	$(BIN)/python -m pytest $(PYTEST_ARGS) tests/runtime/test_distributed_example.py
 
 conformance: $(STAMP)
 	$(BIN)/python .ci/conformance_all.py --quick

@@ -500,6 +500,14 @@ class Backend(abc.ABC):
         from, so the backend may pick that framework's current stream."""
         return None
 
+    def copy_between(self, dst: Buffer, dst_offset: int, src: Buffer, src_offset: int,
+                     nbytes: int) -> bool:
+        """Copy ``nbytes`` from ``src`` at byte ``src_offset`` to ``dst`` at ``dst_offset``,
+        both buffers of this backend, possibly on two of its devices, after the work queued
+        on both; ``False`` (the default) when this backend cannot, and core copies through
+        the host (added within version 1)."""
+        return False
+
 
 class DeviceTimer:
     """Times the work queued on one device between ``start()`` and ``stop()``;

@@ -14,7 +14,8 @@ devices are (``DLPackDevice.CUDA``, ``DLPackDevice.ROCM``) and writes the driver
 * launch arguments: one ctypes slot per parameter (``argument_slots``, ``fill_slots``), and
   ``compile_launcher``: a function generated per kernel that packs a launch header and the
   argument values into one prebuilt block with a single ``struct.pack_into`` and calls the
-  driver -- the fast path behind ``Backend.launcher``;
+  driver on the kernel's device (made current for the launch when another is) -- the fast
+  path behind ``Backend.launcher``;
 * ``LoadedGpuKernel``: what a loaded kernel keeps whatever the driver (its launch shape, its
   argument block shared by the threads launching it, the error word of debug builds), which
   a backend's own loaded kernel extends with its driver's handles;
@@ -207,8 +208,16 @@ def _stream_getter(framework: str) -> Any:
             return raw
         return lambda index: module.cuda.current_stream(index).cuda_stream
     if framework == "cupy" and module is not None:
-        return lambda index: module.cuda.get_current_stream().ptr
+        return lambda index: _cupy_stream(module, index)
     return lambda index: 0
+
+
+def _cupy_stream(cupy: Any, index: int) -> int:
+    """CuPy's current stream on device ``index`` (CuPy keeps one per device)."""
+    try:
+        return cupy.cuda.get_current_stream(index).ptr
+    except TypeError:                   # an old CuPy: the current device's only
+        return cupy.cuda.get_current_stream().ptr
 
 
 def stream_handle(stream: Any) -> int:
@@ -323,12 +332,15 @@ def compile_launcher(name: str, count: int, header: str, call: str,
                      namespace: dict[str, Any], device_index: int) -> Callable[..., None]:
     """A generated ``run(gx, gy, gz, stream, owner, v0, ...)`` for ``count`` raw argument
     values (``Backend.launcher``'s contract): resolves the stream (given, the owner's
-    framework's, else 0), then under ``namespace["_lock"]`` packs ``header`` (Python
-    expressions over ``gx, gy, gz, stream``) and the values with ``namespace["_pack"]`` into
-    ``namespace["_block"]``, evaluates ``call`` and hands a non-zero result to
-    ``namespace["_failed"](result, grid, namespace["_again"])``.  A value that does not pack
-    calls ``namespace["_bad_argument"]()``.  The source is generated once per kernel so a
-    launch costs one Python call."""
+    framework's current stream on ``device_index``, else 0), then under ``namespace["_lock"]``
+    packs ``header`` (Python expressions over ``gx, gy, gz, stream``) and the values with
+    ``namespace["_pack"]`` into ``namespace["_block"]`` and evaluates ``call`` -- directly when
+    ``namespace["_here"]()`` says the kernel's device is current in this thread, else as
+    ``namespace["_elsewhere"](lambda: call)``, which makes it current for the call and
+    restores the caller's device after.  A non-zero result goes to
+    ``namespace["_failed"](result, grid)``; a value that does not pack calls
+    ``namespace["_bad_argument"]()``.  The source is generated once per kernel so a launch
+    costs one Python call."""
     names = [f"v{i}" for i in range(count)]
     packed = ", ".join(([header] if header else []) + names)
     src = "\n".join([
@@ -348,9 +360,12 @@ def compile_launcher(name: str, count: int, header: str, call: str,
         f"            _pack(_block, 0{', ' + packed if packed else ''})",
         "        except (struct.error, TypeError, OverflowError):",
         "            _bad_argument()",
-        f"        result = {call}",
+        "        if _here():",
+        f"            result = {call}",
+        "        else:",
+        f"            result = _elsewhere(lambda: {call})",
         "        if result:",
-        "            _failed(result, (gx, gy, gz), _again)",
+        "            _failed(result, (gx, gy, gz))",
         ""])
     scope = dict(namespace)
     scope.update({"_getters": STREAM_GETTERS, "_index": device_index, "struct": struct,
@@ -446,7 +461,9 @@ class DriverBackend(Backend):
     and returns its driver from ``gpu_driver()``: ``availability_error() -> str | None``,
     ``device_count()``, ``properties(index) -> dict``, ``alloc(index, nbytes) -> address``,
     ``free(index, address)``, ``copy_htod(index, address, host_address, nbytes)``,
-    ``copy_dtoh(index, host_address, address, nbytes)`` and ``synchronize(index)``; its
+    ``copy_dtoh(index, host_address, address, nbytes)``, ``synchronize(index)`` and optionally
+    ``copy_dtod(dst_index, dst_address, src_index, src_address, nbytes)``; each call makes
+    its device current and the caller's current again after (torch's, say); its
     loaded kernels have ``launch(grid, args, stream)`` and ``raw_launcher()``."""
 
     host_memory = False
@@ -515,6 +532,19 @@ class DriverBackend(Backend):
         view = host.reshape(-1).view(np.uint8)
         self.gpu_driver().copy_dtoh(buffer.device.index, view.ctypes.data, buffer.address + offset,
                                     view.nbytes)
+
+    def copy_between(self, dst: Buffer, dst_offset: int, src: Buffer, src_offset: int,
+                     nbytes: int) -> bool:
+        """Device-to-device copies through the driver's ``copy_dtod(dst_index, dst_address,
+        src_index, src_address, nbytes)`` (peer to peer between two GPUs where they allow it);
+        ``False`` for a driver without one."""
+        copy = getattr(self.gpu_driver(), "copy_dtod", None)
+        if copy is None or dst.address is None or src.address is None:
+            return False
+        if nbytes:
+            copy(dst.device.index, dst.address + dst_offset, src.device.index,
+                 src.address + src_offset, nbytes)
+        return True
 
     def device_of_foreign(self, obj: Any) -> Optional[DeviceInfo]:
         """This backend's device holding a GPU tensor of torch, CuPy or any DLPack producer."""

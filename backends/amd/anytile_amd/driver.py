@@ -11,15 +11,15 @@ array of their addresses ``hipModuleLaunchKernel`` reads).  The fast path
 (``LoadedKernel.raw_launcher``) is core's generated launcher (``anytile.gpu_host``): one
 ``struct.pack_into`` of the argument values and a ``ctypes`` call of
 ``hipModuleLaunchKernel`` in ``libamdhip64.so`` with the grid as plain arguments.  HIP's
-current device is per host thread: each thread sets the kernel's device once before its
-first call.
+current device is per host thread and shared with every HIP user in it (torch sets it):
+each call here makes the kernel's device current only when it is not (one ``hipGetDevice``)
+and sets the caller's back after (``HipDriver.on``).
 """
 from __future__ import annotations
 
 import ctypes
 import re
 import struct
-import threading
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -34,8 +34,8 @@ class HipDriver:
     def __init__(self) -> None:
         self._hip: Any = None
         self._error: Optional[str] = None
-        self._local = threading.local()
         self._launch_fn: Any = False      # False: not looked up yet
+        self._device_calls: Any = False
 
     # -- set-up --------------------------------------------------------------------------------
     @property
@@ -113,32 +113,69 @@ class HipDriver:
                 "max_shared_memory_per_block": int(props.sharedMemPerBlock),
                 "max_threads_per_block": int(props.maxThreadsPerBlock)}
 
-    def set_device(self, index: int) -> None:
-        """Make ``index`` this host thread's current device (once per thread and device)."""
-        if getattr(self._local, "device", None) != index:
-            self.check("hipSetDevice", self.hip.hipSetDevice(index))
-            self._local.device = index
+    def on(self, index: int) -> "_OnDevice":
+        """``with driver.on(index):`` -- ``index`` is this thread's current HIP device inside
+        the block, and the caller's current device is set back after."""
+        return _OnDevice(self, index)
+
+    def enter(self, index: int) -> Optional[int]:
+        """Make ``index`` current; the caller's device to restore, or ``None`` if it was."""
+        previous = int(self.check("hipGetDevice", self.hip.hipGetDevice()))
+        if previous == index:
+            return None
+        self.check("hipSetDevice", self.hip.hipSetDevice(index))
+        return previous
+
+    def leave(self, previous: Optional[int]) -> None:
+        if previous is not None:
+            self.check("hipSetDevice", self.hip.hipSetDevice(previous))
+
+    @property
+    def device_calls(self) -> Any:
+        """libamdhip64's (``hipGetDevice``, ``hipSetDevice``) through ``ctypes`` for the raw
+        launch path (``None`` when unavailable)."""
+        if self._device_calls is False:
+            self._device_calls = _open_device_calls()
+        return self._device_calls
+
+    def can_access_peer(self, index: int, peer: int) -> bool:
+        """Whether device ``index`` can reach device ``peer``'s memory directly (xGMI or
+        PCIe peer-to-peer)."""
+        if index == peer:
+            return True
+        return bool(self.check("hipDeviceCanAccessPeer", self.hip.hipDeviceCanAccessPeer(index, peer),
+                               BackendError))
 
     # -- memory --------------------------------------------------------------------------------
     def alloc(self, index: int, nbytes: int) -> int:
-        self.set_device(index)
-        return int(self.check("hipMalloc", self.hip.hipMalloc(max(1, nbytes))))
+        with self.on(index):
+            return int(self.check("hipMalloc", self.hip.hipMalloc(max(1, nbytes))))
 
     def free(self, index: int, address: int) -> None:
-        self.set_device(index)
-        self.check("hipFree", self.hip.hipFree(address))
+        with self.on(index):
+            self.check("hipFree", self.hip.hipFree(address))
 
     def copy_htod(self, index: int, address: int, host_address: int, nbytes: int) -> None:
-        self.set_device(index)
-        self.check("hipMemcpyHtoD", self.hip.hipMemcpyHtoD(address, host_address, nbytes))
+        with self.on(index):
+            self.check("hipMemcpyHtoD", self.hip.hipMemcpyHtoD(address, host_address, nbytes))
 
     def copy_dtoh(self, index: int, host_address: int, address: int, nbytes: int) -> None:
-        self.set_device(index)
-        self.check("hipMemcpyDtoH", self.hip.hipMemcpyDtoH(host_address, address, nbytes))
+        with self.on(index):
+            self.check("hipMemcpyDtoH", self.hip.hipMemcpyDtoH(host_address, address, nbytes))
+
+    def copy_dtod(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` between device memory on ``src_index`` and ``dst_index`` once both
+        have finished their queued work (``hipMemcpyPeer``: direct where the devices allow,
+        staged by the runtime otherwise)."""
+        self.synchronize(src_index)
+        if dst_index != src_index:
+            self.synchronize(dst_index)
+        with self.on(dst_index):
+            self.check("hipMemcpyPeer", self.hip.hipMemcpyPeer(dst, dst_index, src, src_index, nbytes))
 
     def synchronize(self, index: int) -> None:
-        self.set_device(index)
-        self.check("hipDeviceSynchronize", self.hip.hipDeviceSynchronize())
+        with self.on(index):
+            self.check("hipDeviceSynchronize", self.hip.hipDeviceSynchronize())
 
     # -- modules and launches ------------------------------------------------------------------
     @property
@@ -155,9 +192,10 @@ class HipDriver:
         kernel's ``device_assert``s (a debug build), which take an error word as a hidden last
         parameter: allocated here, read after each launch."""
         hip = self.hip
-        self.set_device(index)
-        module = self.check("hipModuleLoadData", hip.hipModuleLoadData(image))
-        function = self.check("hipModuleGetFunction", hip.hipModuleGetFunction(module, name.encode()))
+        with self.on(index):
+            module = self.check("hipModuleLoadData", hip.hipModuleLoadData(image))
+            function = self.check("hipModuleGetFunction",
+                                  hip.hipModuleGetFunction(module, name.encode()))
         loaded = LoadedKernel.from_signature(
             list(signature) + ([ERROR_WORD] if checks else []), device_index=index, name=name,
             shared_bytes=shared_bytes, threads=threads, driver=self, module=module,
@@ -186,61 +224,111 @@ class LoadedKernel(LoadedGpuKernel):
         with self.lock:
             stream = self.fill(args, stream)
             drv = self.driver
-            drv.set_device(self.device_index)
-            result = drv.hip.hipModuleLaunchKernel(self.function, grid[0], grid[1], grid[2],
-                                                   self.threads, 1, 1, self.shared_bytes, stream,
-                                                   self.params_address, None)
-            drv.check(f"hipModuleLaunchKernel('{self.name}', grid={tuple(grid)})", result)
-            if self.checks:
-                drv.check("hipStreamSynchronize", drv.hip.hipStreamSynchronize(stream))
-                self.check_error_word(
-                    lambda word: drv.copy_dtoh(self.device_index, ctypes.addressof(word),
-                                               self.error_word, 4),
-                    lambda zero: drv.copy_htod(self.device_index, self.error_word,
-                                               ctypes.addressof(zero), 4))
+            with drv.on(self.device_index):
+                result = drv.hip.hipModuleLaunchKernel(self.function, grid[0], grid[1], grid[2],
+                                                       self.threads, 1, 1, self.shared_bytes,
+                                                       stream, self.params_address, None)
+                drv.check(f"hipModuleLaunchKernel('{self.name}', grid={tuple(grid)})", result)
+                if self.checks:
+                    drv.check("hipStreamSynchronize", drv.hip.hipStreamSynchronize(stream))
+                    self.check_error_word(
+                        lambda word: drv.copy_dtoh(self.device_index, ctypes.addressof(word),
+                                                   self.error_word, 4),
+                        lambda zero: drv.copy_htod(self.device_index, self.error_word,
+                                                   ctypes.addressof(zero), 4))
 
     def raw_launcher(self) -> Optional[Any]:
         """A function ``run(gx, gy, gz, stream, owner, *values)`` launching through
         ``hipModuleLaunchKernel`` by ``ctypes`` (see the module docstring), or ``None`` when
         libamdhip64 cannot be reached that way or a parameter type has no ``struct`` code."""
-        codes, raw = self.raw_codes(), self.driver.launch_fn
-        if codes is None or raw is None:
+        codes, raw, calls = self.raw_codes(), self.driver.launch_fn, self.driver.device_calls
+        if codes is None or raw is None or calls is None:
             return None
         block = ArgumentBlock.build("", codes)
         function = ctypes.c_void_p(int(self.function))
-        drv, index, local = self.driver, self.device_index, self.driver._local
-
-        def launch(*arguments: Any) -> int:
-            if getattr(local, "device", None) != index:
-                drv.set_device(index)
-            return raw(*arguments)
+        here, elsewhere = _device_guard(calls, self.device_index)
         namespace: dict[str, Any] = {
             "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
-            "_bad_argument": self.bad_argument, "_launch": launch, "_function": function,
+            "_bad_argument": self.bad_argument, "_launch": raw, "_function": function,
             "_params": block.params, "_failed": self._raw_failed, "_lock": self.lock,
-            "_again": None}
+            "_here": here, "_elsewhere": elsewhere}
         call = (f"_launch(_function, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, "
                 f"stream, _params, None)")
-        return compile_launcher(self.name, len(codes), "", call, namespace, index)
+        return compile_launcher(self.name, len(codes), "", call, namespace, self.device_index)
 
-    def _raw_failed(self, result: int, grid: tuple, again: Any) -> None:
+    def _raw_failed(self, result: int, grid: tuple) -> None:
         hip = self.driver.hip
         self.driver.check(f"hipModuleLaunchKernel('{self.name}', grid={grid})",
                           (hip.hipError_t(result),))
 
 
-def _open_launch() -> Any:
+class _OnDevice:
+    """``HipDriver.on``'s context manager."""
+
+    __slots__ = ("driver", "index", "previous")
+
+    def __init__(self, driver: HipDriver, index: int) -> None:
+        self.driver, self.index, self.previous = driver, index, None
+
+    def __enter__(self) -> None:
+        self.previous = self.driver.enter(self.index)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.driver.leave(self.previous)
+
+
+def _device_guard(calls: Any, index: int) -> tuple[Any, Any]:
+    """The raw launcher's ``_here`` / ``_elsewhere`` for device ``index``: one
+    ``hipGetDevice`` a launch; another current device is set back after the launch."""
+    get, set_device = calls
+    current = ctypes.c_int(-1)        # one per kernel: its launches hold the kernel's lock
+    current_ref = ctypes.byref(current)
+
+    def here() -> bool:
+        return get(current_ref) == 0 and current.value == index
+
+    def elsewhere(launch: Any) -> int:
+        previous = current.value
+        result = set_device(index)
+        if result:
+            return result
+        try:
+            return launch()
+        finally:
+            if previous >= 0:
+                set_device(previous)
+    return here, elsewhere
+
+
+def _libhip(*symbols: str) -> Any:
+    """The functions ``symbols`` of libamdhip64 through ``ctypes`` (``None`` when unavailable)."""
     for name in ("libamdhip64.so", "libamdhip64.so.6", "libamdhip64.so.7", "amdhip64.dll"):
         try:
-            fn = ctypes.CDLL(name).hipModuleLaunchKernel
+            lib = ctypes.CDLL(name)
+            return tuple(getattr(lib, symbol) for symbol in symbols)
         except (OSError, AttributeError):
             continue
-        u = ctypes.c_uint
-        fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
-                       ctypes.c_void_p]
-        fn.restype = ctypes.c_int
-        return fn
     return None
+
+
+def _open_launch() -> Any:
+    found = _libhip("hipModuleLaunchKernel")
+    if found is None:
+        return None
+    fn = found[0]
+    u = ctypes.c_uint
+    fn.argtypes = [ctypes.c_void_p, u, u, u, u, u, u, u, ctypes.c_void_p, ctypes.c_void_p,
+                   ctypes.c_void_p]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def _open_device_calls() -> Any:
+    found = _libhip("hipGetDevice", "hipSetDevice")
+    if found is not None:
+        found[0].argtypes, found[0].restype = [ctypes.c_void_p], ctypes.c_int
+        found[1].argtypes, found[1].restype = [ctypes.c_int], ctypes.c_int
+    return found
 
 
 driver = HipDriver()

@@ -65,8 +65,8 @@ class FakeHip:
     class hipError_t(int):
         hipSuccess = 0
 
-    def __init__(self, error=0, count=1):
-        self.calls, self.error, self.count = [], error, count
+    def __init__(self, error=0, count=1, current=0):
+        self.calls, self.error, self.count, self.current = [], error, count, current
 
     def hipInit(self, flags):
         return (self.hipError_t(0),)
@@ -77,13 +77,24 @@ class FakeHip:
     def hipGetDeviceCount(self):
         return (self.hipError_t(self.error), self.count)
 
+    def hipGetDevice(self):
+        return self.hipError_t(0), self.current
+
     def hipSetDevice(self, index):
         self.calls.append(("hipSetDevice", index))
+        self.current = index
         return (self.hipError_t(0),)
 
     def hipModuleLaunchKernel(self, *args):
-        self.calls.append(("hipModuleLaunchKernel",) + args)
+        self.calls.append(("hipModuleLaunchKernel", self.current) + args)
         return (self.hipError_t(self.error),)
+
+    def device_calls(self):
+        """libamdhip64's hipGetDevice / hipSetDevice as ctypes would call them."""
+        def get(ref):
+            ref._obj.value = self.current
+            return 0
+        return get, lambda index: self.hipSetDevice(index)[0]
 
 
 def _driver(fake):
@@ -113,16 +124,16 @@ def test_launch_passes_the_argument_block_to_hipModuleLaunchKernel():
     kernel = loaded_kernel(fake)
     dev, args = arguments()
     AmdBackend().launch(kernel, (3, 2, 1), args, dev)
-    assert fake.calls[0] == ("hipSetDevice", 0)
-    (_, *call) = fake.calls[1]
+    (_, device, *call) = fake.calls[0]
+    assert device == 0 and len(fake.calls) == 1
     assert call[:9] == ["function", 3, 2, 1, 256, 1, 1, 2048, 0] and call[10] is None
     params = (ctypes.c_void_p * len(SIGNATURE)).from_address(call[9])
     got = [t.from_address(p).value for t, p in zip(READ, params)]
     assert got == [0x7F0000001000 + 64, -7, 2**40 + 3, 1.5, 1, -0.25]
 
 
-def test_explicit_streams_and_one_device_selection_per_thread():
-    fake = FakeHip()
+def test_explicit_streams_and_the_callers_device_set_back():
+    fake = FakeHip(current=1)       # torch made device 1 current in this thread
     kernel = loaded_kernel(fake)
     dev, args = arguments()
 
@@ -131,8 +142,9 @@ def test_explicit_streams_and_one_device_selection_per_thread():
     AmdBackend().launch(kernel, (1, 1, 1), args, dev, stream=TorchLikeStream())
     AmdBackend().launch(kernel, (1, 1, 1), args, dev, stream=77)
     launches = [c for c in fake.calls if c[0] == "hipModuleLaunchKernel"]
-    assert [c[9] for c in launches] == [0xABC, 77]
-    assert [c for c in fake.calls if c[0] == "hipSetDevice"] == [("hipSetDevice", 0)]
+    assert [c[10] for c in launches] == [0xABC, 77] and [c[1] for c in launches] == [0, 0]
+    assert [c[1] for c in fake.calls if c[0] == "hipSetDevice"] == [0, 1, 0, 1]
+    assert fake.current == 1
 
 
 def test_hip_errors_are_named():
@@ -168,6 +180,7 @@ class FakeLaunch:
 def raw(fake_launch, fake_hip=None):
     drv = _driver(fake_hip or FakeHip())
     drv._launch_fn = fake_launch
+    drv._device_calls = drv.hip.device_calls()
     kernel = _loaded(drv, 0xF00D, 1024, 128)
     return drv, kernel.raw_launcher()
 
@@ -181,7 +194,20 @@ def test_raw_launch_packs_the_arguments_once():
     assert first == (0xF00D, (3, 2, 1), (128, 1, 1), 1024, 77,
                      [0x7F0000001040, -7, 2**40 + 3, 1.5, 1, -0.25], None)
     assert second[4] == 0 and second[5] == [0x7F0000002000, 5, 6, 7.0, 0, 8.0]
-    assert [c for c in drv.hip.calls if c[0] == "hipSetDevice"] == [("hipSetDevice", 0)]
+    assert [c for c in drv.hip.calls if c[0] == "hipSetDevice"] == []
+
+
+def test_raw_launch_on_another_device_than_the_callers_sets_it_back():
+    fake_hip = FakeHip(current=1)
+    devices = []
+    fake = FakeLaunch()
+
+    def launch(*args):
+        devices.append(fake_hip.current)
+        return fake(*args)
+    _, run = raw(launch, fake_hip)
+    run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
+    assert devices == [0] and fake_hip.current == 1
 
 
 def test_raw_launch_errors_name_the_kernel_and_the_hip_error():
@@ -196,6 +222,7 @@ def test_raw_launch_errors_name_the_kernel_and_the_hip_error():
 def test_no_raw_launch_without_libamdhip64_or_for_16_bit_float_scalars():
     drv = _driver(FakeHip())
     drv._launch_fn = None
+    drv._device_calls = drv.hip.device_calls()
     assert _loaded(drv, 1, 0, 128).raw_launcher() is None
     drv._launch_fn = FakeLaunch()
     assert _loaded(drv, 1, 0, 128, [("h", bf16)]).raw_launcher() is None

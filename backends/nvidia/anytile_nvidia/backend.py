@@ -114,17 +114,20 @@ class _EventTimer(DeviceTimer):
 
     def __init__(self, backend: Backend, device: DeviceInfo) -> None:
         super().__init__(backend, device)
-        driver.make_current(device.index)
         cu = driver.cu
-        self._events = [driver.check("cuEventCreate", cu.cuEventCreate(0), BackendError)
-                        for _ in range(2)]
+        with driver.on(device.index):
+            self._events = [driver.check("cuEventCreate", cu.cuEventCreate(0), BackendError)
+                            for _ in range(2)]
 
     def start(self) -> None:
-        driver.make_current(self._device.index)
-        driver.check("cuEventRecord", driver.cu.cuEventRecord(self._events[0], 0), BackendError)
+        with driver.on(self._device.index):
+            driver.check("cuEventRecord", driver.cu.cuEventRecord(self._events[0], 0),
+                         BackendError)
 
     def stop(self) -> None:
-        driver.check("cuEventRecord", driver.cu.cuEventRecord(self._events[1], 0), BackendError)
+        with driver.on(self._device.index):
+            driver.check("cuEventRecord", driver.cu.cuEventRecord(self._events[1], 0),
+                         BackendError)
 
     def elapsed_ms(self) -> float:
         cu = driver.cu

@@ -26,7 +26,6 @@ from anytile.gpu_host import ERROR_WORD, ArgumentBlock, LoadedGpuKernel, compile
 
 __all__ = ["Driver", "LoadedKernel", "driver"]
 
-_CUDA_ERROR_INVALID_CONTEXT = 201
 
 
 def _error_name(cu: Any, err: Any) -> str:
@@ -46,6 +45,7 @@ class Driver:
         self._contexts: dict[int, Any] = {}
         self._lock = threading.Lock()
         self._launch_ex: Any = False     # False: not looked up yet
+        self._context_calls: Any = False
 
     # -- set-up --------------------------------------------------------------------------------
     @property
@@ -129,40 +129,94 @@ class Driver:
             "max_threads_per_block": get("CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK"),
         }
 
-    def make_current(self, index: int) -> None:
-        """Make device ``index``'s primary context current in this thread."""
-        cu = self.cu
+    def context(self, index: int) -> Any:
+        """Device ``index``'s primary context (retained once, kept for the process)."""
         ctx = self._contexts.get(index)
         if ctx is None:
             with self._lock:
                 ctx = self._contexts.get(index)
                 if ctx is None:
+                    cu = self.cu
                     dev = self.check("cuDeviceGet", cu.cuDeviceGet(index))
                     ctx = self.check("cuDevicePrimaryCtxRetain", cu.cuDevicePrimaryCtxRetain(dev))
                     self._contexts[index] = ctx
-        self.check("cuCtxSetCurrent", cu.cuCtxSetCurrent(ctx))
+        return ctx
+
+    def on(self, index: int) -> "_OnDevice":
+        """``with driver.on(index):`` -- device ``index``'s primary context is current in this
+        thread inside the block, and the caller's (torch's, say) is current again after."""
+        return _OnDevice(self, index)
+
+    def enter(self, index: int) -> bool:
+        """Make device ``index``'s primary context current; ``True`` when it was pushed over
+        the caller's (or over none), to be popped by ``leave``."""
+        ctx, cu = self.context(index), self.cu
+        if int(self.check("cuCtxGetCurrent", cu.cuCtxGetCurrent())) == int(ctx):
+            return False
+        self.check("cuCtxPushCurrent", cu.cuCtxPushCurrent(ctx))
+        return True
+
+    def leave(self, pushed: bool) -> None:
+        if pushed:
+            self.check("cuCtxPopCurrent", self.cu.cuCtxPopCurrent())
+
+    @property
+    def context_calls(self) -> Any:
+        """libcuda's (``cuCtxGetCurrent``, ``cuCtxPushCurrent``, ``cuCtxPopCurrent``) through
+        ``ctypes`` for the raw launch path (``None`` when unavailable)."""
+        if self._context_calls is False:
+            self._context_calls = _open_context_calls()
+        return self._context_calls
+
+    def can_access_peer(self, index: int, peer: int) -> bool:
+        """Whether device ``index`` can read and write device ``peer``'s memory directly
+        (NVLink or PCIe peer-to-peer); copies between them then skip the host."""
+        if index == peer:
+            return True
+        cu = self.cu
+        dev = self.check("cuDeviceGet", cu.cuDeviceGet(index), BackendError)
+        other = self.check("cuDeviceGet", cu.cuDeviceGet(peer), BackendError)
+        return bool(self.check("cuDeviceCanAccessPeer", cu.cuDeviceCanAccessPeer(dev, other),
+                               BackendError))
 
     # -- memory --------------------------------------------------------------------------------
     def alloc(self, index: int, nbytes: int) -> int:
-        self.make_current(index)
-        ptr = self.check("cuMemAlloc", self.cu.cuMemAlloc(max(1, nbytes)))
-        return int(ptr)
+        with self.on(index):
+            return int(self.check("cuMemAlloc", self.cu.cuMemAlloc(max(1, nbytes))))
 
     def free(self, index: int, address: int) -> None:
-        self.make_current(index)
-        self.check("cuMemFree", self.cu.cuMemFree(self.cu.CUdeviceptr(address)))
+        with self.on(index):
+            self.check("cuMemFree", self.cu.cuMemFree(self.cu.CUdeviceptr(address)))
 
     def copy_htod(self, index: int, address: int, host_address: int, nbytes: int) -> None:
-        self.make_current(index)
-        self.check("cuMemcpyHtoD", self.cu.cuMemcpyHtoD(self.cu.CUdeviceptr(address), host_address, nbytes))
+        with self.on(index):
+            self.check("cuMemcpyHtoD",
+                       self.cu.cuMemcpyHtoD(self.cu.CUdeviceptr(address), host_address, nbytes))
 
     def copy_dtoh(self, index: int, host_address: int, address: int, nbytes: int) -> None:
-        self.make_current(index)
-        self.check("cuMemcpyDtoH", self.cu.cuMemcpyDtoH(host_address, self.cu.CUdeviceptr(address), nbytes))
+        with self.on(index):
+            self.check("cuMemcpyDtoH",
+                       self.cu.cuMemcpyDtoH(host_address, self.cu.CUdeviceptr(address), nbytes))
+
+    def copy_dtod(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
+        """Copy ``nbytes`` between device memory on devices ``src_index`` and ``dst_index``
+        once both have finished their queued work: peer to peer where the devices allow it,
+        staged through the host by the driver otherwise (``cuMemcpyPeer``)."""
+        cu = self.cu
+        self.synchronize(src_index)
+        if dst_index == src_index:
+            with self.on(dst_index):
+                self.check("cuMemcpyDtoD",
+                           cu.cuMemcpyDtoD(cu.CUdeviceptr(dst), cu.CUdeviceptr(src), nbytes))
+            return
+        self.synchronize(dst_index)
+        self.check("cuMemcpyPeer", cu.cuMemcpyPeer(cu.CUdeviceptr(dst), self.context(dst_index),
+                                                   cu.CUdeviceptr(src), self.context(src_index),
+                                                   nbytes))
 
     def synchronize(self, index: int) -> None:
-        self.make_current(index)
-        self.check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
+        with self.on(index):
+            self.check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
 
     # -- modules and launches ------------------------------------------------------------------
     def load(self, index: int, image: bytes, name: str, shared_bytes: int, threads: int,
@@ -171,12 +225,13 @@ class Driver:
         ``device_assert``s (``[message, file, line]``; compiled with debug), which take an
         error word as a hidden last parameter: allocated here, read after each launch."""
         cu = self.cu
-        self.make_current(index)
-        module = self.check("cuModuleLoadData", cu.cuModuleLoadData(image))
-        function = self.check("cuModuleGetFunction", cu.cuModuleGetFunction(module, name.encode()))
-        if shared_bytes > 48 * 1024:
-            attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
+        with self.on(index):
+            module = self.check("cuModuleLoadData", cu.cuModuleLoadData(image))
+            function = self.check("cuModuleGetFunction",
+                                  cu.cuModuleGetFunction(module, name.encode()))
+            if shared_bytes > 48 * 1024:
+                attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
         if not checks:
             return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
                                       signature)
@@ -214,17 +269,14 @@ class LoadedKernel(LoadedGpuKernel):
 
     def _fill_and_launch(self, grid: tuple, args: Any, stream: Optional[int]) -> None:
         stream = self.fill(args, stream)
-        cu = self.driver.cu
-        result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1, 1,
-                                   self.shared_bytes, stream, self.params_address, 0)
-        if result[0] != cu.CUresult.CUDA_SUCCESS:
-            if result[0] == cu.CUresult.CUDA_ERROR_INVALID_CONTEXT:  # a new thread: no context
-                self.driver.make_current(self.device_index)
-                result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads,
-                                           1, 1, self.shared_bytes, stream, self.params_address, 0)
-            self.driver.check(f"cuLaunchKernel('{self.name}', grid={tuple(grid)})", result)
-        if self.checks:
-            self.read_error_word(stream)
+        drv = self.driver
+        cu = drv.cu
+        with drv.on(self.device_index):
+            result = cu.cuLaunchKernel(self.function, grid[0], grid[1], grid[2], self.threads, 1,
+                                       1, self.shared_bytes, stream, self.params_address, 0)
+            drv.check(f"cuLaunchKernel('{self.name}', grid={tuple(grid)})", result)
+            if self.checks:
+                self.read_error_word(stream)
 
     def read_error_word(self, stream: int) -> None:
         """After a launch of a kernel with ``device_assert``s (a debug build): wait for it,
@@ -239,38 +291,71 @@ class LoadedKernel(LoadedGpuKernel):
         """A function ``run(gx, gy, gz, stream, owner, *values)`` launching through
         ``cuLaunchKernelEx`` by ``ctypes`` (see the module docstring), or ``None`` when
         libcuda cannot be reached that way or a parameter type has no ``struct`` code."""
-        launch_ex = self.driver.launch_ex
+        launch_ex, calls = self.driver.launch_ex, self.driver.context_calls
         codes = self.raw_codes()
-        if codes is None or launch_ex is None:
+        if codes is None or launch_ex is None or calls is None:
             return None
         block = ArgumentBlock.build(_CONFIG_FORMAT, codes)
         config, function = ctypes.c_void_p(block.address), ctypes.c_void_p(int(self.function))
+        here, elsewhere = _context_guard(calls, int(self.driver.context(self.device_index)))
         namespace: dict[str, Any] = {
             "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
             "_bad_argument": self.bad_argument, "_launch": launch_ex, "_config": config,
             "_function": function, "_params": block.params, "_failed": self._raw_failed,
-            "_lock": self.lock, "_again": lambda: launch_ex(config, function, block.params, None)}
+            "_lock": self.lock, "_here": here, "_elsewhere": elsewhere}
         header = f"gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, 0, 0"
         return compile_launcher(self.name, len(codes), header,
                                 "_launch(_config, _function, _params, None)", namespace,
                                 self.device_index)
 
-    def _raw_failed(self, result: int, grid: tuple, again: Any) -> None:
-        """After a failed raw launch: a new thread has no current context (make it current and
-        launch ``again``); anything else is reported with the driver's error name."""
-        if result == _CUDA_ERROR_INVALID_CONTEXT:
-            self.driver.make_current(self.device_index)
-            result = again()
+    def _raw_failed(self, result: int, grid: tuple) -> None:
+        """A failed raw launch, reported with the driver's error name."""
+        cu = self.driver.cu
+        self.driver.check(f"cuLaunchKernelEx('{self.name}', grid={grid})", (cu.CUresult(result),))
+
+
+class _OnDevice:
+    """``Driver.on``'s context manager (a class: cheaper than a generator)."""
+
+    __slots__ = ("driver", "index", "pushed")
+
+    def __init__(self, driver: Driver, index: int) -> None:
+        self.driver, self.index, self.pushed = driver, index, False
+
+    def __enter__(self) -> None:
+        self.pushed = self.driver.enter(self.index)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.driver.leave(self.pushed)
+
+
+def _context_guard(calls: Any, context: int) -> tuple[Any, Any]:
+    """The raw launcher's ``_here`` / ``_elsewhere`` for the context ``context``: one
+    ``cuCtxGetCurrent`` a launch; another context (torch's on another device) or none is
+    pushed over for the launch and popped after, so the caller's stays current."""
+    get, push, pop = calls
+    current = ctypes.c_void_p()       # one per kernel: its launches hold the kernel's lock
+    current_ref, own = ctypes.byref(current), ctypes.c_void_p(context)
+
+    def here() -> bool:
+        return get(current_ref) == 0 and current.value == context
+
+    def elsewhere(launch: Any) -> int:
+        result = push(own)
         if result:
-            cu = self.driver.cu
-            self.driver.check(f"cuLaunchKernelEx('{self.name}', grid={grid})",
-                              (cu.CUresult(result),))
+            return result
+        try:
+            return launch()
+        finally:
+            pop(current_ref)
+    return here, elsewhere
 
 
 _CONFIG_FORMAT = "=7I4xQQI4x"     # CUlaunchConfig: grid[3], block[3], shared, stream, attrs, n
 
 
-def _open_launch_ex() -> Any:
+def _libcuda(*symbols: str) -> Any:
+    """The functions ``symbols`` of libcuda through ``ctypes`` (``None`` when unavailable)."""
     import ctypes.util
     names = ("libcuda.so.1", "libcuda.so", ctypes.util.find_library("cuda"), "nvcuda.dll")
     for name in names:
@@ -278,10 +363,23 @@ def _open_launch_ex() -> Any:
             continue
         try:
             lib = ctypes.CDLL(name)
-            return lib.cuLaunchKernelEx    # arguments: four pointers, passed as c_void_p
+            return tuple(getattr(lib, symbol) for symbol in symbols)
         except (OSError, AttributeError):
             continue
     return None
+
+
+def _open_launch_ex() -> Any:
+    found = _libcuda("cuLaunchKernelEx")  # arguments: four pointers, passed as c_void_p
+    return found[0] if found else None
+
+
+def _open_context_calls() -> Any:
+    found = _libcuda("cuCtxGetCurrent", "cuCtxPushCurrent_v2", "cuCtxPopCurrent_v2")
+    if found:
+        for fn in found:
+            fn.argtypes, fn.restype = [ctypes.c_void_p], ctypes.c_int
+    return found
 
 
 driver = Driver()

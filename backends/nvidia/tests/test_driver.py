@@ -19,13 +19,26 @@ class FakeDriverAPI:
         CUDA_ERROR_INVALID_CONTEXT = 201
         CUDA_ERROR_INVALID_VALUE = 1
 
-    def __init__(self, error=0):
+    def __init__(self, error=0, contexts=(0xC0,)):
         self.calls = []
         self.error = error
+        self.contexts = list(contexts)      # the thread's context stack, current last
+        self.launched_in = []
 
     def cuLaunchKernel(self, *args):
         self.calls.append(args)
+        self.launched_in.append(self.contexts[-1])
         return (self.error,)
+
+    def cuCtxGetCurrent(self):
+        return 0, self.contexts[-1] if self.contexts else 0
+
+    def cuCtxPushCurrent(self, ctx):
+        self.contexts.append(ctx)
+        return (0,)
+
+    def cuCtxPopCurrent(self):
+        return 0, self.contexts.pop()
 
     def cuGetErrorName(self, err):
         return 0, b"CUDA_ERROR_INVALID_VALUE"
@@ -38,6 +51,7 @@ SIGNATURE = [("x", PointerType(f32)), ("n", i32), ("big", i64), ("scale", f32), 
 def loaded_kernel(api):
     drv = drvmod.Driver()
     drv._cu = api
+    drv._contexts[0] = 0xC0
     return drvmod.LoadedKernel.build(drv, 0, None, "function", "k", 1024, 128, SIGNATURE)
 
 
@@ -72,6 +86,15 @@ def test_explicit_stream_handles():
     NvidiaBackend().launch(kernel, (1, 1, 1), args, dev, stream=TorchLikeStream())
     NvidiaBackend().launch(kernel, (1, 1, 1), args, dev, stream=77)
     assert [c[8] for c in api.calls] == [0xABC, 77]
+
+
+@pytest.mark.parametrize("caller", [[], [0x70]], ids=["no context", "torch's context"])
+def test_launch_pushes_the_devices_context_and_restores_the_callers(caller):
+    api = FakeDriverAPI(contexts=caller)
+    kernel = loaded_kernel(api)
+    dev, args = arguments()
+    NvidiaBackend().launch(kernel, (1, 1, 1), args, dev)
+    assert api.launched_in == [0xC0] and api.contexts == caller
 
 
 def test_failed_launch_names_the_driver_error():

@@ -44,11 +44,40 @@ class FakeCu:
         return 0, b"CUDA_ERROR_LAUNCH_FAILED"
 
 
-def raw_kernel(launch_ex):
+OWN_CONTEXT, TORCH_CONTEXT = 0xC0, 0x70
+
+
+class FakeContexts:
+    """libcuda's cuCtxGetCurrent / cuCtxPushCurrent / cuCtxPopCurrent on a context stack."""
+
+    def __init__(self, stack=(OWN_CONTEXT,)):
+        self.stack = list(stack)
+        self.log = []
+
+    def get(self, ref):
+        ref._obj.value = self.stack[-1] if self.stack else None
+        return 0
+
+    def push(self, ctx):
+        self.log.append(("push", ctx.value))
+        self.stack.append(ctx.value)
+        return 0
+
+    def pop(self, ref):
+        self.log.append(("pop", self.stack.pop()))
+        return 0
+
+    @property
+    def calls(self):
+        return self.get, self.push, self.pop
+
+
+def raw_kernel(launch_ex, contexts=None):
     drv = drvmod.Driver()
     drv._cu = FakeCu()
     drv._launch_ex = launch_ex
-    drv.make_current = lambda index: drv.__dict__.setdefault("made_current", []).append(index)
+    drv._context_calls = (contexts or FakeContexts()).calls
+    drv._contexts[0] = OWN_CONTEXT
     kernel = drvmod.LoadedKernel.build(drv, 0, None, 0xF00D, "k", 1024, 128, SIGNATURE)
     return drv, kernel.raw_launcher()
 
@@ -77,11 +106,27 @@ def test_raw_launch_takes_the_owners_framework_stream(monkeypatch):
     assert [c[3] for c in fake.calls] == [0xABC, 0, 0xDEF]
 
 
-def test_raw_launch_without_context_makes_it_current_and_retries():
-    fake = FakeLaunchEx(results=(201, 0))
-    drv, run = raw_kernel(fake)
+@pytest.mark.parametrize("stack", [[], [TORCH_CONTEXT]], ids=["no context", "torch's context"])
+def test_raw_launch_pushes_its_context_and_restores_the_callers(stack):
+    contexts = FakeContexts(stack)
+    seen = []
+    fake = FakeLaunchEx()
+
+    def launch(*args):
+        seen.append(contexts.stack[-1])
+        return fake(*args)
+    _, run = raw_kernel(launch, contexts)
     run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
-    assert len(fake.calls) == 2 and drv.made_current == [0]
+    assert seen == [OWN_CONTEXT] and contexts.stack == stack
+    assert contexts.log == [("push", OWN_CONTEXT), ("pop", OWN_CONTEXT)]
+
+
+def test_raw_launch_with_its_context_current_switches_nothing():
+    contexts = FakeContexts([TORCH_CONTEXT, OWN_CONTEXT])
+    fake = FakeLaunchEx()
+    _, run = raw_kernel(fake, contexts)
+    run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
+    assert len(fake.calls) == 1 and contexts.log == []
 
 
 def test_raw_launch_errors_name_the_kernel_and_the_driver_error():
@@ -97,6 +142,7 @@ def test_no_raw_launch_without_libcuda_or_for_16_bit_float_scalars():
     from anytile.ir.types import bf16
     drv = drvmod.Driver()
     drv._launch_ex = None
+    drv._context_calls = FakeContexts().calls
     assert drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, SIGNATURE).raw_launcher() is None
     drv._launch_ex = FakeLaunchEx()
     kernel = drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, [("h", bf16)])

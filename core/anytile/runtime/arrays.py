@@ -166,6 +166,12 @@ class Array:
             self.device.backend.copy_to_device(self._buffer, self._offset, data)
         return self
 
+    def to(self, device: Any) -> "Array":
+        """This array on ``device`` (itself when it is there already): copied device to
+        device where the backend can (two GPUs: peer to peer where they allow it), through
+        the host otherwise."""
+        return asarray(self, device=device)
+
     def __repr__(self) -> str:
         return f"anytile.Array(shape={self.shape}, dtype={self._dtype}, device='{self.device}')"
 
@@ -237,17 +243,45 @@ def asarray(obj: Any, dtype: Any = None, device: Any = None) -> Array:
     if isinstance(obj, Array):
         if obj.device == dev and (want is None or want == obj.element_type):
             return obj
+        if want is None or want == obj.element_type:
+            moved = _copy_across(obj, dev)
+            if moved is not None:
+                return moved
         obj = obj.numpy()
     if want is None or _foreign_dtype_matches(obj, want):
         seen = import_foreign(obj, dev)
         if seen is not None:
             return seen
+        moved = _foreign_across(obj, dev)       # a torch tensor on another GPU, say
+        if moved is not None:
+            return moved
     host = np.asarray(obj)
     if want is not None:
         host = host.astype(want.np, copy=False)
     to_scalar_type(host.dtype)  # a clear error for object/complex/str arrays
     out = empty(host.shape, host.dtype, dev)
     return out.copy_from(host)
+
+
+def _copy_across(a: Array, dev: Device) -> Optional[Array]:
+    """A copy of ``a`` on ``dev`` made by its backend device to device (``copy_between``:
+    peer to peer between two GPUs where they allow it), or ``None`` when it cannot."""
+    if a.device.backend is not dev.backend or not a.is_contiguous:
+        return None
+    out = empty(a.shape, a._dtype, dev)
+    if dev.backend.copy_between(out._buffer, 0, a._buffer, a._offset, a.nbytes):
+        return out
+    return None
+
+
+def _foreign_across(obj: Any, dev: Device) -> Optional[Array]:
+    """A foreign array living on another device of ``dev``'s backend, copied to ``dev``."""
+    from .launch import _device_of_foreign
+    where = _device_of_foreign(obj)
+    if where is None or where == dev or where.backend is not dev.backend:
+        return None
+    seen = import_foreign(obj, where)
+    return None if seen is None else _copy_across(seen, dev)
 
 
 def _foreign_dtype_matches(obj: Any, want: ScalarType) -> bool:

@@ -47,21 +47,31 @@ def make_binder(fn: Any) -> Callable[..., tuple[tuple, dict]]:
 
 # -- step 2 --------------------------------------------------------------------------------------
 def pick_device(fn: Any, values: tuple, requested: Any) -> Device:
-    """The device of the ``Array`` arguments (they must agree), else the device a backend
-    claims for the first foreign array, else the default device; ``requested`` (the launch's
-    ``device=``) must agree with the arrays."""
+    """The one device every array argument lives on (``Array``s, and foreign arrays a
+    non-host backend claims: a torch tensor on ``cuda:1`` lives on ``cuda:1``), else the
+    default device; ``requested`` (the launch's ``device=``) must agree with the arrays.
+    Host arrays (NumPy) live nowhere in particular: they are copied to the device."""
     dev: Optional[Device] = None
+    mixed = False
     for v in values:
         if type(v) is TensorDescriptor:           # a descriptor lives where its base does
             v = v.base
         if type(v) is Array and v.device is not dev:
             if dev is not None and v.device != dev:
-                detail = ", ".join(f"'{k}' on {a.device}" for k, a in zip(fn.arg_names, values)
-                                   if type(a) is Array)
-                raise BackendError(f"{fn.__name__}: array arguments live on different devices "
-                                   f"({detail}); move them to one device with "
-                                   f"at.asarray(x, device=...)")
+                mixed = True
             dev = v.device
+    if foreign_claimants():
+        for v in values:
+            found = _device_of_foreign(v.base if type(v) is TensorDescriptor else v)
+            if found is not None:
+                mixed = mixed or (dev is not None and found != dev)
+                dev = found if dev is None else dev
+    if mixed:
+        detail = ", ".join(f"'{name}' on {where}" for name, where in _array_devices(fn, values))
+        raise BackendError(f"{fn.__name__}: array arguments live on different devices "
+                           f"({detail}); a kernel runs on one device: move them to one with "
+                           f"at.asarray(x, device=...) (or the framework's own copy, "
+                           f"tensor.to(...))")
     if requested is not None:
         from .devices import device as get_device
         wanted = get_device(requested)
@@ -69,24 +79,32 @@ def pick_device(fn: Any, values: tuple, requested: Any) -> Device:
             raise BackendError(f"{fn.__name__}: device={wanted} was asked for, but array "
                                f"arguments live on {dev}")
         return wanted
-    if dev is None:
-        dev = _device_of_foreign(values)
     return dev if dev is not None else default_device()
 
 
-def _device_of_foreign(values: tuple) -> Optional[Device]:
-    """The device a non-host backend claims for the first foreign array argument (a torch
-    CUDA tensor goes to ``cuda:N``), or ``None``."""
-    for v in values:
-        if type(v) in _PLAIN or v is None or isinstance(v, (np.ndarray, np.number, np.bool_, int, float)):
-            continue
-        if not is_array_like(v):
-            continue
-        for backend in foreign_claimants():
-            info = backend.device_of_foreign(v)
-            if info is not None:
-                return _device_for(backend, info)
+def _array_devices(fn: Any, values: tuple) -> list[tuple[str, Device]]:
+    """(argument name, device) of each array argument that lives on a device."""
+    found = []
+    for name, v in zip(fn.arg_names, values):
+        if type(v) is TensorDescriptor:
+            name, v = f"{name}.base", v.base
+        where = v.device if type(v) is Array else _device_of_foreign(v)
+        if where is not None:
+            found.append((name, where))
+    return found
+
+
+def _device_of_foreign(v: Any) -> Optional[Device]:
+    """The device a non-host backend claims for the foreign array ``v`` (a torch CUDA tensor
+    goes to ``cuda:N``), or ``None``."""
+    if type(v) in _PLAIN or v is None or isinstance(v, (np.ndarray, np.number, np.bool_, int, float)):
         return None
+    if not is_array_like(v):
+        return None
+    for backend in foreign_claimants():
+        info = backend.device_of_foreign(v)
+        if info is not None:
+            return _device_for(backend, info)
     return None
 
 

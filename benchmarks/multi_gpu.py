@@ -1,0 +1,102 @@
+"""Two GPUs in one process: copies between them and what a launch costs when the kernel's
+device is not the caller's current one.  Run through benchmarks/multi_gpu.sh on a machine
+with two NVIDIA GPUs; torch is the peer, measured in the same run.
+
+* copy GPU0 -> GPU1 of 256 MiB: ``at.Array.to("cuda:1")`` against ``tensor.to("cuda:1")``
+  (each allocates its destination; median of 7, after a warm-up);
+* launch of a 16-element vector add, microseconds per launch (mean of 3 x 2000, best run):
+  arrays on cuda:0 with torch's current device 0; arrays on cuda:1 with torch's current
+  device 0 (anytile pushes cuda:1's context for the launch and pops it after); arrays on
+  cuda:1 with torch's current device 1; and ``torch.add(out=)`` of the same size on cuda:1.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+import anytile as at
+from anytile_conformance.catalogue.kernels import vector_add_kernel
+from anytile_nvidia.driver import driver
+
+
+def copy_rows() -> list[str]:
+    n = 64 << 20                                  # 256 MiB of float32
+    src_t = torch.arange(n, dtype=torch.float32, device="cuda:0")
+    src_a = at.asarray(src_t, device="cuda:0")
+    times = {"anytile": [], "torch": []}
+    for rep in range(8):
+        torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+        t0 = time.perf_counter()
+        moved = src_a.to("cuda:1")
+        at.device("cuda:1").synchronize()
+        t1 = time.perf_counter()
+        peer = src_t.to("cuda:1")
+        torch.cuda.synchronize(1)
+        t2 = time.perf_counter()
+        if rep:
+            times["anytile"].append(t1 - t0)
+            times["torch"].append(t2 - t1)
+    assert torch.equal(torch.as_tensor(moved.numpy()), peer.cpu())
+    gbs = {k: 4 * n / statistics.median(v) / 1e9 for k, v in times.items()}
+    peer_ok = driver.can_access_peer(0, 1)
+    return [f"| copy cuda:0 -> cuda:1, 256 MiB (GB/s) | {gbs['anytile']:.0f} | {gbs['torch']:.0f} "
+            f"| {gbs['anytile'] / gbs['torch']:.2f}x | peer access: {peer_ok} |"]
+
+
+def launch_us(run, reps: int = 2000) -> float:
+    best = float("inf")
+    for _ in range(3):
+        torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            run()
+        torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+        best = min(best, (time.perf_counter() - t0) / reps * 1e6)
+    return best
+
+
+def launch_rows() -> list[str]:
+    def tensors(device):
+        return [torch.ones(16, device=device) for _ in range(3)]
+    rows = []
+    torch.cuda.set_device(0)
+    x0, y0, o0 = tensors("cuda:0")
+    x1, y1, o1 = tensors("cuda:1")
+    for x, y, o in ((x0, y0, o0), (x1, y1, o1)):
+        vector_add_kernel[(1,)](x, y, o, 16, BLOCK=16)
+    same = launch_us(lambda: vector_add_kernel[(1,)](x0, y0, o0, 16, BLOCK=16))
+    other = launch_us(lambda: vector_add_kernel[(1,)](x1, y1, o1, 16, BLOCK=16))
+    assert torch.cuda.current_device() == 0 and torch.equal(o1, x1 + y1)
+    torch.cuda.set_device(1)
+    own = launch_us(lambda: vector_add_kernel[(1,)](x1, y1, o1, 16, BLOCK=16))
+    peer = launch_us(lambda: torch.add(x1, y1, out=o1))
+    torch.cuda.set_device(0)
+    rows.append(f"| launch, arrays on cuda:0, torch on device 0 (us) | {same:.2f} | {peer:.2f} "
+                f"| {peer / same:.2f}x | |")
+    rows.append(f"| launch, arrays on cuda:1, torch on device 0 (us) | {other:.2f} | {peer:.2f} "
+                f"| {peer / other:.2f}x | context pushed and popped |")
+    rows.append(f"| launch, arrays on cuda:1, torch on device 1 (us) | {own:.2f} | {peer:.2f} "
+                f"| {peer / own:.2f}x | |")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
+    lines = [f"# two GPUs: {', '.join(names)}; torch {torch.__version__}", "",
+             "| what | anytile | torch | torch time / anytile time | note |",
+             "| --- | --- | --- | --- | --- |"]
+    lines += copy_rows() + launch_rows()
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        open(args.out, "w").write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
