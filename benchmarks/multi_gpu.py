@@ -40,10 +40,27 @@ def copy_rows() -> list[str]:
             times["anytile"].append(t1 - t0)
             times["torch"].append(t2 - t1)
     assert torch.equal(torch.as_tensor(moved.numpy()), peer.cpu())
+    backend, dst = src_a.device.backend, at.empty(src_a.shape, src_a.dtype, "cuda:1")
+    into = torch.empty_like(peer)
+    times["anytile, into an existing array"], times["torch, into an existing tensor"] = [], []
+    for rep in range(8):
+        torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+        t0 = time.perf_counter()
+        backend.copy_between(dst.buffer, 0, src_a.buffer, 0, 4 * n)
+        t1 = time.perf_counter()
+        into.copy_(src_t)
+        torch.cuda.synchronize(1)
+        t2 = time.perf_counter()
+        if rep:
+            times["anytile, into an existing array"].append(t1 - t0)
+            times["torch, into an existing tensor"].append(t2 - t1)
     gbs = {k: 4 * n / statistics.median(v) / 1e9 for k, v in times.items()}
     peer_ok = driver.can_access_peer(0, 1)
-    return [f"| copy cuda:0 -> cuda:1, 256 MiB (GB/s) | {gbs['anytile']:.0f} | {gbs['torch']:.0f} "
-            f"| {gbs['anytile'] / gbs['torch']:.2f}x | peer access: {peer_ok} |"]
+    a, t = gbs["anytile, into an existing array"], gbs["torch, into an existing tensor"]
+    return [f"| copy cuda:0 -> cuda:1, 256 MiB, new destination (GB/s) | {gbs['anytile']:.0f} | "
+            f"{gbs['torch']:.0f} | {gbs['anytile'] / gbs['torch']:.2f}x | peer access: {peer_ok} |",
+            f"| copy cuda:0 -> cuda:1, 256 MiB, existing destination (GB/s) | {a:.0f} | {t:.0f} "
+            f"| {a / t:.2f}x | |"]
 
 
 def launch_us(run, reps: int = 2000) -> float:

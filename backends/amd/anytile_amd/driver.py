@@ -172,6 +172,7 @@ class HipDriver:
             self.synchronize(dst_index)
         with self.on(dst_index):
             self.check("hipMemcpyPeer", self.hip.hipMemcpyPeer(dst, dst_index, src, src_index, nbytes))
+        self.synchronize(dst_index)     # done before any stream (torch's) reads it
 
     def synchronize(self, index: int) -> None:
         with self.on(index):

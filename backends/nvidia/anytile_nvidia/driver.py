@@ -46,6 +46,7 @@ class Driver:
         self._lock = threading.Lock()
         self._launch_ex: Any = False     # False: not looked up yet
         self._context_calls: Any = False
+        self._peers: set[tuple[int, int]] = set()
 
     # -- set-up --------------------------------------------------------------------------------
     @property
@@ -200,19 +201,37 @@ class Driver:
 
     def copy_dtod(self, dst_index: int, dst: int, src_index: int, src: int, nbytes: int) -> None:
         """Copy ``nbytes`` between device memory on devices ``src_index`` and ``dst_index``
-        once both have finished their queued work: peer to peer where the devices allow it,
-        staged through the host by the driver otherwise (``cuMemcpyPeer``)."""
+        once both have finished their queued work, and wait for it: peer to peer where the
+        devices allow it, staged through the host by the driver otherwise (``cuMemcpyPeer``)."""
         cu = self.cu
         self.synchronize(src_index)
         if dst_index == src_index:
             with self.on(dst_index):
                 self.check("cuMemcpyDtoD",
                            cu.cuMemcpyDtoD(cu.CUdeviceptr(dst), cu.CUdeviceptr(src), nbytes))
+            self.synchronize(dst_index)
             return
         self.synchronize(dst_index)
-        self.check("cuMemcpyPeer", cu.cuMemcpyPeer(cu.CUdeviceptr(dst), self.context(dst_index),
-                                                   cu.CUdeviceptr(src), self.context(src_index),
-                                                   nbytes))
+        with self.on(dst_index):       # the driver wants a current context, any
+            self._enable_peer(dst_index, src_index)
+            self.check("cuMemcpyPeer", cu.cuMemcpyPeer(cu.CUdeviceptr(dst), self.context(dst_index),
+                                                       cu.CUdeviceptr(src), self.context(src_index),
+                                                       nbytes))
+        # device-to-device copies return before they are done, on the legacy stream, which
+        # torch's non-blocking streams do not wait for: finish here
+        self.synchronize(dst_index)
+
+    def _enable_peer(self, index: int, peer: int) -> None:
+        """Let device ``index`` (current) reach ``peer``'s memory when the hardware allows,
+        once per pair: copies between them then go peer to peer."""
+        if (index, peer) in self._peers:
+            return
+        self._peers.add((index, peer))
+        if self.can_access_peer(index, peer):
+            err = self.cu.cuCtxEnablePeerAccess(self.context(peer), 0)[0]
+            if err not in (self.cu.CUresult.CUDA_SUCCESS,
+                           self.cu.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED):
+                self.check("cuCtxEnablePeerAccess", (err,))
 
     def synchronize(self, index: int) -> None:
         with self.on(index):
