@@ -19,7 +19,7 @@ import torch
 
 import anytile as at
 from anytile_conformance.catalogue.kernels import vector_add_kernel
-from anytile_nvidia.driver import driver
+from anytile_nvidia.driver import _context_guard, driver
 
 
 def copy_rows() -> list[str]:
@@ -46,7 +46,7 @@ def copy_rows() -> list[str]:
     for rep in range(8):
         torch.cuda.synchronize(0), torch.cuda.synchronize(1)
         t0 = time.perf_counter()
-        backend.copy_between(dst.buffer, 0, src_a.buffer, 0, 4 * n)
+        backend.copy_between(dst.buffer, 0, src_a.buffer, 0, 4 * n)   # returns when done
         t1 = time.perf_counter()
         into.copy_(src_t)
         torch.cuda.synchronize(1)
@@ -91,6 +91,13 @@ def launch_rows() -> list[str]:
     own = launch_us(lambda: vector_add_kernel[(1,)](x1, y1, o1, 16, BLOCK=16))
     peer = launch_us(lambda: torch.add(x1, y1, out=o1))
     torch.cuda.set_device(0)
+    here, _ = _context_guard(driver.context_calls, int(driver.context(0)))
+    t0 = time.perf_counter()
+    for _ in range(100_000):
+        here()
+    check_us = (time.perf_counter() - t0) / 100_000 * 1e6
+    rows.append(f"| the launch's context check alone, cuCtxGetCurrent by ctypes (us) | "
+                f"{check_us:.2f} | | | part of every launch |")
     rows.append(f"| launch, arrays on cuda:0, torch on device 0 (us) | {same:.2f} | {peer:.2f} "
                 f"| {peer / same:.2f}x | |")
     rows.append(f"| launch, arrays on cuda:1, torch on device 0 (us) | {other:.2f} | {peer:.2f} "
