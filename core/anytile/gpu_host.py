@@ -337,7 +337,10 @@ def compile_launcher(name: str, count: int, header: str, call: str,
     ``namespace["_pack"]`` into ``namespace["_block"]`` and evaluates ``call`` -- directly when
     ``namespace["_here"]()`` says the kernel's device is current in this thread, else as
     ``namespace["_elsewhere"](lambda: call)``, which makes it current for the call and
-    restores the caller's device after.  A non-zero result goes to
+    restores the caller's device after.  Without ``_here`` (a driver with one device, where
+    the check would cost more than it saves) ``call`` runs directly and only a result equal
+    to ``namespace["_no_context"]`` (no device current in this thread) runs it again through
+    ``_elsewhere``.  A non-zero result goes to
     ``namespace["_failed"](result, grid)``; a value that does not pack calls
     ``namespace["_bad_argument"]()``.  The source is generated once per kernel so a launch
     costs one Python call."""
@@ -360,10 +363,13 @@ def compile_launcher(name: str, count: int, header: str, call: str,
         f"            _pack(_block, 0{', ' + packed if packed else ''})",
         "        except (struct.error, TypeError, OverflowError):",
         "            _bad_argument()",
-        "        if _here():",
-        f"            result = {call}",
-        "        else:",
-        f"            result = _elsewhere(lambda: {call})",
+        *(["        if _here():",
+            f"            result = {call}",
+            "        else:",
+            f"            result = _elsewhere(lambda: {call})"] if "_here" in namespace else
+          [f"        result = {call}",
+           "        if result == _no_context:",
+           f"            result = _elsewhere(lambda: {call})"]),
         "        if result:",
         "            _failed(result, (gx, gy, gz))",
         ""])

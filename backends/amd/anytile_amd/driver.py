@@ -252,7 +252,9 @@ class LoadedKernel(LoadedGpuKernel):
             "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
             "_bad_argument": self.bad_argument, "_launch": raw, "_function": function,
             "_params": block.params, "_failed": self._raw_failed, "_lock": self.lock,
-            "_here": here, "_elsewhere": elsewhere}
+            "_elsewhere": elsewhere, "_no_context": None}
+        if self.driver.device_count() > 1:      # which device is current must be asked
+            namespace["_here"] = here
         call = (f"_launch(_function, gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, "
                 f"stream, _params, None)")
         return compile_launcher(self.name, len(codes), "", call, namespace, self.device_index)

@@ -198,7 +198,7 @@ def test_raw_launch_packs_the_arguments_once():
 
 
 def test_raw_launch_on_another_device_than_the_callers_sets_it_back():
-    fake_hip = FakeHip(current=1)
+    fake_hip = FakeHip(current=1, count=2)
     devices = []
     fake = FakeLaunch()
 

@@ -26,6 +26,8 @@ from anytile.gpu_host import ERROR_WORD, ArgumentBlock, LoadedGpuKernel, compile
 
 __all__ = ["Driver", "LoadedKernel", "driver"]
 
+_CUDA_ERROR_INVALID_CONTEXT = 201
+
 
 
 def _error_name(cu: Any, err: Any) -> str:
@@ -321,7 +323,9 @@ class LoadedKernel(LoadedGpuKernel):
             "_pack": struct.Struct(block.format).pack_into, "_block": block.block,
             "_bad_argument": self.bad_argument, "_launch": launch_ex, "_config": config,
             "_function": function, "_params": block.params, "_failed": self._raw_failed,
-            "_lock": self.lock, "_here": here, "_elsewhere": elsewhere}
+            "_lock": self.lock, "_elsewhere": elsewhere, "_no_context": _CUDA_ERROR_INVALID_CONTEXT}
+        if self.driver.device_count() > 1:      # which context is current must be asked
+            namespace["_here"] = here
         header = f"gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, 0, 0"
         return compile_launcher(self.name, len(codes), header,
                                 "_launch(_config, _function, _params, None)", namespace,
@@ -349,9 +353,10 @@ class _OnDevice:
 
 
 def _context_guard(calls: Any, context: int) -> tuple[Any, Any]:
-    """The raw launcher's ``_here`` / ``_elsewhere`` for the context ``context``: one
-    ``cuCtxGetCurrent`` a launch; another context (torch's on another device) or none is
-    pushed over for the launch and popped after, so the caller's stays current."""
+    """The raw launcher's ``_here`` / ``_elsewhere`` for the context ``context``: with
+    several GPUs, one ``cuCtxGetCurrent`` a launch (with one, only a launch failing for want
+    of a context); another context (torch's on another device) or none is pushed over for
+    the launch and popped after, so the caller's stays current."""
     get, push, pop = calls
     current = ctypes.c_void_p()       # one per kernel: its launches hold the kernel's lock
     current_ref, own = ctypes.byref(current), ctypes.c_void_p(context)

@@ -40,6 +40,12 @@ class FakeCu:
     class CUresult(int):
         CUDA_SUCCESS = 0
 
+    def __init__(self, devices):
+        self.devices = devices
+
+    def cuDeviceGetCount(self):
+        return 0, self.devices
+
     def cuGetErrorName(self, err):
         return 0, b"CUDA_ERROR_LAUNCH_FAILED"
 
@@ -55,6 +61,7 @@ class FakeContexts:
         self.log = []
 
     def get(self, ref):
+        self.log.append(("get",))
         ref._obj.value = self.stack[-1] if self.stack else None
         return 0
 
@@ -72,9 +79,9 @@ class FakeContexts:
         return self.get, self.push, self.pop
 
 
-def raw_kernel(launch_ex, contexts=None):
+def raw_kernel(launch_ex, contexts=None, devices=2):
     drv = drvmod.Driver()
-    drv._cu = FakeCu()
+    drv._cu = FakeCu(devices)
     drv._launch_ex = launch_ex
     drv._context_calls = (contexts or FakeContexts()).calls
     drv._contexts[0] = OWN_CONTEXT
@@ -118,7 +125,7 @@ def test_raw_launch_pushes_its_context_and_restores_the_callers(stack):
     _, run = raw_kernel(launch, contexts)
     run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
     assert seen == [OWN_CONTEXT] and contexts.stack == stack
-    assert contexts.log == [("push", OWN_CONTEXT), ("pop", OWN_CONTEXT)]
+    assert contexts.log == [("get",), ("push", OWN_CONTEXT), ("pop", OWN_CONTEXT)]
 
 
 def test_raw_launch_with_its_context_current_switches_nothing():
@@ -126,7 +133,21 @@ def test_raw_launch_with_its_context_current_switches_nothing():
     fake = FakeLaunchEx()
     _, run = raw_kernel(fake, contexts)
     run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
+    assert len(fake.calls) == 1 and contexts.log == [("get",)]
+
+
+def test_with_one_gpu_the_raw_launch_asks_for_a_context_only_when_it_has_none():
+    contexts = FakeContexts([OWN_CONTEXT])
+    fake = FakeLaunchEx()
+    _, run = raw_kernel(fake, contexts, devices=1)
+    run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
     assert len(fake.calls) == 1 and contexts.log == []
+    contexts = FakeContexts([])              # a new thread: no context current
+    fake = FakeLaunchEx(results=(201, 0))    # CUDA_ERROR_INVALID_CONTEXT, then success
+    _, run = raw_kernel(fake, contexts, devices=1)
+    run(1, 1, 1, 0, None, 0, 1, 2, 3.0, False, 4.0)
+    assert len(fake.calls) == 2 and contexts.stack == []
+    assert contexts.log == [("push", OWN_CONTEXT), ("pop", OWN_CONTEXT)]
 
 
 def test_raw_launch_errors_name_the_kernel_and_the_driver_error():
@@ -141,6 +162,7 @@ def test_raw_launch_errors_name_the_kernel_and_the_driver_error():
 def test_no_raw_launch_without_libcuda_or_for_16_bit_float_scalars():
     from anytile.ir.types import bf16
     drv = drvmod.Driver()
+    drv._cu = FakeCu(1)
     drv._launch_ex = None
     drv._context_calls = FakeContexts().calls
     assert drvmod.LoadedKernel.build(drv, 0, None, 1, "k", 0, 128, SIGNATURE).raw_launcher() is None
