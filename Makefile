@@ -39,8 +39,9 @@ conformance-simulated: $(STAMP)
 
 # examples/distributed_layernorm.py under torchrun (gloo, two CPU ranks): needs torch, which
 # anytile does not depend on, so `make test` skips it; this target installs it first
+TORCH_SPEC ?= torch
 test-distributed: $(STAMP)
-	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q torch
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install -q "$(TORCH_SPEC)"
 	$(BIN)/python -m pytest $(PYTEST_ARGS) tests/runtime/test_distributed_example.py
 
 conformance: $(STAMP)
