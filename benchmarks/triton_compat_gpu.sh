@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Triton compatibility on the lent GPU, in one call: Triton's tutorials through
+# `anytile run --as-triton --device cuda:0`, and a list of Triton's own test_core.py tests run
+# twice, through anytile and with the Triton installed there (the baseline: "what Triton
+# passes there").  Nothing of Triton's is stored in this repository: TRITON_SRC is a checkout
+# (or the files of one) carried to the machine as an ignored folder, and TESTS a file of
+# test ids (relative to python/test/unit), one per line:
+#   run(command="TRITON_SRC=.triton-src TESTS=.triton-src/sample.txt bash benchmarks/triton_compat_gpu.sh",
+#       carry=[".whl", ".triton-src"])
+set -u
+OUT=${OUT:-/tmp/anytile-triton-compat}
+SHARDS=${SHARDS:-16}
+SRC=$(realpath "${TRITON_SRC:?a Triton checkout}")
+TESTS=$(realpath "${TESTS:?a file of test ids}")
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+export PYTHONUNBUFFERED=1
+step() { echo "== $1 ($(date +%T))"; }
+
+step "install"
+python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia \
+    -e backends/cpu -e conformance >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
+
+step "tutorials on cuda:0"
+timeout ${TUTORIAL_TIMEOUT:-240} python3 tests/triton_compat/run_upstream.py --triton "$SRC" --device cuda:0 \
+    --jobs 4 --timeout 200 --json "$OUT/tutorials.json" -v >"$OUT/tutorials.txt" 2>&1
+grep -A40 "^| " "$OUT/tutorials.txt" | head -30
+
+step "test_core: $(wc -l <"$TESTS") tests, anytile and Triton, $SHARDS shards each"
+split -n "r/$SHARDS" -d "$TESTS" "$OUT/shard-"
+run_shards() {   # $1: anytile|triton
+    for shard in "$OUT"/shard-??; do
+        k=$(basename "$shard")
+        (
+            cd "$SRC/python/test/unit"
+            mapfile -t ids <"$shard"
+            if [ "$1" = anytile ]; then
+                ANYTILE_TRITON_SOURCE="$SRC/python" timeout ${SHARD_TIMEOUT:-200} python3 -m anytile run \
+                    --as-triton --device cuda:0 "$(command -v pytest)" "${ids[@]}" --device cuda -q \
+                    -p no:cacheprovider --tb=line --junitxml="$OUT/$1-$k.xml" >"$OUT/$1-$k.txt" 2>&1
+            else
+                timeout ${SHARD_TIMEOUT:-200} python3 -m pytest "${ids[@]}" --device cuda -q \
+                    -p no:cacheprovider --tb=line --junitxml="$OUT/$1-$k.xml" >"$OUT/$1-$k.txt" 2>&1
+            fi
+        ) &
+    done
+    wait
+}
+run_shards anytile
+step "Triton's own run"
+run_shards triton
+step "summary"
+python3 - "$OUT" <<'PY'
+import glob, sys, xml.etree.ElementTree as ET
+out = sys.argv[1]
+def results(side):
+    got = {}
+    for path in glob.glob(f"{out}/{side}-shard-*.xml"):
+        for case in ET.parse(path).iter("testcase"):
+            name = f'{case.get("classname")}::{case.get("name")}'
+            kids = [c.tag for c in case]
+            state = "failed" if ("failure" in kids or "error" in kids) else "skipped" if "skipped" in kids else "passed"
+            msg = ""
+            for c in case:
+                if c.tag in ("failure", "error"):
+                    msg = (c.get("message") or "")[:200].replace("\n", " ")
+            got[name] = (state, msg)
+    return got
+ours, theirs = results("anytile"), results("triton")
+print(f"anytile: {sum(s == 'passed' for s, _ in ours.values())} passed, "
+      f"{sum(s == 'failed' for s, _ in ours.values())} failed, {sum(s == 'skipped' for s, _ in ours.values())} skipped of {len(ours)}")
+print(f"Triton:  {sum(s == 'passed' for s, _ in theirs.values())} passed, "
+      f"{sum(s == 'failed' for s, _ in theirs.values())} failed, {sum(s == 'skipped' for s, _ in theirs.values())} skipped of {len(theirs)}")
+both = [n for n, (s, _) in theirs.items() if s == "passed"]
+ok = [n for n in both if ours.get(n, ("missing",))[0] == "passed"]
+print(f"of the {len(both)} Triton passes, anytile passes {len(ok)} ({100 * len(ok) / max(1, len(both)):.1f}%)")
+with open(f"{out}/missed.txt", "w") as f:
+    for n in both:
+        state, msg = ours.get(n, ("missing", ""))
+        if state != "passed":
+            f.write(f"{n}\t{state}\t{msg}\n")
+PY
+cut -f1 "$OUT/missed.txt" | sed 's/\[.*//' | sort | uniq -c | sort -rn | head -30
+step "done"
