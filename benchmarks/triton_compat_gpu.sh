@@ -8,7 +8,8 @@
 #   run(command="TRITON_SRC=.triton-src TESTS=.triton-src/sample.txt bash benchmarks/triton_compat_gpu.sh",
 #       carry=[".whl", ".triton-src"])
 set -u
-OUT=${OUT:-/tmp/anytile-triton-compat}
+RESULTS=${OUT:-}                 # the lent machine's $OUT: only the summaries are copied there
+OUT=/tmp/anytile-triton-compat
 SHARDS=${SHARDS:-16}
 SRC=$(realpath "${TRITON_SRC:?a Triton checkout}")
 TESTS=$(realpath "${TESTS:?a file of test ids}")
@@ -81,4 +82,9 @@ with open(f"{out}/missed.txt", "w") as f:
             f.write(f"{n}\t{state}\t{msg}\n")
 PY
 cut -f1 "$OUT/missed.txt" | sed 's/\[.*//' | sort | uniq -c | sort -rn | head -30
+grep -h "^E  \|Error" "$OUT"/anytile-shard-00.txt | head -5
+if [ -n "$RESULTS" ]; then
+    cp "$OUT/tutorials.txt" "$OUT/missed.txt" "$RESULTS/" 2>/dev/null
+    tar czf "$RESULTS/shards.tgz" -C "$OUT" . 2>/dev/null
+fi
 step "done"

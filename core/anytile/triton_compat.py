@@ -164,6 +164,17 @@ def _driver() -> _Module:
     return _Module("triton.runtime.driver", {"active": active}, package=False)
 
 
+def _once(build: Callable[[], Any]) -> Callable[[], Any]:
+    """``build``, called the first time only (one ``triton.knobs`` module for every import)."""
+    made: list = []
+
+    def get() -> Any:
+        if not made:
+            made.append(build())
+        return made[0]
+    return get
+
+
 def _set_current_device(index: int) -> None:
     dev = _device()
     os.environ["ANYTILE_DEVICE"] = f"{dev.backend.device_prefix}:{index}"
@@ -172,6 +183,48 @@ def _set_current_device(index: int) -> None:
 def _device_interface() -> Any:
     import torch
     return torch.cuda if _device().backend.triton_backend else torch.cpu
+
+
+class _Ptxas:
+    """``knobs.nvidia.ptxas``: the ``ptxas`` the nvidia backend uses (``path``, ``None``
+    without one) and its CUDA release (``version``, ``"13.0"``; ``"0.0"`` without one)."""
+
+    @property
+    def path(self) -> Optional[str]:
+        from .runtime.discovery import discover
+        record = discover().get("nvidia")
+        found = record.backend.describe().get("ptxas") if record and record.backend else None
+        return found if found and os.path.isfile(str(found)) else None
+
+    @property
+    def version(self) -> str:
+        import re
+        import subprocess
+        path = self.path
+        if path is None:
+            return "0.0"
+        said = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
+        found = re.search(r"release (\d+)\.(\d+)", said)
+        return f"{found.group(1)}.{found.group(2)}" if found else "0.0"
+
+
+class _KnobSet:
+    """A group of Triton's knobs that anytile has no use for but programs read or set."""
+
+    def __init__(self, **values: Any) -> None:
+        self.__dict__.update(values)
+
+
+def _knobs() -> _Module:
+    """``triton.knobs``: anytile's own ``runtime`` (launch hooks) and ``compilation`` (the
+    compile listener) knobs, ``nvidia.ptxas`` (path and version) and the names Triton's test
+    helpers read (``base_knobs``, ``propagate_env``); the other vendor groups are empty."""
+    import anytile as at
+    return _Module("triton.knobs", {
+        "runtime": at.knobs.runtime, "compilation": at.knobs.compilation,
+        "nvidia": _KnobSet(ptxas=_Ptxas(), dump_nvptx=False, mock_ptx_version=None),
+        "amd": _KnobSet(), "cache": _KnobSet(), "build": _KnobSet(),
+        "base_knobs": _KnobSet, "propagate_env": False}, package=False)
 
 
 # -- the modules ----------------------------------------------------------------------------
@@ -210,18 +263,20 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
         "compile": at.compile, "CompiledKernel": at.CompiledKernel, "errors": compile_errors,
         "CompilationError": at.CompilationError})
 
+    knobs = _once(_knobs)
+
     def triton() -> types.ModuleType:
         return _Module("triton", {
             "__version__": f"3.6.0+anytile.{at.__version__}",
             "jit": at.jit, "autotune": at.autotune, "heuristics": at.heuristics,
             "Config": at.Config, "cdiv": at.cdiv, "next_power_of_2": at.next_power_of_2,
-            "knobs": at.knobs, "TritonError": errors.AnytileError,
+            "knobs": knobs(), "TritonError": errors.AnytileError,
             "CompilationError": at.CompilationError, "OutOfResources": at.CompilationError,
             "JITFunction": at.JITFunction, "KernelInterface": autotune.KernelInterface,
             "reinterpret": reinterpret, "TensorWrapper": TensorWrapper, "language": tl})
 
     return {
-        "triton": triton, "triton.language": language, "triton.language.core": language,
+        "triton": triton, "triton.knobs": knobs, "triton.language": language, "triton.language.core": language,
         "triton.language.math": lambda: tl.math, "triton.language.random": lambda: tl.random,
         "triton.language.extra": extra(), "triton.language.extra.cuda": extra("cuda"),
         "triton.language.extra.libdevice": extra("libdevice"),
