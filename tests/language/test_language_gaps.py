@@ -1,4 +1,5 @@
 """Language features Triton programs use that anytile once lacked, on every usable device."""
+import pytest
 import numpy as np
 
 import anytile as at
@@ -293,3 +294,26 @@ def test_batched_3d_dot(device, rng, poison):
                           at.asarray(c, device=device), out, B=4, M=16, N=16, K=32)
         exact = np.matmul(q.astype(np.float64), w.astype(np.float64)) + c
         np.testing.assert_allclose(out.numpy(), exact, rtol=1e-5, atol=1e-4)
+
+
+@at.jit
+def pdl_increment(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    tl.extra.cuda.gdc_wait()
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    value = tl.load(x_ptr + offs, mask=mask)
+    tl.extra.cuda.gdc_launch_dependents()
+    tl.store(y_ptr + offs, value + 1, mask=mask)
+
+
+def test_programmatic_dependent_launch_calls_and_extern_libs(device, poison):
+    """Tutorial 11's PDL calls compile to nothing (launches are already ordered) and
+    tutorial 07's ``extern_libs`` launch option is checked and not used."""
+    x = np.arange(20, dtype=np.float32)
+    y = at.asarray(poison(20, np.float32), device=device)
+    for _ in range(2):
+        pdl_increment[(1,)](at.asarray(x, device=device), y, 20, BLOCK=32, launch_pdl=True,
+                            extern_libs={"libdevice": "/path/to/libdevice.10.bc"})
+    np.testing.assert_array_equal(y.numpy(), x + 1)
+    with pytest.raises(at.LaunchArgumentError, match="extern_libs must be a dict"):
+        pdl_increment[(1,)](x, y, 20, BLOCK=32, extern_libs=["libdevice"])

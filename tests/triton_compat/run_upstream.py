@@ -45,17 +45,32 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+def _unconditional(body: list) -> list:
+    """The statements of a module body run whatever happens: into ``if``/``with`` blocks, not
+    into ``try`` blocks, functions or classes."""
+    found = []
+    for node in body:
+        found.append(node)
+        if isinstance(node, ast.If):
+            found += _unconditional(node.body) + _unconditional(node.orelse)
+        elif isinstance(node, ast.With):
+            found += _unconditional(node.body)
+    return found
+
+
 def scan(source: str) -> dict:
-    """The top-level modules a file imports, and whether it asks for CUDA (``torch.cuda``,
-    ``.cuda()``, a "cuda" device)."""
+    """The top-level modules a file imports unconditionally (at module level, outside
+    ``try`` blocks: ``try: import apex`` is optional), and whether it asks for CUDA
+    (``torch.cuda``, ``.cuda()``, a "cuda" device)."""
     tree = ast.parse(source)
     modules: set[str] = set()
     wants_cuda = False
-    for node in ast.walk(tree):
+    for node in _unconditional(tree.body):
         if isinstance(node, ast.Import):
             modules.update(a.name.split(".")[0] for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             modules.add(node.module.split(".")[0])
+    for node in ast.walk(tree):
         dotted = _dotted(node) if isinstance(node, ast.Attribute) else None
         wants_cuda |= bool(dotted and dotted.startswith("torch.cuda"))
         if isinstance(node, ast.Call):

@@ -138,3 +138,23 @@ def test_failures_carry_the_error(rows):
     assert rows["05-unsupported-builtin.py"]["result"] == "failed"
     assert detail.startswith("anytile: error: ") and "05-unsupported-builtin.py:8" in detail
     assert "inline_asm_elementwise" in detail
+
+
+def test_only_unconditional_imports_are_needed():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("run_upstream", RUNNER)
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    found = runner.scan(textwrap.dedent("""
+        import numpy
+        try:
+            import apex
+        except ImportError:
+            apex = None
+        if True:
+            from scipy import linalg
+
+        def bench():
+            from flash_attn import flash_attn_func
+        """))
+    assert found["modules"] == ["numpy", "scipy"]

@@ -284,6 +284,8 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
     """Steps 2-8 for bound argument values; with a ``fast_key`` (a miss of the fast path),
     teach the fast path this launch when it can repeat it."""
     requested = options.pop("device", None) if options else None
+    if options and "extern_libs" in options:
+        _extern_libs(fn, options.pop("extern_libs"))
     dev = pick_device(fn, bound, requested)
     values, writebacks = import_arrays(fn, bound, dev)
     specs = fn.launch_signature.specialise(values)
@@ -307,6 +309,15 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
         from .fast_launch import remember
         remember(fn, fast_key, plan, bound, values, dev)
     return plan.compiled
+
+
+def _extern_libs(fn: Any, libs: Any) -> None:
+    """Triton's ``extern_libs={"libdevice": path}`` launch option: checked, then not used --
+    every backend brings its own math library (``tl.extra.libdevice`` maps onto it)."""
+    if libs is not None and not (isinstance(libs, dict) and
+                                 all(isinstance(k, str) for k in libs)):
+        raise LaunchArgumentError(f"{fn.__name__}: extern_libs must be a dict of library name "
+                                  f"to path, got {libs!r}")
 
 
 _planned: "weakref.WeakSet[Any]" = weakref.WeakSet()   # kernels with cached plans
