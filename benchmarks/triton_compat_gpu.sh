@@ -5,14 +5,14 @@
 # passes there").  Nothing of Triton's is stored in this repository: TRITON_SRC is a checkout
 # (or the files of one) carried to the machine as an ignored folder, and TESTS a file of
 # test ids (relative to python/test/unit), one per line:
-#   run(command="TRITON_SRC=.triton-src TESTS=.triton-src/sample.txt bash benchmarks/triton_compat_gpu.sh",
+#   run(command="TRITON_SRC=.triton-src TESTS=collect:1200 bash benchmarks/triton_compat_gpu.sh",
 #       carry=[".whl", ".triton-src"])
 set -u
 RESULTS=${OUT:-}                 # the lent machine's $OUT: only the summaries are copied there
 OUT=/tmp/anytile-triton-compat
 SHARDS=${SHARDS:-16}
 SRC=$(realpath "${TRITON_SRC:?a Triton checkout}")
-TESTS=$(realpath "${TESTS:?a file of test ids}")
+TESTS=${TESTS:-collect:1200}     # a file of test ids, or collect:N (N drawn from Triton's own collection)
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 export PYTHONUNBUFFERED=1
@@ -27,6 +27,24 @@ timeout ${TUTORIAL_TIMEOUT:-240} python3 tests/triton_compat/run_upstream.py --t
     --jobs 4 --timeout 200 --json "$OUT/tutorials.json" -v >"$OUT/tutorials.txt" 2>&1
 grep -A40 "^| " "$OUT/tutorials.txt" | head -30
 
+step "Triton itself runs the tutorials (the baseline)"
+for t in "$SRC"/python/tutorials/0[1-9]*.py; do
+    ( cd "$OUT" && timeout 90 python3 "$t" >"$OUT/triton-$(basename "$t" .py).log" 2>&1; \
+      echo "$(basename "$t"): exit $?" ) &
+done | sort
+wait
+
+case "$TESTS" in
+collect:*)
+    n=${TESTS#collect:}
+    ( cd "$SRC/python/test/unit" && python3 -m pytest --co -q language/test_core.py --device cuda \
+        -p no:cacheprovider 2>/dev/null ) | grep "::" >"$OUT/collected.txt"
+    python3 -c "import random,sys; ids=open(sys.argv[1]).read().split(chr(10)); ids=[i for i in ids if i]; random.Random(5).shuffle(ids); print(chr(10).join(sorted(ids[:int(sys.argv[2])])))" \
+        "$OUT/collected.txt" "$n" >"$OUT/sample.txt"
+    echo "collected $(wc -l <"$OUT/collected.txt") tests on cuda; sampled $(wc -l <"$OUT/sample.txt")"
+    TESTS="$OUT/sample.txt" ;;
+*) TESTS=$(realpath "$TESTS") ;;
+esac
 step "test_core: $(wc -l <"$TESTS") tests, anytile and Triton, $SHARDS shards each"
 split -n "r/$SHARDS" -d "$TESTS" "$OUT/shard-"
 run_shards() {   # $1: anytile|triton
@@ -85,6 +103,7 @@ cut -f1 "$OUT/missed.txt" | sed 's/\[.*//' | sort | uniq -c | sort -rn | head -3
 grep -h "^E  \|Error" "$OUT"/anytile-shard-00.txt | head -5
 if [ -n "$RESULTS" ]; then
     cp "$OUT/tutorials.txt" "$OUT/missed.txt" "$RESULTS/" 2>/dev/null
+    tar czf "$RESULTS/logs.tgz" -C "$OUT" $(cd "$OUT" && ls triton-*.log) 2>/dev/null
     tar czf "$RESULTS/shards.tgz" -C "$OUT" . 2>/dev/null
 fi
 step "done"
