@@ -235,7 +235,7 @@ def test_pipeline_reaches_a_fixed_point():
 
 
 def test_pass_registry_names():
-    assert set(PASSES) == {"inline", "canonicalize", "fold", "cse", "dce"}
+    assert set(PASSES) == {"inline", "canonicalize", "fold", "cse", "dot-accumulate", "dce"}
     for fn in PASSES.values():
         assert fn.__doc__
 

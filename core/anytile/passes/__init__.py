@@ -12,11 +12,12 @@ from ..ir.verifier import IRVerificationError, verification_enabled, verify_modu
 from .canonicalize import canonicalize
 from .cse import cse
 from .dce import dce
+from .dot_accumulate import fuse_dot_accumulate
 from .fold import fold_constants
 from .inline import inline_calls
 
 __all__ = ["PASSES", "run_default_pipeline", "run_pass", "canonicalize", "cse", "dce",
-           "fold_constants", "inline_calls"]
+           "fold_constants", "inline_calls", "fuse_dot_accumulate"]
 
 Pass = Callable[[Module], bool]
 
@@ -25,6 +26,7 @@ PASSES: dict[str, Pass] = {
     "canonicalize": canonicalize,
     "fold": fold_constants,
     "cse": cse,
+    "dot-accumulate": fuse_dot_accumulate,
     "dce": dce,
 }
 
@@ -46,7 +48,7 @@ def run_pass(module: Module, name: str, verify: Optional[bool] = None) -> bool:
 
 
 def run_default_pipeline(module: Module, verify: Optional[bool] = None) -> Module:
-    """inline; canonicalize + fold to a fixed point; cse; dce (verifying after each pass when
+    """inline; canonicalize + fold to a fixed point; cse; dot-accumulate; dce (verifying after each pass when
     ``verify``, by default when ``verification_enabled()``).  Returns ``module``, rewritten
     in place."""
     if verify is None:
@@ -58,5 +60,6 @@ def run_default_pipeline(module: Module, verify: Optional[bool] = None) -> Modul
         if not changed:
             break
     run_pass(module, "cse", verify)
+    run_pass(module, "dot-accumulate", verify)
     run_pass(module, "dce", verify)
     return module
