@@ -30,7 +30,7 @@ grep -A40 "^| " "$OUT/tutorials.txt" | head -30
 step "Triton itself runs the tutorials (the baseline)"
 for t in "$SRC"/python/tutorials/0[1-9]*.py; do
     ( cd "$OUT" && timeout 90 python3 "$t" >"$OUT/triton-$(basename "$t" .py).log" 2>&1; \
-      echo "$(basename "$t"): exit $?" ) &
+      status=$?; echo "$(basename "$t"): exit $status (124: still running its benchmark at 90 s)" ) &
 done | sort
 wait
 
@@ -38,7 +38,8 @@ case "$TESTS" in
 collect:*)
     n=${TESTS#collect:}
     ( cd "$SRC/python/test/unit" && python3 -m pytest --co -q language/test_core.py --device cuda \
-        -p no:cacheprovider 2>/dev/null ) | grep "::" >"$OUT/collected.txt"
+        -p no:cacheprovider 2>/dev/null ) | grep "::" | sed 's|^.*language/test_core.py::|language/test_core.py::|' \
+        >"$OUT/collected.txt"
     python3 -c "import random,sys; ids=open(sys.argv[1]).read().split(chr(10)); ids=[i for i in ids if i]; random.Random(5).shuffle(ids); print(chr(10).join(sorted(ids[:int(sys.argv[2])])))" \
         "$OUT/collected.txt" "$n" >"$OUT/sample.txt"
     echo "collected $(wc -l <"$OUT/collected.txt") tests on cuda; sampled $(wc -l <"$OUT/sample.txt")"
