@@ -22,6 +22,7 @@ step "install"
 python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia \
     -e backends/cpu -e conformance >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
 
+if [ -z "${SKIP_TUTORIALS:-}" ]; then
 step "tutorials on cuda:0"
 timeout ${TUTORIAL_TIMEOUT:-240} python3 tests/triton_compat/run_upstream.py --triton "$SRC" --device cuda:0 \
     --jobs 4 --timeout 200 --json "$OUT/tutorials.json" -v >"$OUT/tutorials.txt" 2>&1
@@ -33,6 +34,7 @@ for t in "$SRC"/python/tutorials/0[1-9]*.py; do
       status=$?; echo "$(basename "$t"): exit $status (124: still running its benchmark at 90 s)" ) &
 done | sort
 wait
+fi
 
 case "$TESTS" in
 collect:*)
@@ -55,6 +57,9 @@ run_shards() {   # $1: anytile|triton
             cd "$SRC/python/test/unit"
             mapfile -t ids <"$shard"
             if [ "$1" = anytile ]; then
+                # batched 3-D tl.dot compiles for minutes on the GPU backends (each batch is
+                # unrolled): left out so that the shard finishes; they count as not passed
+                mapfile -t ids < <(grep -v "::test_dot3d\[" "$shard")
                 ANYTILE_TRITON_SOURCE="$SRC/python" timeout ${SHARD_TIMEOUT:-200} python3 -m anytile run \
                     --as-triton --device cuda:0 "$(command -v pytest)" "${ids[@]}" --device cuda -q \
                     -p no:cacheprovider --tb=line --junitxml="$OUT/$1-$k.xml" >"$OUT/$1-$k.txt" 2>&1
