@@ -25,7 +25,7 @@ from .runtime.discovery import get_backend, list_backends, register_backend  # n
 from .runtime.jit import JITFunction, jit  # noqa: F401
 from .runtime.autotune import Config, autotune, heuristics  # noqa: F401
 from .runtime.descriptor import TensorDescriptor  # noqa: F401
-from .runtime.hooks import knobs  # noqa: F401
+from .runtime.hooks import get_allocator, knobs, set_allocator  # noqa: F401
 from . import profiler, testing  # noqa: F401  (``anytile.testing``: do_bench, assert_close, perf_report)
 
 

@@ -271,6 +271,7 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
             "jit": at.jit, "autotune": at.autotune, "heuristics": at.heuristics,
             "Config": at.Config, "cdiv": at.cdiv, "next_power_of_2": at.next_power_of_2,
             "knobs": knobs(), "TritonError": errors.AnytileError,
+            "set_allocator": at.set_allocator,
             "CompilationError": at.CompilationError, "OutOfResources": at.CompilationError,
             "JITFunction": at.JITFunction, "KernelInterface": autotune.KernelInterface,
             "reinterpret": reinterpret, "TensorWrapper": TensorWrapper, "language": tl})

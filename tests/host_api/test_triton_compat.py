@@ -56,17 +56,29 @@ def test_a_triton_program_runs_unmodified(tmp_path):
 def test_what_anytile_does_not_provide_is_named(tmp_path):
     proc = run(tmp_path, """
         import triton
-        assert not hasattr(triton, "set_allocator")
-        triton.set_allocator(None)
+        assert not hasattr(triton, "compile")
+        triton.compile(None)
         """)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1] == (
-        "AttributeError: triton.set_allocator is not provided by anytile "
+        "AttributeError: triton.compile is not provided by anytile "
         f"({triton_compat.NOT_PROVIDED_HINT})")
     proc = run(tmp_path, "import triton.tools.experimental_descriptor\n")
     assert proc.returncode == 1
     assert "No module named 'triton.tools.experimental_descriptor'" in proc.stderr
     assert "anytile does not provide it" in proc.stderr
+
+
+def test_set_allocator_is_kept_and_checked():
+    def alloc(size, alignment, stream):
+        raise AssertionError("anytile's kernels need no global scratch")
+    try:
+        at.set_allocator(alloc)
+        assert at.get_allocator() is alloc
+        with pytest.raises(TypeError, match="set_allocator takes a function"):
+            at.set_allocator(42)
+    finally:
+        at.set_allocator(None)
 
 
 def test_the_programs_own_error_keeps_its_traceback_without_anytiles_frames(tmp_path):

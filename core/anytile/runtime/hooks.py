@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-__all__ = ["LaunchInfo", "CompileInfo", "knobs", "launch_hooks_set", "call_launch_hook",
+__all__ = ["LaunchInfo", "CompileInfo", "knobs", "set_allocator", "get_allocator", "launch_hooks_set", "call_launch_hook",
            "call_compile_listener"]
 
 
@@ -110,3 +110,24 @@ def call_compile_listener(name: str, compiled: Any, cache_hit: bool) -> None:
     listener = knobs.compilation.listener
     if listener is not None:
         listener(CompileInfo(name, compiled, dict(compiled.metadata.stage_times_s), cache_hit))
+
+
+_allocator: Any = None
+
+
+def set_allocator(allocator: Any) -> None:
+    """Triton's ``set_allocator(fn)``: ``fn(size, alignment, stream)`` returns device memory
+    for kernels that need global scratch (Triton's TMA descriptors made in a kernel).  No
+    anytile backend needs such scratch yet (tensor descriptors made in a kernel are plain
+    block loads and stores), so the function is kept, checked to be callable, and not
+    called."""
+    global _allocator
+    if allocator is not None and not callable(allocator):
+        raise TypeError(f"set_allocator takes a function (size, alignment, stream) -> memory, "
+                        f"got {allocator!r}")
+    _allocator = allocator
+
+
+def get_allocator() -> Any:
+    """The function given to ``set_allocator`` (``None`` when none was)."""
+    return _allocator
