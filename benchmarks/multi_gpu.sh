@@ -9,12 +9,10 @@ set -u
 OUT=${OUT:-/tmp/anytile-multi-gpu}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-step() { echo "== $1 ($(date +%T))"; }
+source benchmarks/device_env.sh
 
 step "install"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia -e backends/cpu \
-    -e conformance >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
+install_anytile "$OUT/install.log" -e backends/cpu
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 nvidia-smi topo -m >"$OUT/topology.txt" 2>&1; head -4 "$OUT/topology.txt"
 

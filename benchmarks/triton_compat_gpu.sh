@@ -15,12 +15,10 @@ SRC=$(realpath "${TRITON_SRC:?a Triton checkout}")
 TESTS=${TESTS:-collect:1200}     # a file of test ids, or collect:N (N drawn from Triton's own collection)
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
-export PYTHONUNBUFFERED=1
-step() { echo "== $1 ($(date +%T))"; }
+source benchmarks/device_env.sh
 
 step "install"
-python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . -e backends/nvidia \
-    -e backends/cpu -e conformance >"$OUT/install.log" 2>&1 || { echo "install failed:"; tail -20 "$OUT/install.log"; }
+install_anytile "$OUT/install.log" -e backends/cpu
 
 if [ -z "${SKIP_TUTORIALS:-}" ]; then
 step "tutorials on cuda:0"

@@ -1,0 +1,12 @@
+# Sourced by the scripts run on the lent GPU machine (gpu_check.sh, multi_gpu.sh,
+# triton_compat_gpu.sh): the offline install and the step banner they share.
+#   install_anytile LOG [more -e paths]   # core, nvidia, conformance (+ more), from .whl
+#   step TEXT                             # "== TEXT (time)"
+export PYTHONUNBUFFERED=1
+step() { echo "== $1 ($(date +%T))"; }
+install_anytile() {
+    local log=$1
+    shift
+    python3 -m pip install -q --no-index --no-deps --no-build-isolation .whl/*.whl -e . \
+        -e backends/nvidia -e conformance "$@" >"$log" 2>&1 || { echo "install failed:"; tail -20 "$log"; }
+}
