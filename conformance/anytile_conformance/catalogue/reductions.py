@@ -171,6 +171,38 @@ def custom_combine(ctx, dtype):
 
 
 @at.jit
+def _last_nonzero(a, b):
+    return tl.where(b != 0, b, a)
+
+
+@at.jit
+def ordered_reduce_kernel(x_ptr, out_ptr, AXIS: tl.constexpr, BM: tl.constexpr,
+                          BN: tl.constexpr):
+    x = tl.load(x_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :])
+    n_out: tl.constexpr = BN if AXIS == 0 else BM
+    tl.store(out_ptr + tl.arange(0, n_out), tl.reduce(x, AXIS, _last_nonzero))
+
+
+@family("reductions", quick=dict(dtype=["i32"], axis=[0, 1]),
+        full=dict(dtype=["i32", "u8", "i64", "f32", "f16"], axis=[0, 1]))
+def index_order_combine(ctx, dtype, axis):
+    """``tl.reduce`` with an associative combine that is not commutative ("the last non-zero
+    value"): elements are combined in index order, on every backend and layout."""
+    bm, bn = 8, 64
+    x = ctx.random((bm, bn), dtype, 1, 100)
+    keep = np.random.default_rng(bm * bn + axis).random((bm, bn)) < 0.3
+    x = np.where(keep, x, np.zeros_like(x))
+    out = ctx.output((bn if axis == 0 else bm,), dtype)
+    ctx.launch(ordered_reduce_kernel, (1,), ctx.input(x), out, AXIS=axis, BM=bm, BN=bn)
+    moved = np.moveaxis(x, axis, -1)
+    expected = np.zeros(moved.shape[:-1], x.dtype)
+    for i, row in enumerate(moved):
+        found = row[row != 0]
+        expected[i] = found[-1] if len(found) else 0
+    ctx.check("last non-zero", out, expected, dtype, EXACT)
+
+
+@at.jit
 def scan_kernel(x_ptr, out_ptr, OP: tl.constexpr, AXIS: tl.constexpr, REVERSE: tl.constexpr,
                 BM: tl.constexpr, BN: tl.constexpr):
     offs = tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :]

@@ -280,7 +280,9 @@ def _first_flagged(values: tensor, flags: tensor, b: Builder) -> tensor:
         v1, f1, v2, f2 = (tensor(a) for a in region.args)
         b.create(ops.YieldOp, [semantic.where(f1, v1, v2, b).handle,
                                semantic.or_(f1, f2, b).handle])
-    op = b.create(ops.ReduceOp, [values.handle, flags.handle], len(values.shape) - 1, region)
+    # with one flag set, every combining order ends with the flagged value
+    op = b.create(ops.ReduceOp, [values.handle, flags.handle], len(values.shape) - 1, region,
+                  commutative=True)
     return tensor(op.results[0])
 
 

@@ -69,7 +69,9 @@ def _combine_region(elems: list[irt.ScalarType], combine: Combine, what: str,
 
 
 def _reduce(srcs: list[tensor], axis: Any, combine: Combine, keep_dims: Any, what: str,
-            b: Builder) -> list[tensor]:
+            b: Builder, commutative: bool = False) -> list[tensor]:
+    """``ReduceOp`` of ``srcs``; ``commutative``: ``combine`` gives the same values with its
+    operands swapped, so backends may combine in any order (else: in index order)."""
     rank = len(srcs[0].shape)
     ax = _axis(axis, rank, what)
     if ax is None:
@@ -77,7 +79,8 @@ def _reduce(srcs: list[tensor], axis: Any, combine: Combine, keep_dims: Any, wha
         ax = 0
     elems = [irt.elem_type(s.type) for s in srcs]
     region = _combine_region(elems, combine, what, b)
-    op = b.create(ops.ReduceOp, [s.handle for s in srcs], ax, region)
+    commutative = commutative or _is_commutative_region(region)
+    op = b.create(ops.ReduceOp, [s.handle for s in srcs], ax, region, commutative=commutative)
     outs = [tensor(r) for r in op.results]
     if unwrap(keep_dims):
         if unwrap(axis) is None:
@@ -86,6 +89,24 @@ def _reduce(srcs: list[tensor], axis: Any, combine: Combine, keep_dims: Any, wha
         else:
             outs = [expand_dims(o, ax, _builder=b) for o in outs]
     return outs
+
+
+_COMMUTATIVE_KINDS = frozenset({"add", "mul", "max", "min", "and", "or", "xor"})
+
+
+def _is_commutative_region(region: Block) -> bool:
+    """Whether a combine region is, for each of its n results, one commutative binary op of
+    the i-th left and right arguments (``a + b``, ``max(b, a)``...)."""
+    *body, end = region.ops
+    n = len(region.args) // 2
+    if len(body) != n or len(end.operands) != n:
+        return False
+    for i, (op, out) in enumerate(zip(body, end.operands)):
+        pair = {region.args[i], region.args[n + i]}
+        if not (isinstance(op, ops.BinaryOp) and op.kind in _COMMUTATIVE_KINDS and
+                {op.lhs, op.rhs} == pair and len(pair) == 2 and out is op.result):
+            return False
+    return True
 
 
 def _scan(srcs: list[tensor], axis: Any, combine: Combine, reverse: Any, what: str,
@@ -135,7 +156,8 @@ def sum(input: Any, axis: Any = None, keep_dims: Any = False, dtype: Any = None,
         _builder: Builder = None) -> tensor:
     """The sum along ``axis`` (all elements when ``None``)."""
     x = _sum_input(_inputs(input, "tl.sum", _builder)[0], dtype, _builder)
-    return _reduce([x], axis, _binary_combine("add", _builder), keep_dims, "tl.sum", _builder)[0]
+    return _reduce([x], axis, _binary_combine("add", _builder), keep_dims, "tl.sum", _builder,
+                   commutative=True)[0]
 
 
 @tensor_method
@@ -195,9 +217,9 @@ def _arg_reduce(kind: str, input: Any, axis: Any, tie_break_left: Any, keep_dims
         ax = _axis(axis, len(x.shape), what)
     idx = _indices(x, ax, b)
     is_float = irt.elem_type(x.type).is_float
-    values, indices = _reduce([x, idx], ax,
-                              _arg_combine(kind, bool(unwrap(tie_break_left)), is_float, b),
-                              keep_dims, what, b)
+    left = bool(unwrap(tie_break_left))    # ties to the lower index: a total order
+    values, indices = _reduce([x, idx], ax, _arg_combine(kind, left, is_float, b), keep_dims,
+                              what, b, commutative=left)
     return values, indices
 
 

@@ -1,7 +1,8 @@
 """The GPU compile pipeline every GPU backend (and the host simulator) runs:
 ``ir`` -> ``laid-out ir`` -> ``llir``.
 
-* ``laid-out ir`` (``lay_out``): with ``num_stages`` > 1, loads feeding matrix-instruction
+* ``laid-out ir`` (``lay_out``): reductions that are not commutative become ordered scans
+  (``ordered_reduce.py``); with ``num_stages`` > 1, loads feeding matrix-instruction
   dots go through a multi-stage shared-memory pipeline and other loop loads are prefetched
   in registers (``pipeline.py``); then the axis analysis and a layout on every tile value
   (``assign.py``), each dot planned by the target's strategies (``dot.py``);
@@ -28,6 +29,7 @@ from ...ir.verifier import verify_if_enabled
 from .assign import LaidOutKernel, assign_layouts
 from .dot import DotSelector
 from .lowering import KernelLowering
+from .ordered_reduce import order_reductions
 from .pipeline import pipeline_dot_operands, pipeline_loops
 from .shared import plan_persistent_shared
 from .target import GpuTarget
@@ -81,6 +83,8 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
             f"num_warps={warps} gives {warps * warp_size} threads a program ({warps} warps of "
             f"{warp_size}), more than {target.name} runs in one program ({target.max_threads}): "
             f"use num_warps <= {target.max_threads // warp_size}", kernel.loc)
+    if order_reductions(module):
+        verify_if_enabled(module, after="order_reductions")
     dots = DotSelector(target, warps)
     if options.num_stages > 1:
         metadata["pipelined_dot_operands"] = pipeline_dot_operands(

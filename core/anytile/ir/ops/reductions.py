@@ -39,18 +39,21 @@ class ReduceOp(_CombineOp):
 
     ``combine`` has 2n scalar arguments ``(lhs_0..lhs_n-1, rhs_0..rhs_n-1)`` and yields n
     scalars; it must be associative.  Result ``i`` is ``srcs[i]`` with ``axis`` removed (a
-    scalar when the tile was 1-D).  The order in which elements are combined is unspecified;
-    for non-commutative combines the elements are combined in index order.  Laid out, the
-    tile results share one layout."""
+    scalar when the tile was 1-D).  Elements are combined in index order (each combine's
+    left operands come from lower indices than its right ones) unless ``commutative`` says
+    the combine gives the same values with its operand lists swapped (sum, max, min, argmax
+    with ties to the lower index...): the order is then free.  Laid out, the tile results
+    share one layout."""
 
     NAME = "reduce"
     OPERANDS = ("srcs",)
-    ATTRS = ("axis",)
+    ATTRS = ("axis", "commutative")
     REGIONS = ("combine",)
     TRAITS = frozenset({TRAIT_PURE, TRAIT_CONTROL})
     srcs: list
     axis: int
     combine: Block = field(default_factory=Block)
+    commutative: bool = False
 
     def infer_types(self) -> list[Type]:
         out = []
