@@ -612,11 +612,22 @@ def _host_numpy(obj: Any) -> Optional[np.ndarray]:
     if type(obj).__module__.startswith("torch"):
         return _torch_host_numpy(obj)
     if hasattr(obj, "__array_interface__"):
-        return np.asarray(obj)
+        try:
+            arr = np.asarray(obj)
+        except (TypeError, ValueError):   # a typestr NumPy cannot read back ("<f1": float8)
+            arr = None
+        if (arr is None or arr.dtype.kind == "V") and hasattr(obj, "__array__"):
+            arr = obj.__array__()         # the object's own view (ml_dtypes' float8, bf16)
+        return arr if isinstance(arr, np.ndarray) else None
     try:
         return np.asarray(memoryview(obj))
     except TypeError:
         return None
+
+
+_TORCH_BITS = {"torch.bfloat16": ("int16", ml_dtypes.bfloat16),
+               "torch.float8_e4m3fn": ("uint8", ml_dtypes.float8_e4m3fn),
+               "torch.float8_e5m2": ("uint8", ml_dtypes.float8_e5m2)}
 
 
 def _torch_host_numpy(tensor: Any) -> Optional[np.ndarray]:
@@ -624,9 +635,11 @@ def _torch_host_numpy(tensor: Any) -> Optional[np.ndarray]:
         if tensor.device.type != "cpu":
             return None
         tensor = tensor.detach()
-        if str(tensor.dtype) == "torch.bfloat16":   # NumPy has no bf16: reinterpret the bits
+        bits = _TORCH_BITS.get(str(tensor.dtype))
+        if bits is not None:        # NumPy has no bf16 or float8: reinterpret the bits
             import torch
-            return tensor.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+            width, dtype = bits
+            return tensor.view(getattr(torch, width)).numpy().view(dtype)
         return tensor.numpy()
     except (AttributeError, TypeError, RuntimeError):
         return None

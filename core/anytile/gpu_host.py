@@ -141,6 +141,8 @@ _FOREIGN_DTYPES: dict[Any, Any] = {}   # a framework's dtype object -> ScalarTyp
 
 
 def _foreign_dtype(framework_dtype: Any) -> Optional[ScalarType]:
+    if isinstance(getattr(framework_dtype, "ir", None), ScalarType):   # an anytile tl.dtype
+        return framework_dtype.ir
     try:
         return _FOREIGN_DTYPES[framework_dtype]
     except KeyError:
@@ -151,8 +153,8 @@ def _foreign_dtype(framework_dtype: Any) -> Optional[ScalarType]:
     try:
         found: Any = from_numpy(np.dtype(text))
     except TypeError:
-        from .ir.types import bf16
-        found = bf16 if "bfloat16" in text else None
+        from .ir.types import bf16, f8e4m3, f8e5m2
+        found = {"bfloat16": bf16, "float8_e4m3fn": f8e4m3, "float8_e5m2": f8e5m2}.get(text)
     _FOREIGN_DTYPES[framework_dtype] = found
     return found
 

@@ -307,7 +307,8 @@ TYPE_CANONICAL = {
     "bool": "i1", "int1": "i1", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
     "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
-    "float64": "fp64", "double": "fp64",
+    "float64": "fp64", "double": "fp64", "float8e4nv": "fp8e4nv", "float8_e4m3fn": "fp8e4nv",
+    "float8e5": "fp8e5", "float8_e5m2": "fp8e5",
     "i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u1": "i1", "u8": "u8",
     "u16": "u16", "u32": "u32", "u64": "u64", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32",
     "fp64": "fp64",
@@ -330,6 +331,8 @@ class TensorWrapper:
         if size is not None and size * 8 != dtype.primitive_bitwidth:
             raise ValueError(f"reinterpret: {dtype!r} has {dtype.primitive_bitwidth} bits, the "
                              f"array's elements {size * 8}")
+        if dtype.ir is None:
+            raise TypeError(f"reinterpret: {dtype!r} is a Triton dtype anytile does not support")
         self.base, self.dtype = base, dtype
         self._np = np.dtype(dtype.ir.np)
 
@@ -377,9 +380,19 @@ class TensorWrapper:
         self._host = np.asarray(base)                # kept alive while the interface is used
         return self._retyped(self._host.__array_interface__)
 
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        """The host memory as a NumPy array of ``dtype`` (a view: kernels write through it)."""
+        import numpy as np
+        base = self.base.detach().numpy() if hasattr(self.base, "detach") else self.base
+        view = np.asarray(base).view(self._np)
+        return view if dtype is None else view.astype(dtype)
+
     @property
     def __cuda_array_interface__(self) -> dict:
         return self._retyped(self.base.__cuda_array_interface__)
+
+    def __dlpack_device__(self) -> Any:
+        return self.base.__dlpack_device__()
 
     def __repr__(self) -> str:
         return f"TensorWrapper[{self.dtype}]({self.base!r})"

@@ -126,3 +126,76 @@ def round_to_nearest_even(ctx, pair):
     ctx.launch(cast_kernel, (1,), ctx.input(x), out, block, DST=ctx.tl_dtype(dst), BLOCK=block)
     ctx.check(f"{src} -> {dst} rounding", out, cast_reference(x, src, dst), dst, EXACT)
 
+
+
+# -- float8 ----------------------------------------------------------------------------------
+_FLOAT8 = {"f8e4m3": ("float8e4nv", "float8_e4m3fn"), "f8e5m2": ("float8e5", "float8_e5m2")}
+
+
+@at.jit
+def float8_kernel(codes_ptr, wide_ptr, src_ptr, narrow_ptr, n, F8: tl.constexpr,
+                  WIDE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    codes = tl.load(codes_ptr + offs, mask=mask)
+    tl.store(wide_ptr + offs, codes.to(F8, bitcast=True).to(WIDE), mask=mask)
+    x = tl.load(src_ptr + offs, mask=mask)
+    tl.store(narrow_ptr + offs, x.to(F8).to(tl.uint8, bitcast=True), mask=mask)
+
+
+def _float8_sources(rng: np.random.Generator, fmt: str) -> np.ndarray:
+    """Values at every scale the format covers, and the edges: the largest finite value,
+    the halfway points past it, subnormals and their halfway points, infinities, NaN."""
+    largest, tiny = (448.0, 2.0 ** -9) if fmt == "f8e4m3" else (57344.0, 2.0 ** -16)
+    edges = [largest, largest * 1.0357, largest * 1.0715, largest * 1.5, 1e30, np.inf, -np.inf,
+             np.nan, 0.0, -0.0, tiny, tiny / 2, tiny * 1.5, tiny * 2.5, tiny / 4, -tiny * 1.5]
+    scaled = rng.standard_normal(1024 - len(edges)) * 2.0 ** rng.integers(-20, 17, 1024 - len(edges))
+    return np.concatenate([scaled, edges]).astype(np.float32)
+
+
+@family("casts", quick=dict(fmt=list(_FLOAT8), wide=["f32"]),
+        full=dict(fmt=list(_FLOAT8), wide=["f32", "f16", "bf16"]),
+        needs=lambda p: capabilities_for(p["wide"]))
+def float8(ctx, fmt, wide):
+    """float8 (e4m3fn, e5m2) codes decoded to ``wide`` exactly, and f32 values rounded to
+    float8 (nearest even; past the largest finite value: inf for e5m2, NaN for e4m3)."""
+    import ml_dtypes
+    tl_name, ml_name = _FLOAT8[fmt]
+    ml = getattr(ml_dtypes, ml_name)
+    codes = np.arange(256, dtype=np.uint8)
+    src = _float8_sources(ctx.rng, fmt)
+    n = src.size
+    codes = np.resize(codes, n)
+    wide_out = ctx.output((n,), wide)
+    narrow_out = ctx.output((n,), "u8")
+    ctx.launch(float8_kernel, (n // 256,), ctx.input(codes), wide_out, ctx.input(src), narrow_out,
+               n, F8=getattr(tl, tl_name), WIDE=ctx.tl_dtype(wide), BLOCK=256)
+    ctx.check(f"{fmt} -> {wide}", wide_out, codes.view(ml).astype(np_dtype(wide)), wide, EXACT)
+    decoded = narrow_out.numpy().view(ml).astype(np.float32)
+    ctx.check(f"f32 -> {fmt}", decoded, src.astype(ml).astype(np.float32), "f32", EXACT)
+
+
+@at.jit
+def float8_dot_kernel(a_ptr, b_ptr, c_ptr, F8: tl.constexpr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    a = tl.load(a_ptr + offs[:, None] * N + offs[None, :]).to(F8, bitcast=True)
+    b = tl.load(b_ptr + offs[:, None] * N + offs[None, :]).to(F8, bitcast=True)
+    tl.store(c_ptr + offs[:, None] * N + offs[None, :], tl.dot(a, b))
+
+
+@family("dot", quick=dict(fmt=["f8e4m3"]), full=dict(fmt=list(_FLOAT8)))
+def float8_dot(ctx, fmt):
+    """``tl.dot`` of float8 tiles: exact products summed in f32."""
+    import ml_dtypes
+    from .. import tolerances
+    tl_name, ml_name = _FLOAT8[fmt]
+    ml = getattr(ml_dtypes, ml_name)
+    n = 32
+    a = ctx.rng.standard_normal((n, n)).astype(ml)
+    b = ctx.rng.standard_normal((n, n)).astype(ml)
+    out = ctx.output((n, n), "f32")
+    ctx.launch(float8_dot_kernel, (1,), ctx.input(a.view(np.uint8)), ctx.input(b.view(np.uint8)),
+               out, F8=getattr(tl, tl_name), N=n)
+    wa, wb = a.astype(np.float64), b.astype(np.float64)
+    ctx.check(f"dot of {fmt}", out, wa @ wb, "f32", tolerances.accumulation(n, "f32"),
+              np.abs(wa) @ np.abs(wb))

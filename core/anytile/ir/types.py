@@ -2,7 +2,9 @@
 
 Every IR value has one of three types:
 
-* ``ScalarType``  -- one number: ``i1 i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64``;
+* ``ScalarType``  -- one number: ``i1 i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64`` and the
+  8-bit floats ``f8e4m3`` (OCP e4m3fn: bias 7, no infinities, NaN = S.1111.111, max 448) and
+  ``f8e5m2`` (IEEE-style: bias 15, infinities, max 57344);
 * ``PointerType`` -- one address of global memory holding elements of a scalar type;
 * ``TileType``    -- a statically shaped block of scalars or pointers, optionally annotated
   with a backend layout (only after a backend's layout stage; the device-independent IR
@@ -28,7 +30,7 @@ import numpy as np
 __all__ = [
     "ScalarType", "PointerType", "TileType", "Type", "ElemType",
     "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
-    "SCALAR_TYPES", "scalar_type", "from_numpy", "elem_type", "shape_of", "with_shape",
+    "f8e4m3", "f8e5m2", "FLOAT8", "SCALAR_TYPES", "scalar_type", "from_numpy", "elem_type", "shape_of", "with_shape",
     "parse_type", "parse_layout", "register_type_syntax", "register_layout_syntax",
     "split_top_level",
 ]
@@ -73,7 +75,11 @@ class ScalarType:
 
     @property
     def fp_mantissa_bits(self) -> int:
-        return {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}[self.name]
+        return {"f8e4m3": 3, "f8e5m2": 2, "f16": 10, "bf16": 7, "f32": 23, "f64": 52}[self.name]
+
+    @property
+    def is_float8(self) -> bool:
+        return self.name in FLOAT8
 
     def __str__(self) -> str:
         return self.name
@@ -152,9 +158,16 @@ f16 = ScalarType("f16", "float", 16)
 bf16 = ScalarType("bf16", "float", 16)
 f32 = ScalarType("f32", "float", 32)
 f64 = ScalarType("f64", "float", 64)
+f8e4m3 = ScalarType("f8e4m3", "float", 8)
+f8e5m2 = ScalarType("f8e5m2", "float", 8)
+
+#: the 8-bit floats: (exponent bias, smallest normal exponent, largest finite value, has inf)
+FLOAT8: dict[str, tuple[int, int, float, bool]] = {
+    "f8e4m3": (7, -6, 448.0, False), "f8e5m2": (15, -14, 57344.0, True)}
 
 SCALAR_TYPES: dict[str, ScalarType] = {
-    t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64)
+    t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3,
+                        f8e5m2)
 }
 
 _NUMPY: dict[str, np.dtype] = {
@@ -163,6 +176,7 @@ _NUMPY: dict[str, np.dtype] = {
     "u16": np.dtype(np.uint16), "u32": np.dtype(np.uint32), "u64": np.dtype(np.uint64),
     "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
+    "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
 }
 _FROM_NUMPY = {v: SCALAR_TYPES[k] for k, v in _NUMPY.items()}
 

@@ -79,6 +79,24 @@ class dtype:
         return self.ir.bits
 
     @property
+    def fp_mantissa_width(self) -> int:
+        return self.ir.fp_mantissa_bits
+
+    @property
+    def exponent_bias(self) -> int:
+        bits = self.ir.bits - self.ir.fp_mantissa_bits - 1
+        return irt.FLOAT8[self.ir.name][0] if self.ir.is_float8 else (1 << (bits - 1)) - 1
+
+    def is_fp8(self) -> bool:
+        return self.ir.is_float8
+
+    def is_fp8e4nv(self) -> bool:
+        return self.ir.name == "f8e4m3"
+
+    def is_fp8e5(self) -> bool:
+        return self.ir.name == "f8e5m2"
+
+    @property
     def scalar(self) -> "dtype":
         return self
 
@@ -157,19 +175,33 @@ float16 = dtype("fp16", irt.f16)
 bfloat16 = dtype("bf16", irt.bf16)
 float32 = dtype("fp32", irt.f32)
 float64 = dtype("fp64", irt.f64)
+float8e4nv = dtype("fp8e4nv", irt.f8e4m3)     # OCP e4m3fn: NVIDIA's (and torch's) float8_e4m3fn
+float8e5 = dtype("fp8e5", irt.f8e5m2)         # e5m2: torch's float8_e5m2
 
-_PUBLIC_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"}
+_PUBLIC_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
+                 "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
 _BY_IR = {d.ir: d for d in (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-                            float16, bfloat16, float32, float64)}
+                            float16, bfloat16, float32, float64, float8e4nv, float8e5)}
 
 
 class unsupported_dtype(dtype):
-    """A Triton dtype anytile has no IR type for (the float8 formats).  Kernels may name and
-    compare it (``x.dtype == tl.float8e5`` is simply false); making values of it fails."""
+    """A Triton dtype anytile has no IR type for (AMD's fnuz float8 formats and Triton's
+    e4b15).  Kernels may name and compare it (``x.dtype == tl.float8e4b8`` is simply false);
+    making values of it fails."""
 
     def __init__(self, name: str) -> None:
         self.name = name
         self.ir = None  # type: ignore[assignment]
+
+    @property
+    def primitive_bitwidth(self) -> int:
+        return 8                           # every unsupported Triton dtype is a float8
+
+    def is_floating(self) -> bool:
+        return True
+
+    def is_fp8(self) -> bool:
+        return True
 
     def __eq__(self, other: object) -> bool:
         return unwrap(other) is self
@@ -181,8 +213,6 @@ class unsupported_dtype(dtype):
         return f"tl.{self.name}"
 
 
-float8e5 = unsupported_dtype("float8e5")
-float8e4nv = unsupported_dtype("float8e4nv")
 float8e4b8 = unsupported_dtype("float8e4b8")
 float8e5b16 = unsupported_dtype("float8e5b16")
 float8e4b15 = unsupported_dtype("float8e4b15")

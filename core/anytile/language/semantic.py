@@ -220,6 +220,10 @@ def integer_promote(a: irt.ScalarType, b_: irt.ScalarType) -> irt.ScalarType:
 def computation_type(a: irt.ScalarType, a_is_literal: bool, b_: irt.ScalarType,
                      b_is_literal: bool, div_or_mod: bool) -> irt.ScalarType:
     """The type both operands of an arithmetic op are converted to (Triton's table)."""
+    if a.is_float8 or b_.is_float8:
+        raise TypeError(f"arithmetic and comparisons on float8 values ({_name(a)}, {_name(b_)}) "
+                        f"are not supported: convert them first, x.to(tl.float16) or "
+                        f"x.to(tl.float32)")
     if a_is_literal != b_is_literal:
         lit, ten = (a, b_) if a_is_literal else (b_, a)
         if _kind_rank(lit) <= _kind_rank(ten):

@@ -300,6 +300,13 @@ def dot(input: Any, other: Any, acc: Any = None, input_precision: Any = None,
     if min(m, n, k) < 16:
         raise ValueError(f"tl.dot needs every dimension >= 16, got M={m}, N={n}, K={k}")
     at, bt = irt.elem_type(a.type), irt.elem_type(b_.type)
+    if isinstance(at, irt.ScalarType) and isinstance(bt, irt.ScalarType) and \
+            (at.is_float8 or bt.is_float8) and at.is_float and bt.is_float:
+        # float8 products are exact in f16 (and in the f32 accumulator): upcast, as Triton
+        # does where the hardware has no float8 matrix instruction
+        a, b_ = (semantic.cast(x, dtype_of(irt.f16), _builder) if irt.elem_type(x.type).is_float8
+                 else x for x in (a, b_))
+        at, bt = irt.elem_type(a.type), irt.elem_type(b_.type)
     if at != bt:
         raise TypeError(f"tl.dot operands must have one dtype, got {a.dtype!r} and {b_.dtype!r}")
     if isinstance(at, irt.PointerType) or at not in (irt.i8, irt.f16, irt.bf16, irt.f32, irt.f64):

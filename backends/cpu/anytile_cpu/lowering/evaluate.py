@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Optional, Union
 
+import numpy as np
 from llvmlite import ir
 
 from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic, splat
@@ -192,6 +193,8 @@ class ChunkEvaluator:
         if isinstance(elem, PointerType):
             return ir.Constant(t, None)
         if elem.is_float:
+            if elem.bits < 32:     # a value of the narrow type, held as a float
+                return ir.Constant(t, float(np.array(float(value)).astype(elem.np)))
             return ir.Constant(t, float(value))
         v = int(value)
         if elem.is_bool:

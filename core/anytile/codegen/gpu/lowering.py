@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
@@ -198,8 +197,8 @@ class KernelLowering:
             v = float(value)
             if t.name == "f16":
                 v = float(np.float16(v))
-            elif t.name == "bf16":
-                v = float(ml_dtypes.bfloat16(v))
+            elif t.name == "bf16" or t.is_float8:
+                v = float(np.array(v, np.float64).astype(t.np))
             return ir.Constant(ct, v)
         v = int(value) & ((1 << t.bits) - 1)
         if t.bits > 1 and v >= 1 << (t.bits - 1):

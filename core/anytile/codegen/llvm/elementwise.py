@@ -16,7 +16,7 @@ from typing import Optional
 
 from llvmlite import ir
 
-from ...ir.types import PointerType, ScalarType
+from ...ir.types import FLOAT8, PointerType, ScalarType
 from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, vector_width
 
 __all__ = ["ElementwiseLowering", "like"]
@@ -54,7 +54,83 @@ class ElementwiseLowering:
             return b.fpext(b.fptrunc(v, like(F16, v)), v.type)
         if elem.name == "bf16":
             return b.bitcast(self._bf16_bits32(v), v.type)
+        if elem.is_float8:
+            return self._float8_round(elem, v)
         return v
+
+    def _float8_round(self, elem: ScalarType, v: ir.Value) -> ir.Value:
+        """``v`` (a float) rounded to the float8 format ``elem``, nearest even, kept as a
+        float: the quantum of ``v``'s binade (at least the format's subnormal one) is made
+        the ulp of ``|v| + C`` so that one float add rounds; results past the largest finite
+        value become infinity (e5m2) or NaN (e4m3, which has no infinity), as ml_dtypes and
+        torch do."""
+        b = self.b
+        bias, emin, largest, has_inf = FLOAT8[elem.name]
+        m = elem.fp_mantissa_bits
+        mag = b.call(self._fabs(v.type), [v])
+        bits = b.bitcast(mag, like(I32, v))
+        exp = b.sub(b.lshr(bits, const_like(bits, 23)), const_like(bits, 127))
+        emax = int(largest).bit_length() - 1
+        exp = self.call("llvm.smax", [exp, const_like(exp, emin)])
+        exp = self.call("llvm.smin", [exp, const_like(exp, emax + 1)])
+        c_bits = b.shl(b.add(exp, const_like(exp, 127 + 23 - m)), const_like(exp, 23))
+        c = b.bitcast(c_bits, mag.type)
+        rounded = b.fsub(b.fadd(mag, c), c)
+        too_big = b.fcmp_ordered(">", rounded, const_like(mag, largest))
+        rounded = b.select(too_big, const_like(mag, float("inf") if has_inf else float("nan")),
+                           rounded)
+        rounded = b.select(b.fcmp_unordered("uno", v, v), const_like(mag, float("nan")), rounded)
+        return self.call("llvm.copysign", [rounded, v])
+
+    def _float8_bits(self, elem: ScalarType, v: ir.Value) -> ir.Value:
+        """The float8 code (an ``i8``) of a float holding a value of format ``elem``."""
+        b = self.b
+        bias, emin, largest, has_inf = FLOAT8[elem.name]
+        m = elem.fp_mantissa_bits
+        mag = b.call(self._fabs(v.type), [v])
+        bits = b.bitcast(mag, like(I32, v))
+        exp = b.sub(b.lshr(bits, const_like(bits, 23)), const_like(bits, 127))
+        mant = b.and_(b.lshr(bits, const_like(bits, 23 - m)), const_like(bits, (1 << m) - 1))
+        normal = b.or_(b.shl(b.add(exp, const_like(exp, bias)), const_like(exp, m)), mant)
+        scaled = b.fmul(mag, const_like(mag, float(2.0 ** (m - emin))))
+        sub = b.fptoui(scaled, like(I32, v))
+        code = b.select(b.icmp_signed(">=", exp, const_like(exp, emin)), normal, sub)
+        special = (0x7C if has_inf else 0x7F)
+        code = b.select(b.fcmp_ordered("==", mag, const_like(mag, float("inf"))),
+                        const_like(code, special), code)
+        code = b.select(b.fcmp_unordered("uno", v, v), const_like(code, 0x7E if has_inf else 0x7F),
+                        code)
+        sign = b.and_(b.lshr(b.bitcast(v, like(I32, v)), const_like(bits, 24)),
+                      const_like(bits, 0x80))
+        return b.trunc(b.or_(code, sign), like(I8, v))
+
+    def _float8_value(self, elem: ScalarType, raw: ir.Value) -> ir.Value:
+        """The float value of float8 code ``raw`` (an ``i8``) of format ``elem``."""
+        b = self.b
+        bias, emin, largest, has_inf = FLOAT8[elem.name]
+        m = elem.fp_mantissa_bits
+        code = b.zext(raw, like(I32, raw))
+        e = b.and_(b.lshr(code, const_like(code, m)), const_like(code, (1 << (7 - m)) - 1))
+        mant = b.and_(code, const_like(code, (1 << m) - 1))
+        normal_bits = b.or_(b.shl(b.add(e, const_like(e, 127 - bias)), const_like(e, 23)),
+                            b.shl(mant, const_like(mant, 23 - m)))
+        normal = b.bitcast(normal_bits, like(F32, raw))
+        sub = b.fmul(b.uitofp(mant, like(F32, raw)), const_like(like(F32, raw),
+                                                              float(2.0 ** (emin - m))))
+        value = b.select(b.icmp_unsigned("==", e, const_like(e, 0)), sub, normal)
+        low7 = b.and_(code, const_like(code, 0x7F))
+        if has_inf:
+            top = (1 << (7 - m)) - 1
+            value = b.select(b.icmp_unsigned("==", e, const_like(e, top)),
+                             b.select(b.icmp_unsigned("==", mant, const_like(mant, 0)),
+                                      const_like(value, float("inf")),
+                                      const_like(value, float("nan"))), value)
+        else:
+            value = b.select(b.icmp_unsigned("==", low7, const_like(low7, 0x7F)),
+                             const_like(value, float("nan")), value)
+        negative = b.icmp_unsigned("!=", b.and_(code, const_like(code, 0x80)),
+                                   const_like(code, 0))
+        return b.select(negative, b.fneg(value), value)
 
     def _bf16_bits32(self, v: ir.Value) -> ir.Value:
         """The f32 bit pattern of ``v`` rounded to bf16 (nearest even), low 16 bits zero."""
@@ -116,6 +192,8 @@ class ElementwiseLowering:
         if elem.name == "bf16":
             wide = b.shl(b.zext(raw, like(I32, raw)), const_like(like(I32, raw), 16))
             return b.bitcast(wide, like(F32, raw))
+        if elem.is_float8:
+            return self._float8_value(elem, raw)
         return raw
 
     def to_storage(self, elem: ScalarType, v: ir.Value) -> ir.Value:
@@ -128,6 +206,8 @@ class ElementwiseLowering:
         if elem.name == "bf16":
             bits = b.bitcast(v, like(I32, v))
             return b.trunc(b.lshr(bits, const_like(bits, 16)), like(I16, v))
+        if elem.is_float8:
+            return self._float8_bits(elem, v)
         return v
 
     # -- arithmetic ----------------------------------------------------------------------------
@@ -322,8 +402,9 @@ class ElementwiseLowering:
         b = self.b
         if isinstance(src, PointerType) or isinstance(dst, PointerType):
             return self._pointer_cast(src, dst, x)
-        raw = self.to_storage(src, x) if src.name in ("f16", "bf16") else x
-        if dst.name in ("f16", "bf16"):
+        narrow = ("f16", "bf16", "f8e4m3", "f8e5m2")
+        raw = self.to_storage(src, x) if src.name in narrow else x
+        if dst.name in narrow:
             raw = b.bitcast(raw, like(I16, x)) if src.bits == 16 else raw
             stored = b.bitcast(raw, like(F16, x)) if dst.name == "f16" else raw
             return self.from_storage(dst, stored)

@@ -4,9 +4,10 @@ Every IR scalar type has two LLVM forms:
 
 * its *storage* form, the bits it has in memory: ``i1`` is a byte (NumPy's ``bool``),
   ``bf16`` is an ``i16`` (LLVM's ``bfloat`` needs library calls on many hosts), ``f16`` is
-  ``half``, the rest are themselves;
-* its *compute* form, the value in registers: ``i1`` is ``i1``, ``f16`` and ``bf16`` are
-  ``float`` holding a value exactly representable in the narrow type (each op rounds once).
+  ``half``, the float8 formats are an ``i8``, the rest are themselves;
+* its *compute* form, the value in registers: ``i1`` is ``i1``, ``f16``, ``bf16`` and the
+  float8 formats are ``float`` holding a value exactly representable in the narrow type (each
+  op rounds once).
 
 Integer signedness is not part of the LLVM type: it chooses the instruction.  Pointers map
 to opaque ``ptr`` in the address space a backend's hook returns (0 on the CPU).
@@ -44,6 +45,8 @@ class LLVMTypes:
             return I8
         if t.is_int:
             return ir.IntType(t.bits)
+        if t.is_float8:
+            return I8
         return {"f16": F16, "bf16": I16, "f32": F32, "f64": F64}[t.name]
 
     def compute(self, t: Union[ScalarType, PointerType]) -> ir.Type:

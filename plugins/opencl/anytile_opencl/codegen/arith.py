@@ -81,12 +81,14 @@ class Arith:
         return vector(self.let(expr, out, lanes), out, lanes, all_true() if all_true else None)
 
     def to_f32(self, x: str, t: ScalarType, n: int) -> str:
-        """A 16-bit float register (bits) as ``float``."""
-        return f"{self.helpers.need('h2f' if t.name == 'f16' else 'bf2f', n)}({x})"
+        """A narrow float register (bits) as ``float``."""
+        kind = {"f16": "h2f", "bf16": "bf2f"}.get(t.name, f"{t.name}_2f")
+        return f"{self.helpers.need(kind, n)}({x})"
 
     def from_f32(self, x: str, t: ScalarType, n: int) -> str:
-        """``float`` rounded once to the 16-bit float ``t`` (its bits)."""
-        return f"{self.helpers.need('f2h' if t.name == 'f16' else 'f2bf', n)}({x})"
+        """``float`` rounded once to the narrow float ``t`` (its bits)."""
+        kind = {"f16": "f2h", "bf16": "f2bf"}.get(t.name, f"f2_{t.name}")
+        return f"{self.helpers.need(kind, n)}({x})"
 
     def _float_op(self, t: ScalarType, n: int, make: Callable[..., str], *xs: str) -> str:
         """``make`` on f32/f64 operands; on 16-bit floats computed in f32, rounded once."""
@@ -283,8 +285,9 @@ class Arith:
         if t.is_bool:
             return {"neg": x, "abs": x, "not": f"({x} ^ {literal(1, t)})"}[kind]
         if t.is_float:
-            if is_half(t) and kind in ("neg", "abs"):   # sign bit of the 16-bit pattern
-                mask = "0x8000" if kind == "neg" else "0x7FFF"
+            if is_half(t) and kind in ("neg", "abs"):   # sign bit of the narrow pattern
+                sign = 1 << (t.bits - 1)
+                mask = hex(sign) if kind == "neg" else hex(sign - 1)
                 return f"({x} {'^' if kind == 'neg' else '&'} (({v}){mask}))"
             if kind == "neg":
                 return f"(-{x})"

@@ -1,9 +1,9 @@
 """IR types as OpenCL C types, and constants as OpenCL C literals.
 
 Register types: ``i1`` is a ``char`` holding 0 or 1; ``f16`` and ``bf16`` are their bits in a
-``ushort`` (computed in ``float``, rounded once per op; OpenCL C 1.2 without ``cl_khr_fp16``
-has no half arithmetic); pointers are global addresses in a ``ulong``.  Memory holds ``i1``
-as one byte and 16-bit floats as their bits.
+``ushort``, the float8 formats their bits in a ``uchar`` (computed in ``float``, rounded once
+per op; OpenCL C 1.2 without ``cl_khr_fp16`` has no half arithmetic); pointers are global
+addresses in a ``ulong``.  Memory holds ``i1`` as one byte and narrow floats as their bits.
 """
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ __all__ = ["scalar_name", "vector_name", "unsigned_name", "signed_name", "memory
 
 _SCALAR = {"i1": "char", "i8": "char", "i16": "short", "i32": "int", "i64": "long",
            "u8": "uchar", "u16": "ushort", "u32": "uint", "u64": "ulong",
-           "f16": "ushort", "bf16": "ushort", "f32": "float", "f64": "double"}
+           "f16": "ushort", "bf16": "ushort", "f32": "float", "f64": "double",
+           "f8e4m3": "uchar", "f8e5m2": "uchar"}
 _UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
 _SIGNED = {8: "char", 16: "short", 32: "int", 64: "long"}
 
 
 def is_half(t: Any) -> bool:
-    """``f16`` or ``bf16``: kept as bits, computed in ``float``."""
-    return isinstance(t, ScalarType) and t.is_float and t.bits == 16
+    """A float narrower than ``float`` (``f16``, ``bf16``, float8): kept as bits, computed in
+    ``float``."""
+    return isinstance(t, ScalarType) and t.is_float and t.bits < 32
 
 
 def _bits(t: Any) -> int:
@@ -91,8 +93,8 @@ def _int_literal(value: int, t: Any) -> str:
 
 def _float_bits(value: float, t: ScalarType) -> int:
     import numpy as np
-    with np.errstate(over="ignore"):
-        return int(np.array(value, t.np).view(np.uint16)[()])
+    with np.errstate(over="ignore", invalid="ignore"):
+        return int(np.array(value, t.np).view(np.uint8 if t.bits == 8 else np.uint16)[()])
 
 
 def literal(value: Any, t: Any) -> str:
@@ -102,7 +104,7 @@ def literal(value: Any, t: Any) -> str:
             return f"((char){1 if value else 0})"
         return _int_literal(int(value), t)
     if is_half(t):
-        return f"((ushort){_float_bits(float(value), t)})"
+        return f"(({scalar_name(t)}){_float_bits(float(value), t)})"
     value = float(value)
     suffix = "f" if t.bits == 32 else ""
     cast = "float" if t.bits == 32 else "double"

@@ -61,6 +61,60 @@ def _f2bf(name: str, n: int) -> str:
             f"  return convert_{_v('ushort', n)}(r);\n}}")
 
 
+#: the float8 formats: (mantissa bits, exponent bias, smallest normal exponent, largest
+#: finite value, has infinities) -- e4m3 (OCP e4m3fn) and e5m2
+_FLOAT8 = {"f8e4m3": (3, 7, -6, 448.0, False), "f8e5m2": (2, 15, -14, 57344.0, True)}
+
+
+def _f8_to_f(fmt: str) -> Callable[[str, int], str]:
+    """float8 code (``uchar``) -> ``float``: sign, exponent and mantissa fields placed in a
+    ``float``'s bits (subnormals scaled), infinities and NaNs as the format has them."""
+    m, bias, emin, _, has_inf = _FLOAT8[fmt]
+
+    def make(name: str, n: int) -> str:
+        f, u, i = _v("float", n), _v("uint", n), _v("int", n)
+        top = (1 << (7 - m)) - 1
+        nan, inf = f"(({f})NAN)", f"(({f})INFINITY)"
+        special = (_sel("v", _sel(nan, inf, f"m == ({u})0u", n), f"e == ({u}){top}u", n)
+                   if has_inf else _sel("v", nan, f"(c & ({u})0x7Fu) == ({u})0x7Fu", n))
+        return (f"{f} {name}({_v('uchar', n)} x) {{\n"
+                f"  {u} c = convert_{u}(x);\n"
+                f"  {u} e = (c >> {m}u) & ({u}){top}u;\n  {u} m = c & ({u}){(1 << m) - 1}u;\n"
+                f"  {f} v = as_{f}(((e + ({u}){127 - bias}u) << 23) | (m << {23 - m}u));\n"
+                f"  v = {_sel('v', f'convert_{f}(m) * ({f}){2.0 ** (emin - m)!r}f', f'e == ({u})0u', n)};\n"
+                f"  v = {special};\n"
+                f"  return {_sel('v', '-v', f'(c & ({u})0x80u) != ({u})0u', n)};\n}}")
+    return make
+
+
+def _f_to_f8(fmt: str) -> Callable[[str, int], str]:
+    """``float`` -> float8 code, rounded once to nearest even: the binade's quantum (at least
+    the subnormal one) made the ulp of ``|x| + C`` so one add rounds; past the largest finite
+    value: infinity (e5m2) or NaN (e4m3, which has none), as ml_dtypes and torch do."""
+    m, bias, emin, largest, has_inf = _FLOAT8[fmt]
+    emax = int(largest).bit_length() - 1
+
+    def make(name: str, n: int) -> str:
+        f, u, i = _v("float", n), _v("uint", n), _v("int", n)
+        over = f"(({f})INFINITY)" if has_inf else f"(({f})NAN)"
+        return (f"{_v('uchar', n)} {name}({f} x) {{\n"
+                f"  {f} a = fabs(x);\n"
+                f"  {i} e = clamp(as_{i}(as_{u}(a) >> 23) - 127, {emin}, {emax + 1});\n"
+                f"  {f} c = as_{f}(as_{u}(e + {127 + 23 - m}) << 23);\n"
+                f"  {f} r = (a + c) - c;\n"
+                f"  r = {_sel('r', over, f'r > ({f}){largest!r}f', n)};\n"
+                f"  r = {_sel('r', f'(({f})NAN)', 'isnan(x)', n)};\n"
+                f"  {u} b = as_{u}(r);\n"
+                f"  {i} ex = as_{i}(b >> 23) - 127;\n"
+                f"  {u} code = ((as_{u}(ex + {bias}) << {m}u) | ((b >> {23 - m}u) & ({u}){(1 << m) - 1}u));\n"
+                f"  code = {_sel('code', f'convert_{u}(r * ({f}){2.0 ** (m - emin)!r}f)', f'ex < {emin}', n)};\n"
+                f"  code = {_sel('code', f'({u}){0x7C if has_inf else 0x7F}u', 'isinf(r)', n)};\n"
+                f"  code = {_sel('code', f'({u}){0x7E if has_inf else 0x7F}u', 'isnan(r)', n)};\n"
+                f"  code |= (as_{u}(x) >> 24) & ({u})0x80u;\n"
+                f"  return convert_{_v('uchar', n)}(code);\n}}")
+    return make
+
+
 def _rto_d2f(name: str, n: int) -> str:
     f, u, d = _v("float", n), _v("uint", n), _v("double", n)
     odd = _rel01(f"convert_{d}(r) != x", n, "uint")
@@ -100,6 +154,8 @@ _GENERATORS: dict[str, Callable[[str, int], str]] = {
     "rto_d2f": _rto_d2f, "rto_fma": _rto_fma,
     "rto_i2f_int": _rto_i2f("int"), "rto_i2f_uint": _rto_i2f("uint"),
     "rto_i2f_long": _rto_i2f("long"), "rto_i2f_ulong": _rto_i2f("ulong"),
+    **{f"{fmt}_2f": _f8_to_f(fmt) for fmt in _FLOAT8},
+    **{f"f2_{fmt}": _f_to_f8(fmt) for fmt in _FLOAT8},
 }
 _NEEDS_FP64 = {"d2h", "rto_d2f"}
 
