@@ -50,3 +50,56 @@ def test_signature_spellings():
     k = at.compile(round_to_float8, target="interpreter:reference",
                    signature={"x_ptr": "*fp32", "out_ptr": "*fp8e4nv"}, constexprs={"BLOCK": 16})
     assert "ptr<f8e4m3>" in k.asm["ir"]
+
+
+_E2M1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+
+
+def _decode(codes, fmt):
+    """Reference decoding of a dot_scaled operand (K along the last axis, packed there)."""
+    if fmt == "e2m1":
+        low, high = _E2M1[codes & 15], _E2M1[codes >> 4]
+        return np.stack([low, high], axis=-1).reshape(codes.shape[0], -1)
+    ml = {"e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}.get(fmt)
+    return codes.view(ml).astype(np.float64) if ml else codes.astype(np.float64)
+
+
+@at.jit
+def scaled_dot_kernel(a_ptr, a_scale_ptr, b_ptr, b_scale_ptr, out_ptr, M: tl.constexpr,
+                      N: tl.constexpr, K: tl.constexpr, FA: tl.constexpr, FB: tl.constexpr):
+    KA: tl.constexpr = K // 2 if FA == "e2m1" else K
+    KB: tl.constexpr = K // 2 if FB == "e2m1" else K
+    a = tl.load(a_ptr + tl.arange(0, M)[:, None] * KA + tl.arange(0, KA)[None, :])
+    b = tl.load(b_ptr + tl.arange(0, KB)[:, None] * N + tl.arange(0, N)[None, :])
+    sa = tl.load(a_scale_ptr + tl.arange(0, M)[:, None] * (K // 32) + tl.arange(0, K // 32)[None, :])
+    sb = tl.load(b_scale_ptr + tl.arange(0, N)[:, None] * (K // 32) + tl.arange(0, K // 32)[None, :])
+    c = tl.dot_scaled(a, sa, FA, b, sb, FB)
+    tl.store(out_ptr + tl.arange(0, M)[:, None] * N + tl.arange(0, N)[None, :], c)
+
+
+@pytest.mark.parametrize("fa, fb", [("e2m1", "e4m3"), ("e5m2", "e2m1"), ("bf16", "e4m3"),
+                                    ("fp16", "e5m2")])
+def test_dot_scaled_decodes_scales_and_multiplies_exactly(device, fa, fb):
+    rng = np.random.default_rng(3)
+    m, n, k = 16, 16, 64
+
+    def operand(fmt, rows, cols):         # K along cols; codes avoid inf/NaN
+        if fmt in ("bf16", "fp16"):
+            dt = ml_dtypes.bfloat16 if fmt == "bf16" else np.float16
+            return rng.standard_normal((rows, cols)).astype(dt)
+        if fmt == "e2m1":
+            return rng.integers(0, 256, (rows, cols // 2)).astype(np.uint8)
+        ml = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
+        return rng.standard_normal((rows, cols)).astype(ml).view(np.uint8)
+    a = operand(fa, m, k)
+    bt = operand(fb, n, k)                  # rhs built as [N, K], passed as [K, N]
+    b = np.ascontiguousarray(bt.T)          # e2m1: still packed along K, now axis 0
+    sa = rng.integers(120, 134, (m, k // 32)).astype(np.uint8)
+    sb = rng.integers(120, 134, (n, k // 32)).astype(np.uint8)
+    out = at.zeros((m, n), np.float32, device=device)
+    scaled_dot_kernel[(1,)](*(at.asarray(x, device=device) for x in (a, sa, b, sb)), out,
+                            M=m, N=n, K=k, FA=fa, FB=fb)
+    wa = _decode(a, fa) * np.repeat(2.0 ** (sa.astype(np.float64) - 127), 32, axis=1)
+    wb = _decode(bt, fb) * np.repeat(2.0 ** (sb.astype(np.float64) - 127), 32, axis=1)
+    err = np.abs(out.numpy() - wa @ wb.T)
+    assert np.all(err <= 1e-6 * (np.abs(wa) @ np.abs(wb).T)), err.max()

@@ -9,8 +9,8 @@ from .objects import (bfloat16, block_type, constexpr, dtype, float8e4b8, float8
                    float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
                    int16, int32, int64, pi32_t, pointer_type, range, static_range, tensor, uint8,
                    uint16, uint32, uint64)
-from .library import (assume, cat, flip, gather, histogram, interleave, join, softmax,  # noqa: F401
-                      sort, split, swizzle2d, topk)
+from .library import (assume, cat, dot_scaled, flip, gather, histogram, interleave,  # noqa: F401
+                      join, softmax, sort, split, swizzle2d, topk)
 from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,  # noqa: F401
                    rsqrt, sigmoid, sin, sqrt, sqrt_rn, tanh, umulhi)
 from .memory import (atomic_add, atomic_and, atomic_cas, atomic_max, atomic_min,  # noqa: F401
@@ -44,7 +44,7 @@ __all__ = [
     "sum", "max", "min", "argmax", "argmin", "xor_sum", "reduce", "cumsum", "cumprod",
     "associative_scan",
     "make_block_ptr", "advance", "make_tensor_descriptor", "tensor_descriptor",
-    "load_tensor_descriptor", "store_tensor_descriptor", "softmax", "swizzle2d", "join", "split", "interleave", "sort",
+    "load_tensor_descriptor", "store_tensor_descriptor", "softmax", "swizzle2d", "join", "split", "interleave", "dot_scaled", "sort",
     "topk", "flip", "histogram", "assume", "gather",
     "randint", "randint4x", "rand", "rand4x", "randn", "randn4x", "philox",
     "uint_to_uniform_float", "pair_uniform_to_normal", "str_to_ty",
@@ -71,7 +71,7 @@ def str_to_ty(name: str, c: object = None) -> dtype:
 
 # Triton builtins anytile does not provide yet: named so a ported kernel gets a plain answer
 _NOT_YET_SUPPORTED = frozenset({
-    "inline_asm_elementwise", "dot_scaled", "map_elementwise",
+    "inline_asm_elementwise", "map_elementwise",
 })
 
 

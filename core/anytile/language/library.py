@@ -16,7 +16,7 @@ from .reduction import max as _max
 from .reduction import sum as _sum
 from .standard import expand_dims, permute, reshape
 
-__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "cat", "item", "sort", "topk", "flip",
+__all__ = ["softmax", "swizzle2d", "join", "split", "interleave", "dot_scaled", "cat", "item", "sort", "topk", "flip",
            "histogram", "assume", "gather"]
 
 
@@ -311,3 +311,101 @@ def gather(src: Any, index: Any, axis: Any, _builder: Builder = None) -> tensor:
     wanted = semantic.broadcast_to(expand_dims(idx, rank, _builder=b), full, b)
     flags = semantic.equal(wanted, semantic.cast(_axis_index(full, rank, b), dtype_of(ielem), b), b)
     return _first_flagged(values, flags, b)
+
+
+# -- microscaling dots -------------------------------------------------------------------------
+_MX_FORMATS = ("e2m1", "e4m3", "e5m2", "bf16", "fp16")
+
+
+def _e2m1_values(nibbles: tensor, b: Builder) -> tensor:
+    """fp4 (e2m1) codes in the low 4 bits of ``nibbles`` as f32: 0, 0.5, 1, 1.5, 2, 3, 4, 6."""
+    from .objects import float32, uint32
+    n = semantic.cast(nibbles, uint32, b)
+    e = semantic.and_(semantic.shr(n, 1, b), 3, b)
+    m = semantic.cast(semantic.and_(n, 1, b), float32, b)
+    scale = semantic.bitcast(semantic.shl(semantic.add(e, 125, b), 23, b), float32, b)  # 2^(e-2)
+    normal = semantic.mul(semantic.add(m, 2.0, b), scale, b)
+    value = semantic.where(semantic.equal(e, 0, b), semantic.mul(m, 0.5, b), normal, b)
+    negative = semantic.not_equal(semantic.and_(n, 8, b), 0, b)
+    return semantic.where(negative, semantic.neg(value, b), value, b)
+
+
+def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, b: Builder) -> tensor:
+    """One operand of ``tl.dot_scaled`` as exact f32 values, K along ``k_axis``: decoded
+    (fp4 codes two to a byte along K, low nibble first; float8 codes as bytes) and multiplied
+    by its e8m0 scales, one byte per 32 elements along K (2^(s-127); 255 is NaN)."""
+    from .objects import float8e4nv, float8e5, float32, uint32, uint8
+    from .standard import expand_dims, reshape, trans
+    t = semantic.to_tensor(x, b)
+    if len(t.shape) != 2:
+        raise ValueError(f"tl.dot_scaled: {side} must be a 2-D tile, got shape {list(t.shape)}")
+    if fmt in ("bf16", "fp16"):
+        want = {"bf16": irt.bf16, "fp16": irt.f16}[fmt]
+        if irt.elem_type(t.type) != want:
+            raise TypeError(f"tl.dot_scaled: {side} is {t.dtype!r}, but its format says {fmt}")
+        v = semantic.cast(t, float32, b)
+    else:
+        if irt.elem_type(t.type) not in (irt.u8, irt.i8) and not (
+                fmt != "e2m1" and irt.elem_type(t.type).is_float8):
+            raise TypeError(f"tl.dot_scaled: {side} in format {fmt} holds its codes in uint8, "
+                            f"got {t.dtype!r}")
+        if irt.elem_type(t.type) == irt.i8:
+            t = semantic.bitcast(t, uint8, b)
+        if fmt == "e2m1":
+            low = _e2m1_values(semantic.and_(t, 15, b), b)
+            high = _e2m1_values(semantic.shr(t, 4, b), b)
+            if k_axis == 1:
+                v = interleave(low, high, _builder=b)
+            else:
+                v = trans(interleave(trans(low, _builder=b), trans(high, _builder=b), _builder=b),
+                          _builder=b)
+        else:
+            f8 = float8e4nv if fmt == "e4m3" else float8e5
+            if not irt.elem_type(t.type).is_float8:
+                t = semantic.bitcast(t, f8, b)
+            v = semantic.cast(t, float32, b)
+    s = unwrap(scale)
+    if s is None:
+        return v
+    s = semantic.to_tensor(s, b)
+    k = v.shape[k_axis]
+    rows = v.shape[1 - k_axis]
+    if tuple(s.shape) != (rows, k // 32):
+        raise ValueError(f"tl.dot_scaled: {side}'s scale must have shape {[rows, k // 32]} (one "
+                         f"byte per 32 elements along K), got {list(s.shape)}")
+    bits = semantic.shl(semantic.cast(s, uint32, b), 23, b)
+    factor = semantic.where(semantic.equal(semantic.cast(s, uint32, b), 255, b), float("nan"),
+                            semantic.bitcast(bits, float32, b), b)
+    full = semantic.broadcast_to(expand_dims(factor, 2, _builder=b), (rows, k // 32, 32), b)
+    full = reshape(full, rows, k, _builder=b)
+    if k_axis == 0:
+        full = trans(full, _builder=b)
+    return semantic.mul(v, full, b)
+
+
+@builtin
+def dot_scaled(lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: Any,
+               rhs_format: Any, acc: Any = None, fast_math: Any = False, lhs_k_pack: Any = True,
+               rhs_k_pack: Any = True, out_dtype: Any = None, _builder: Builder = None) -> tensor:
+    """``lhs @ rhs`` of microscaling operands (OCP MX): each an fp4 (``"e2m1"``, two codes a
+    byte along K), float8 (``"e4m3"``, ``"e5m2"``, codes as bytes) or ``"bf16"``/``"fp16"``
+    tile, with optional e8m0 scales (``uint8``, ``[M, K/32]`` for ``lhs``, ``[N, K/32]`` for
+    ``rhs``: element k is multiplied by 2^(s-127)).  The operands are decoded exactly and
+    multiplied as ``tl.dot`` does (bf16 tensor-core inputs when both fit bf16 exactly, else
+    exact f32 products), summed in f32 (plus ``acc``)."""
+    from .objects import bfloat16
+    from .standard import dot
+    b = _builder
+    formats = [str(unwrap(f)) for f in (lhs_format, rhs_format)]
+    for side, fmt in zip(("lhs", "rhs"), formats):
+        if fmt not in _MX_FORMATS:
+            raise ValueError(f"tl.dot_scaled: {side}_format must be one of "
+                             f"{', '.join(_MX_FORMATS)}, got {fmt!r}")
+    if not (unwrap(lhs_k_pack) and unwrap(rhs_k_pack)):
+        raise ValueError("tl.dot_scaled: fp4 packed along M or N (k_pack=False) is not supported")
+    a = _mx_operand(lhs, lhs_scale, formats[0], 1, "lhs", b)
+    w = _mx_operand(rhs, rhs_scale, formats[1], 0, "rhs", b)
+    if "fp16" not in formats:       # e2m1, float8 and bf16 values times 2^k are bf16 values
+        a, w = semantic.cast(a, bfloat16, b), semantic.cast(w, bfloat16, b)
+        return dot(a, w, acc, _builder=b)
+    return dot(a, w, acc, input_precision="ieee", _builder=b)
