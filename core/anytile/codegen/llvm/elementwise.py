@@ -67,9 +67,7 @@ class ElementwiseLowering:
         b = self.b
         bias, emin, largest, has_inf = FLOAT8[elem.name]
         m = elem.fp_mantissa_bits
-        mag = b.call(self._fabs(v.type), [v])
-        bits = b.bitcast(mag, like(I32, v))
-        exp = b.sub(b.lshr(bits, const_like(bits, 23)), const_like(bits, 127))
+        mag, bits, exp = self._float_fields(v)
         emax = int(largest).bit_length() - 1
         exp = self.call("llvm.smax", [exp, const_like(exp, emin)])
         exp = self.call("llvm.smin", [exp, const_like(exp, emax + 1)])
@@ -82,14 +80,19 @@ class ElementwiseLowering:
         rounded = b.select(b.fcmp_unordered("uno", v, v), const_like(mag, float("nan")), rounded)
         return self.call("llvm.copysign", [rounded, v])
 
+    def _float_fields(self, v: ir.Value) -> tuple[ir.Value, ir.Value, ir.Value]:
+        """``|v|`` (a float), its bits and its unbiased exponent (-127 for zero/subnormals)."""
+        b = self.b
+        mag = b.call(self._fabs(v.type), [v])
+        bits = b.bitcast(mag, like(I32, v))
+        return mag, bits, b.sub(b.lshr(bits, const_like(bits, 23)), const_like(bits, 127))
+
     def _float8_bits(self, elem: ScalarType, v: ir.Value) -> ir.Value:
         """The float8 code (an ``i8``) of a float holding a value of format ``elem``."""
         b = self.b
         bias, emin, largest, has_inf = FLOAT8[elem.name]
         m = elem.fp_mantissa_bits
-        mag = b.call(self._fabs(v.type), [v])
-        bits = b.bitcast(mag, like(I32, v))
-        exp = b.sub(b.lshr(bits, const_like(bits, 23)), const_like(bits, 127))
+        mag, bits, exp = self._float_fields(v)
         mant = b.and_(b.lshr(bits, const_like(bits, 23 - m)), const_like(bits, (1 << m) - 1))
         normal = b.or_(b.shl(b.add(exp, const_like(exp, bias)), const_like(exp, m)), mant)
         scaled = b.fmul(mag, const_like(mag, float(2.0 ** (m - emin))))
