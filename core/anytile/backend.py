@@ -71,6 +71,9 @@ CAPABILITIES = {
     "fp64": "64-bit floating point arithmetic and memory",
     "fp16": "16-bit IEEE floats in memory and arithmetic",
     "bf16": "bfloat16 in memory and arithmetic",
+    "fp8": "the float8 formats f8e4m3 (OCP e4m3fn) and f8e5m2 in memory, casts, bitcasts and "
+           "tl.dot / tl.dot_scaled operands (added within version 1: a backend that does not "
+           "declare it is not asked for them by the conformance suite)",
     "int64_atomics": "atomics on 64-bit integers",
     "float_atomics": "atomic add/min/max on floats",
     "dot_int8": "tl.dot on int8 inputs with int32 accumulation",

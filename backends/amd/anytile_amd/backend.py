@@ -32,7 +32,7 @@ class AmdBackend(DriverBackend):
     name = "amd"
     device_prefix = "hip"
     triton_backend = "hip"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
+    capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert"})
     disk_cacheable = True   # ``load`` needs only the code object, metadata and signature
     dlpack_device_type = DLPackDevice.ROCM

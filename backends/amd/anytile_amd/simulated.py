@@ -107,7 +107,7 @@ def permlanex16_source(b: ir.IRBuilder, lane: ir.Value) -> ir.Value:
 
 
 class _SimulatedAmd(SimulatedBackend):
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
+    capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert"})
     arch = "gfx942"
 

@@ -45,7 +45,7 @@ class CpuBackend(Backend):
     name = "cpu"
     device_prefix = "cpu"
     host_memory = True
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics",
+    capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics",
                               "dot_int8", "device_assert", "device_print", "bounds_check"})
 
     # -- identity --------------------------------------------------------------------------------

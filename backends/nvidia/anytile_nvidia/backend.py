@@ -31,7 +31,7 @@ class NvidiaBackend(DriverBackend):
     name = "nvidia"
     device_prefix = "cuda"
     triton_backend = "cuda"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
+    capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert", "device_print"})
     disk_cacheable = True   # ``load`` needs only the cubin (or PTX), metadata and signature
     dlpack_device_type = DLPackDevice.CUDA

@@ -41,7 +41,7 @@ class SimulatedGpuBackend(SimulatedBackend):
 
     name = "gpusim"
     device_prefix = "gpusim"
-    capabilities = frozenset({"fp64", "fp16", "bf16", "int64_atomics", "float_atomics", "dot_int8",
+    capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert", "device_print"})
     warp_size = 32
 

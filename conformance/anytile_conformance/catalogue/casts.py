@@ -155,7 +155,7 @@ def _float8_sources(rng: np.random.Generator, fmt: str) -> np.ndarray:
 
 @family("casts", quick=dict(fmt=list(_FLOAT8), wide=["f32"]),
         full=dict(fmt=list(_FLOAT8), wide=["f32", "f16", "bf16"]),
-        needs=lambda p: capabilities_for(p["wide"]))
+        needs=lambda p: capabilities_for(p["wide"]) | {"fp8"})
 def float8(ctx, fmt, wide):
     """float8 (e4m3fn, e5m2) codes decoded to ``wide`` exactly, and f32 values rounded to
     float8 (nearest even; past the largest finite value: inf for e5m2, NaN for e4m3)."""
@@ -183,7 +183,7 @@ def float8_dot_kernel(a_ptr, b_ptr, c_ptr, F8: tl.constexpr, N: tl.constexpr):
     tl.store(c_ptr + offs[:, None] * N + offs[None, :], tl.dot(a, b))
 
 
-@family("dot", quick=dict(fmt=["f8e4m3"]), full=dict(fmt=list(_FLOAT8)))
+@family("dot", quick=dict(fmt=["f8e4m3"]), full=dict(fmt=list(_FLOAT8)), needs=lambda p: {"fp8"})
 def float8_dot(ctx, fmt):
     """``tl.dot`` of float8 tiles: exact products summed in f32."""
     import ml_dtypes

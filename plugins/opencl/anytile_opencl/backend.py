@@ -31,7 +31,7 @@ class OpenCLBackend(Backend):
     device_prefix = "opencl"
     #: what every OpenCL device gets (f16/bf16 are computed in f32 and stored as 16 bits,
     #: float atomics are compare-and-swap loops); fp64 and int64_atomics come per device
-    capabilities = frozenset({"fp16", "bf16", "float_atomics", "dot_int8", "device_assert",
+    capabilities = frozenset({"fp16", "bf16", "fp8", "float_atomics", "dot_int8", "device_assert",
                               "device_print"})
     disk_cacheable = True
 
