@@ -330,8 +330,10 @@ def _e2m1_values(nibbles: tensor, b: Builder) -> tensor:
     return semantic.where(negative, semantic.neg(value, b), value, b)
 
 
-def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, b: Builder) -> tensor:
-    """One operand of ``tl.dot_scaled`` as exact f32 values, K along ``k_axis``: decoded
+def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, work: Any,
+                b: Builder) -> tensor:
+    """One operand of ``tl.dot_scaled`` as exact values of dtype ``work`` (bf16 or f32), K
+    along ``k_axis``: decoded
     (fp4 codes two to a byte along K, low nibble first; float8 codes as bytes) and multiplied
     by its e8m0 scales, one byte per 32 elements along K (2^(s-127); 255 is NaN)."""
     from .objects import float8e4nv, float8e5, float32, uint32, uint8
@@ -343,7 +345,7 @@ def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, b: Builder
         want = {"bf16": irt.bf16, "fp16": irt.f16}[fmt]
         if irt.elem_type(t.type) != want:
             raise TypeError(f"tl.dot_scaled: {side} is {t.dtype!r}, but its format says {fmt}")
-        v = semantic.cast(t, float32, b)
+        v = semantic.cast(t, work, b)
     else:
         if irt.elem_type(t.type) not in (irt.u8, irt.i8) and not (
                 fmt != "e2m1" and irt.elem_type(t.type).is_float8):
@@ -351,9 +353,9 @@ def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, b: Builder
                             f"got {t.dtype!r}")
         if irt.elem_type(t.type) == irt.i8:
             t = semantic.bitcast(t, uint8, b)
-        if fmt == "e2m1":
-            low = _e2m1_values(semantic.and_(t, 15, b), b)
-            high = _e2m1_values(semantic.shr(t, 4, b), b)
+        if fmt == "e2m1":         # (bf16 halves what the interleave moves through memory)
+            low = semantic.cast(_e2m1_values(semantic.and_(t, 15, b), b), work, b)
+            high = semantic.cast(_e2m1_values(semantic.shr(t, 4, b), b), work, b)
             if k_axis == 1:
                 v = interleave(low, high, _builder=b)
             else:
@@ -363,7 +365,7 @@ def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, b: Builder
             f8 = float8e4nv if fmt == "e4m3" else float8e5
             if not irt.elem_type(t.type).is_float8:
                 t = semantic.bitcast(t, f8, b)
-            v = semantic.cast(t, float32, b)
+            v = semantic.cast(t, work, b)
     s = unwrap(scale)
     if s is None:
         return v
@@ -376,6 +378,7 @@ def _mx_operand(x: Any, scale: Any, fmt: str, k_axis: int, side: str, b: Builder
     bits = semantic.shl(semantic.cast(s, uint32, b), 23, b)
     factor = semantic.where(semantic.equal(semantic.cast(s, uint32, b), 255, b), float("nan"),
                             semantic.bitcast(bits, float32, b), b)
+    factor = semantic.cast(factor, work, b)          # a power of 2 (or NaN): exact
     full = semantic.broadcast_to(expand_dims(factor, 2, _builder=b), (rows, k // 32, 32), b)
     full = reshape(full, rows, k, _builder=b)
     if k_axis == 0:
@@ -403,9 +406,11 @@ def dot_scaled(lhs: Any, lhs_scale: Any, lhs_format: Any, rhs: Any, rhs_scale: A
                              f"{', '.join(_MX_FORMATS)}, got {fmt!r}")
     if not (unwrap(lhs_k_pack) and unwrap(rhs_k_pack)):
         raise ValueError("tl.dot_scaled: fp4 packed along M or N (k_pack=False) is not supported")
-    a = _mx_operand(lhs, lhs_scale, formats[0], 1, "lhs", b)
-    w = _mx_operand(rhs, rhs_scale, formats[1], 0, "rhs", b)
-    if "fp16" not in formats:       # e2m1, float8 and bf16 values times 2^k are bf16 values
-        a, w = semantic.cast(a, bfloat16, b), semantic.cast(w, bfloat16, b)
+    from .objects import float32
+    # e2m1, float8 and bf16 values times 2^k are bf16 values; an fp16 side needs f32
+    work = float32 if "fp16" in formats else bfloat16
+    a = _mx_operand(lhs, lhs_scale, formats[0], 1, "lhs", work, b)
+    w = _mx_operand(rhs, rhs_scale, formats[1], 0, "rhs", work, b)
+    if work == bfloat16:
         return dot(a, w, acc, _builder=b)
     return dot(a, w, acc, input_precision="ieee", _builder=b)
