@@ -233,5 +233,6 @@ def test_numpy_bools_are_scalars():
     out = np.zeros(4, np.float32)
     axpy[(1,)](np.ones(4, np.float32), out, 4, np.float32(3.0), BLOCK=4, device="interpreter")
     np.testing.assert_array_equal(out, 3.0)
-    from anytile.runtime.launch import _device_of_foreign
-    assert _device_of_foreign((np.bool_(True), 1)) is None
+    from anytile.runtime.launch import device_of_foreign_array
+    assert device_of_foreign_array(np.bool_(True)) is None
+    assert device_of_foreign_array(1) is None

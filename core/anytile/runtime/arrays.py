@@ -276,8 +276,8 @@ def _copy_across(a: Array, dev: Device) -> Optional[Array]:
 
 def _foreign_across(obj: Any, dev: Device) -> Optional[Array]:
     """A foreign array living on another device of ``dev``'s backend, copied to ``dev``."""
-    from .launch import _device_of_foreign
-    where = _device_of_foreign(obj)
+    from .launch import device_of_foreign_array
+    where = device_of_foreign_array(obj)
     if where is None or where == dev or where.backend is not dev.backend:
         return None
     seen = import_foreign(obj, where)

@@ -28,7 +28,7 @@ from .devices import Device, _device as _device_for, default_device
 from .hooks import LaunchInfo, call_launch_hook, launch_hooks_set
 from .specialize import ArgSpec, Specialization
 
-__all__ = ["launch", "launch_bound", "make_binder", "pick_device", "import_arrays", "plan_for",
+__all__ = ["launch", "launch_bound", "make_binder", "pick_device", "device_of_foreign_array", "import_arrays", "plan_for",
            "normalise_grid", "LaunchPlan", "is_array_like"]
 
 
@@ -62,7 +62,7 @@ def pick_device(fn: Any, values: tuple, requested: Any) -> Device:
             dev = v.device
     if foreign_claimants():
         for v in values:
-            found = _device_of_foreign(v.base if type(v) is TensorDescriptor else v)
+            found = device_of_foreign_array(v.base if type(v) is TensorDescriptor else v)
             if found is not None:
                 mixed = mixed or (dev is not None and found != dev)
                 dev = found if dev is None else dev
@@ -88,13 +88,13 @@ def _array_devices(fn: Any, values: tuple) -> list[tuple[str, Device]]:
     for name, v in zip(fn.arg_names, values):
         if type(v) is TensorDescriptor:
             name, v = f"{name}.base", v.base
-        where = v.device if type(v) is Array else _device_of_foreign(v)
+        where = v.device if type(v) is Array else device_of_foreign_array(v)
         if where is not None:
             found.append((name, where))
     return found
 
 
-def _device_of_foreign(v: Any) -> Optional[Device]:
+def device_of_foreign_array(v: Any) -> Optional[Device]:
     """The device a non-host backend claims for the foreign array ``v`` (a torch CUDA tensor
     goes to ``cuda:N``), or ``None``."""
     if type(v) in _PLAIN or v is None or isinstance(v, (np.ndarray, np.number, np.bool_, int, float)):

@@ -16,7 +16,7 @@ from anytile.errors import CompilationError
 from anytile.ir import PointerType, ScalarType, bf16, f32, i1
 
 from .chunk import Chunk, Writer, is_int_type, ramp, uniform, vector
-from .ctypes import (is_half, literal, scalar_name, signed_name, size_of, unsigned_name,
+from .ctypes import (is_narrow_float, literal, scalar_name, signed_name, size_of, unsigned_name,
                      vector_name)
 from .helpers import Helpers
 
@@ -92,7 +92,7 @@ class Arith:
 
     def _float_op(self, t: ScalarType, n: int, make: Callable[..., str], *xs: str) -> str:
         """``make`` on f32/f64 operands; on 16-bit floats computed in f32, rounded once."""
-        if not is_half(t):
+        if not is_narrow_float(t):
             return make(*xs)
         return self.from_f32(make(*(self.to_f32(x, t, n) for x in xs)), t, n)
 
@@ -240,7 +240,7 @@ class Arith:
 
         def make(x: list[str], n: int) -> str:
             p, q = x
-            if is_half(t):
+            if is_narrow_float(t):
                 p, q = self.to_f32(p, t, n), self.to_f32(q, t, n)
             expr = f"({p} {op} {q})"
             return f"((char){expr})" if n == 1 else f"convert_{vector_name(i1, n)}(-{expr})"
@@ -285,7 +285,7 @@ class Arith:
         if t.is_bool:
             return {"neg": x, "abs": x, "not": f"({x} ^ {literal(1, t)})"}[kind]
         if t.is_float:
-            if is_half(t) and kind in ("neg", "abs"):   # sign bit of the narrow pattern
+            if is_narrow_float(t) and kind in ("neg", "abs"):   # sign bit of the narrow pattern
                 sign = 1 << (t.bits - 1)
                 mask = hex(sign) if kind == "neg" else hex(sign - 1)
                 return f"({x} {'^' if kind == 'neg' else '&'} (({v}){mask}))"
@@ -310,7 +310,7 @@ class Arith:
         t = a.type
 
         def make(x: list[str], n: int) -> str:
-            if not is_half(t):
+            if not is_narrow_float(t):
                 return f"fma({x[0]}, {x[1]}, {x[2]})"
             wide = [self.to_f32(y, t, n) for y in x]     # exact products, rounded to odd
             return self.from_f32(f"{self.helpers.need('rto_fma', n)}({', '.join(wide)})", t, n)
@@ -359,7 +359,7 @@ class Arith:
         if isinstance(src, PointerType) or isinstance(dst, PointerType):
             return self._int_cast(x, src, dst, n)
         if dst.is_bool:
-            if is_half(src):
+            if is_narrow_float(src):
                 x, src = self.to_f32(x, src, n), f32
             zero = f"(({vector_name(src, n)}){literal(0, src)})"
             return f"((char)(({x}) != {literal(0, src)}))" if n == 1 else \
@@ -367,7 +367,7 @@ class Arith:
         if src.is_bool:
             if dst.is_float:
                 as_float = f"convert_{vector_name(f32, n)}({x})"
-                return self.from_f32(as_float, dst, n) if is_half(dst) else \
+                return self.from_f32(as_float, dst, n) if is_narrow_float(dst) else \
                     f"convert_{d}({x})"
             return f"convert_{d}({x})"
         if src.is_int and dst.is_int:
@@ -377,8 +377,8 @@ class Arith:
         if dst.is_int:
             # NaN -> 0 is what OpenCL's saturating conversion promises, but NVIDIA's driver
             # gives the most negative integer: make the NaNs zeros first
-            wide_t = f32 if is_half(src) else src
-            wide = self.to_f32(x, src, n) if is_half(src) else x
+            wide_t = f32 if is_narrow_float(src) else src
+            wide = self.to_f32(x, src, n) if is_narrow_float(src) else x
             zero = f"(({vector_name(wide_t, n)}){literal(0, wide_t)})"
             if n == 1:      # (a scalar double's isnan is an int: select would not match)
                 return f"convert_{d}_sat_rtz(isnan({wide}) ? {zero} : ({wide}))"
@@ -418,7 +418,7 @@ class Arith:
             if dst.name == "f16":
                 return f"{self.helpers.need('d2h', n)}({x})"
             return self.from_f32(f"{self.helpers.need('rto_d2f', n)}({x})", dst, n)
-        wide = self.to_f32(x, src, n) if is_half(src) else x
+        wide = self.to_f32(x, src, n) if is_narrow_float(src) else x
         if dst.name == "f64":
             return f"convert_{d}({wide})"
         return wide if dst.name == "f32" else self.from_f32(wide, dst, n)

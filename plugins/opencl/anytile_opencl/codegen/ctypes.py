@@ -13,7 +13,7 @@ from typing import Any
 from anytile.ir import PointerType, ScalarType
 
 __all__ = ["scalar_name", "vector_name", "unsigned_name", "signed_name", "memory_name",
-           "literal", "vector_literal", "is_half", "size_of", "wrap_int"]
+           "literal", "vector_literal", "is_narrow_float", "size_of", "wrap_int"]
 
 _SCALAR = {"i1": "char", "i8": "char", "i16": "short", "i32": "int", "i64": "long",
            "u8": "uchar", "u16": "ushort", "u32": "uint", "u64": "ulong",
@@ -23,7 +23,7 @@ _UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
 _SIGNED = {8: "char", 16: "short", 32: "int", 64: "long"}
 
 
-def is_half(t: Any) -> bool:
+def is_narrow_float(t: Any) -> bool:
     """A float narrower than ``float`` (``f16``, ``bf16``, float8): kept as bits, computed in
     ``float``."""
     return isinstance(t, ScalarType) and t.is_float and t.bits < 32
@@ -103,7 +103,7 @@ def literal(value: Any, t: Any) -> str:
         if isinstance(t, ScalarType) and t.is_bool:
             return f"((char){1 if value else 0})"
         return _int_literal(int(value), t)
-    if is_half(t):
+    if is_narrow_float(t):
         return f"(({scalar_name(t)}){_float_bits(float(value), t)})"
     value = float(value)
     suffix = "f" if t.bits == 32 else ""
