@@ -103,7 +103,7 @@ ROWS_LAID_OUT = """
           %1 = constant {value = 64} : tile<8x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %2 = binary {kind = "mul"} (%0, %1) : tile<8x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %3 = expand_dims {axis = 0} (%c) : tile<1x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
-          %4 = broadcast (%2) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %4 = broadcast (%2) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
           %5 = broadcast (%3) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
           %offs = binary {kind = "add"} (%4, %5) : tile<8x64xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
           %6 = splat (%x) : tile<8x64xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[2,2], order=[1,0]>>
@@ -136,7 +136,7 @@ MM_LAID_OUT = """
           %4 = splat (%a_ptr) : tile<32x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %5 = addptr (%4, %3) : tile<32x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %6 = expand_dims {axis = 0} (%rk) : tile<1x16xi32, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
-          %7 = broadcast (%5) : tile<32x16xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %7 = broadcast (%5) : tile<32x16xptr<f16>, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
           %8 = broadcast (%6) : tile<32x16xi32, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
           %a_ptrs = addptr (%7, %8) : tile<32x16xptr<f16>, #blocked<spt=[1,1], tpw=[2,16], wpc=[4,1], order=[1,0]>>
           %9 = expand_dims {axis = 1} (%rk) : tile<16x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
@@ -145,7 +145,7 @@ MM_LAID_OUT = """
           %12 = splat (%b_ptr) : tile<16x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %13 = addptr (%12, %11) : tile<16x1xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %14 = expand_dims {axis = 0} (%rm) : tile<1x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
-          %15 = broadcast (%13) : tile<16x32xptr<f16>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %15 = broadcast (%13) : tile<16x32xptr<f16>, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
           %16 = broadcast (%14) : tile<16x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
           %b_ptrs = addptr (%15, %16) : tile<16x32xptr<f16>, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
           %acc = constant {value = 0.0} : tile<32x32xf32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
@@ -166,7 +166,7 @@ MM_LAID_OUT = """
           %24 = binary {kind = "mul"} (%0, %23) : tile<32x1xi32, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %25 = splat (%c_ptr) : tile<32x1xptr<f32>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
           %26 = addptr (%25, %24) : tile<32x1xptr<f32>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
-          %27 = broadcast (%26) : tile<32x32xptr<f32>, #blocked<spt=[1,1], tpw=[32,1], wpc=[4,1], order=[1,0]>>
+          %27 = broadcast (%26) : tile<32x32xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
           %28 = broadcast (%14) : tile<32x32xi32, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
           %29 = addptr (%27, %28) : tile<32x32xptr<f32>, #blocked<spt=[1,1], tpw=[1,32], wpc=[4,1], order=[1,0]>>
           store (%29, %acc_1, none)
@@ -186,7 +186,9 @@ def test_loads_get_the_widest_access_the_axis_facts_prove():
 
 def test_reduction_results_are_slices_of_their_operand():
     """The row maximum lives in a slice of the loaded tile's layout; expanding it back along
-    the reduced axis gives that layout again, broadcast keeps it, and permute permutes it."""
+    the reduced axis gives that layout again, broadcast keeps it, and permute permutes it.
+    The row offsets (8x1, every lane on the rows) are broadcast into the 8x64 tile's default
+    layout instead: kept, theirs would give each thread 64 of the 512 elements, not 4."""
     check(lay_out, ROWS, ROWS_LAID_OUT)
 
 

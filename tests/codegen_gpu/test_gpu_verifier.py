@@ -50,15 +50,6 @@ def test_a_layout_fits_its_tiles_rank():
     """, "has a layout of rank 2 on a tile of rank 1")
 
 
-def test_broadcast_keeps_its_sources_layout():
-    _fails(f"""
-        kernel @k(%a: f32) {{
-          %0 = splat (%a) : tile<1x64xf32, {B2}>
-          %1 = broadcast (%0) : tile<8x64xf32, {B2V}>
-        }}
-    """, "broadcast changes the layout: tile<1x64xf32, #blocked<spt=[1,1]")
-
-
 def test_reduce_results_share_a_layout_and_loops_pass_theirs_on():
     s0 = f"#slice<dim=1, parent={B2}>"
     s1 = f"#slice<dim=1, parent={B2V}>"

@@ -114,8 +114,8 @@ class TileType:
     ``layout`` is ``None`` in device-independent IR; a backend's layout stage may set it to
     any hashable object whose ``__str__`` is ``#name<...>`` and whose class registered that
     name with ``register_layout_syntax`` (so the text parses back).  A layout with a ``rank``
-    attribute fits only tiles of that rank, and one whose class sets ``KEPT_BY_BROADCAST``
-    (a layout that fits any shape) must be kept by ``broadcast`` (the verifier checks both)."""
+    attribute fits only tiles of that rank (the verifier checks it); one whose class sets
+    ``KEPT_BY_BROADCAST`` fits any shape, so ``broadcast`` may keep it."""
 
     shape: tuple[int, ...]
     elem: ElemType

@@ -26,7 +26,7 @@ from ...ir import ops
 from ...ir.nodes import Block, Function, Module, Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
-from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked
+from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_count
 from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp
 
 __all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
@@ -169,7 +169,12 @@ class _Assigner:
             else:
                 layout = self.default(shape)
         elif isinstance(op, ops.BroadcastOp):
+            # the source's layout unless it leaves threads on dimensions too short for them
+            # (a 1x1x1 tile's layout broadcast to 1x32x64 would give every thread all of it)
             layout = op.src.type.layout
+            fresh = self.default(shape)
+            if layout is None or register_count(layout, shape) > register_count(fresh, shape):
+                layout = fresh
         elif isinstance(op, ops.PermuteOp):
             src = op.src.type.layout
             layout = src.permuted(tuple(op.order)) if isinstance(src, BlockedLayout) else self.default(shape)

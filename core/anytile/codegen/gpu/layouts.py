@@ -43,7 +43,7 @@ def is_pow2(n: int) -> bool:
 class BlockedLayout:
     """Elements split in blocks: per thread, then per lane, then per warp (see module doc)."""
 
-    KEPT_BY_BROADCAST = True        # the same layout fits any shape (the verifier checks it)
+    KEPT_BY_BROADCAST = True        # the same layout fits any shape
     size_per_thread: tuple[int, ...]
     threads_per_warp: tuple[int, ...]
     warps_per_cta: tuple[int, ...]
