@@ -12,11 +12,19 @@ from .ir.nodes import Loc
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
            "LaunchValueError", "OutOfBoundsError",
            "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error",
-           "describe_place", "describe_lane"]
+           "describe_place", "describe_lane", "shown_cause"]
 
 
 class AnytileError(Exception):
     """Base class of anytile's errors."""
+
+
+def shown_cause(exc: BaseException) -> Optional[BaseException]:
+    """What ``exc`` is re-raised ``from`` at the user-facing choke points: its cause when that
+    is the bare rule a ``CompilationError`` keeps (no compiler frames), else nothing, so no
+    internal traceback is chained to the user's error."""
+    cause = exc.__cause__
+    return cause if cause is not None and cause.__traceback__ is None else None
 
 
 def format_source_excerpt(loc: Optional[Loc], source_line: Optional[str]) -> str:

@@ -36,7 +36,11 @@ def check(err: CompilationError, message: str, code: str) -> None:
     assert f"{THIS_FILE}:{lines[0]}:" in text
     assert code in text and "^" in text.splitlines()[2]
     assert "core/anytile" not in text and "Traceback" not in text
-    assert err.__cause__ is None and err.__suppress_context__
+    # the broken rule is kept as the cause (Triton's tests read it there), bare: one line
+    # above the error when printed, no compiler frames, nothing chained behind it
+    cause = err.__cause__
+    assert err.__suppress_context__ and cause is not None and cause.__traceback__ is None
+    assert str(cause) in text and cause.__cause__ is None and cause.__context__ is None
 
 
 # -- unsupported syntax ----------------------------------------------------------------------
@@ -172,6 +176,25 @@ def test_runtime_bound_of_static_range_names_the_expression():
 def test_arange_size_must_be_a_power_of_two():
     check(compile_error(arange_not_power_of_two, {"BLOCK": 100}),
           "tl.arange(0, 100) has 100 elements, which is not a power of 2", "pow2-here")
+
+
+@jit
+def expand_twice_at_one_axis(x_ptr, n):
+    tl.expand_dims(tl.arange(0, 8), (0, 0))  # dup-axes-here
+
+
+@jit
+def expand_past_the_rank(x_ptr, n):
+    tl.expand_dims(tl.arange(0, 8), -3)  # bad-axis-here
+
+
+def test_expand_dims_axes_are_checked():
+    """Triton's rules and words: a repeated axis is refused (not two new dimensions), and
+    an axis outside the new rank names the range."""
+    check(compile_error(expand_twice_at_one_axis),
+          "duplicate axes, normalized axes = [0, 0]", "dup-axes-here")
+    check(compile_error(expand_past_the_rank),
+          "invalid axis -3 for a tile of rank 2 (expected -2 <= axis < 2)", "bad-axis-here")
 
 
 # -- arity -----------------------------------------------------------------------------------

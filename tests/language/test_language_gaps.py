@@ -178,6 +178,8 @@ def test_tensor_descriptor_misuse_is_a_clear_error():
             d = tl.make_tensor_descriptor(x_ptr, [4, 4], [4, 1], [4, 4], padding_option="ones")
         elif WHICH == 1:
             d = tl.make_tensor_descriptor(x_ptr, [4, 4], [1, 4], [4, 4])
+        elif WHICH == 3:    # rows of 2 floats: 8 bytes, and Triton asks for 16
+            d = tl.make_tensor_descriptor(x_ptr, [4, 4], [4, 1], [4, 2])
         else:
             d = tl.make_tensor_descriptor(x_ptr, [4, 4], [4, 1], [4, 4])
             tl.store(x_ptr, tl.sum(d.load([0]), 0)[0])
@@ -185,7 +187,8 @@ def test_tensor_descriptor_misuse_is_a_clear_error():
     x = np.zeros(16, np.float32)
     for which, message in ((0, "padding_option must be 'zero' or 'nan'"),
                            (1, "the last stride must be 1"),
-                           (2, "1 offsets for a descriptor of rank 2")):
+                           (2, "1 offsets for a descriptor of rank 2"),
+                           (3, "at least 16 bytes in the last dimension, got 2 elements of 4")):
         with pytest.raises(at.CompilationError, match=message):
             bad[(1,)](x, WHICH=which, device="interpreter")
 

@@ -109,7 +109,8 @@ def plan(path: Path, device: str) -> str | None:
     return None
 
 
-def run_file(path: Path, device: str, timeout: float, verbose: bool) -> dict:
+def run_file(path: Path, device: str, timeout: float, verbose: bool,
+             logs: Path | None = None) -> dict:
     from anytile.triton_compat import NOT_PROVIDED_HINT
     with tempfile.TemporaryDirectory(prefix="anytile-upstream-") as scratch:
         env = dict(os.environ, MPLBACKEND="Agg")
@@ -120,8 +121,12 @@ def run_file(path: Path, device: str, timeout: float, verbose: bool) -> dict:
             proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
                                   timeout=timeout)
         except subprocess.TimeoutExpired:
+            if logs is not None:
+                (logs / f"{path.stem}.log").write_text(f"timed out after {timeout:.0f} s\n")
             return {"result": "failed", "detail": f"timed out after {timeout:.0f} s"}
     seconds = round(time.monotonic() - start, 1)
+    if logs is not None:
+        (logs / f"{path.stem}.log").write_text(proc.stdout + proc.stderr)
     output = [ln for ln in proc.stdout.splitlines() if ln.strip()]
     errors = [ln for ln in proc.stderr.splitlines() if ln.strip() and not ln.startswith(" ")
               and "Warning" not in ln]
@@ -151,7 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="files run at once (default 1)")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     ap.add_argument("-v", "--verbose", action="store_true", help="show failed files' output")
+    ap.add_argument("--logs", type=Path, help="write each file's whole output to LOGS/NAME.log")
     args = ap.parse_args(argv)
+    if args.logs:
+        args.logs.mkdir(parents=True, exist_ok=True)
     files = list(args.files)
     if args.triton:
         tutorials = args.triton / "python" / "tutorials"
@@ -170,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     def row_of(path: Path) -> dict:
         reason = plan(path, device)
         row = {"result": "skipped", "detail": reason} if reason else \
-            run_file(path, device, args.timeout, args.verbose)
+            run_file(path, device, args.timeout, args.verbose, args.logs)
         return {"file": str(path), **row}
 
     rows = []

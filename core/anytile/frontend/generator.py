@@ -93,6 +93,14 @@ def _error_message(e: BaseException) -> str:
     return f"{type(e).__name__}: {text}" if text else f"internal compiler error ({type(e).__name__})"
 
 
+def _bare(e: BaseException) -> BaseException:
+    """``e`` without the compiler's frames or the errors it was raised over: the cause a
+    ``CompilationError`` keeps (``err.__cause__``, where Triton's tests look for the rule
+    that was broken), printed as one line above the error."""
+    e.__cause__, e.__context__, e.__suppress_context__ = None, None, True
+    return e.with_traceback(None)
+
+
 class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
     """Builds the body of ``function`` from ``fn``'s source, starting from ``scope``."""
 
@@ -139,7 +147,8 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         except CompilationError:
             raise
         except Exception as e:  # the choke point: every failure gets the user's line
-            raise CompilationError(_error_message(e), loc, self.source_line(loc)) from None
+            raise CompilationError(_error_message(e), loc, self.source_line(loc)) \
+                from _bare(e)
 
     def generic_visit(self, node: ast.AST) -> Any:
         name = type(node).__name__

@@ -43,7 +43,8 @@ def _axis(axis: Any, rank: int, what: str) -> Optional[int]:
         return None
     a = static_int(a, "axis", f"{what} needs a static axis")
     if not -rank <= a < rank:
-        raise ValueError(f"{what}: axis {a} is out of range for a tile of rank {rank}")
+        raise ValueError(f"{what}: invalid axis {a} for a tile of rank {rank} "
+                         f"(expected {-rank} <= axis < {rank})")
     return a % rank
 
 

@@ -45,7 +45,7 @@ def _dtype_arg(value: Any, param: str = "dtype") -> dtype:
 def _axis_arg(axis: Any, what: str) -> int:
     a = static_int(axis, "axis", f"{what} needs a static grid axis")
     if a not in (0, 1, 2):
-        raise ValueError(f"{what} axis must be 0, 1 or 2, got {a}")
+        raise ValueError(f"{what} axis must be 0, 1, or 2 but got {a}")
     return a
 
 
@@ -154,7 +154,8 @@ def view(input: Any, *shape: Any, _builder: Builder = None) -> tensor:
 
 def _normalize_axis(axis: int, rank: int, what: str) -> int:
     if not -rank <= axis < rank:
-        raise ValueError(f"{what}: axis {axis} is out of range for a tile of rank {rank}")
+        raise ValueError(f"{what}: invalid axis {axis} for a tile of rank {rank} "
+                         f"(expected {-rank} <= axis < {rank})")
     return axis % rank
 
 
@@ -175,7 +176,10 @@ def expand_dims(input: Any, axis: Any, _builder: Builder = None) -> tensor:
     axes = [static_int(a, "axis", "axes must be static") for a in
             (axes_v if isinstance(axes_v, (tuple, list)) else [axes_v])]
     new_rank = len(x.shape) + len(axes)
-    for a in sorted(_normalize_axis(a, new_rank, "tl.expand_dims") for a in axes):
+    normalized = [_normalize_axis(a, new_rank, "tl.expand_dims") for a in axes]
+    if len(set(normalized)) != len(normalized):
+        raise ValueError(f"tl.expand_dims: duplicate axes, normalized axes = {normalized}")
+    for a in sorted(normalized):
         x = tensor(_builder.create(ops.ExpandDimsOp, x.handle, a).result)
     return x
 

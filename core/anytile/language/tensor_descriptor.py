@@ -102,6 +102,14 @@ def make_tensor_descriptor(base: Any, shape: Any, strides: Any, block_shape: Any
     if padding not in ("zero", "nan"):
         raise ValueError(f"tl.make_tensor_descriptor: padding_option must be 'zero' or 'nan', "
                          f"got {padding!r}")
+    row_bytes = blocks[-1] * irt.elem_type(ptr.type).pointee.nbytes
+    if row_bytes < 16:
+        # Triton's rule (a TMA transfer moves at least 16 bytes a row), kept on every
+        # device so that a kernel written here runs under Triton too
+        raise ValueError(f"tl.make_tensor_descriptor: Descriptor block shape must have at least "
+                         f"16 bytes in the last dimension, got {blocks[-1]} elements of "
+                         f"{irt.elem_type(ptr.type).pointee.nbytes} bytes ({row_bytes} bytes) "
+                         f"in block_shape {blocks}")
     strides_t = _int_values(strides, rank, "strides", int64, b)
     last = unwrap(unwrap(strides)[-1]) if isinstance(unwrap(strides), (tuple, list)) else None
     if isinstance(last, int) and last != 1:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..errors import AnytileError
+from ..errors import AnytileError, shown_cause
 from .arrays import Array
 from .discovery import on_change
 from .launch import foreign_claimants, forget_plans, is_array_like, launch_bound, normalise_grid
@@ -135,7 +135,8 @@ def _define(fn: Any, p: str, src: str, name: str, filename: str) -> Callable[...
     namespace = {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
                  f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
                  f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": normalise_grid,
-                 f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}cache": fn._fast_cache}
+                 f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}shown_cause": shown_cause,
+                 f"{p}cache": fn._fast_cache}
     exec(compile(src, filename, "exec"), namespace)
     return namespace[name]
 
@@ -165,7 +166,7 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         return [f"{indent}try:",
                 f"{indent}    return {p}miss({p}self, {p}grid, {bound}, {p}options, {stream}, {key})",
                 f"{indent}except {p}AnytileError as {p}exc:",
-                f"{indent}    raise {p}exc.with_traceback(None) from None"]
+                f"{indent}    raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)"]
     src = "\n".join([
         f"def {fn.__name__}({p}grid{', ' if names else ''}{params}, *{p}extra, **{p}options):",
         f"    if {p}extra:",
@@ -196,13 +197,13 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         "        try:",
         f"            {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
         f"        except {p}AnytileError as {p}exc:",
-        f"            raise {p}exc.with_traceback(None) from None",
+        f"            raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)",
         f"        if not ({p}x and {p}y and {p}z):",
         f"            return {p}entry[1]",
         "    try:",
         f"        {p}entry[0]({p}x, {p}y, {p}z, {p}s, {p}o{''.join(', ' + v for v in raws)})",
         f"    except {p}AnytileError as {p}exc:   # the user's error, not our internals",
-        f"        raise {p}exc.with_traceback(None) from None",
+        f"        raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)",
         f"    return {p}entry[1]",
         "",
     ])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from ..errors import AnytileError
+from ..errors import AnytileError, shown_cause
 from ..language.source import KernelSource
 from .specialize import Signature
 
@@ -58,7 +58,7 @@ class JITFunction(KernelSource):
         try:
             return launch(self, args, kwargs, grid, warmup=False)
         except AnytileError as exc:  # the user's error: show their line, not our internals
-            raise exc.with_traceback(None) from None
+            raise exc.with_traceback(None) from shown_cause(exc)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the ``CompiledKernel``."""
@@ -66,7 +66,7 @@ class JITFunction(KernelSource):
         try:
             return launch(self, args, kwargs, grid, warmup=True)
         except AnytileError as exc:
-            raise exc.with_traceback(None) from None
+            raise exc.with_traceback(None) from shown_cause(exc)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
