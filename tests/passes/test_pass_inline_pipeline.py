@@ -235,7 +235,8 @@ def test_pipeline_reaches_a_fixed_point():
 
 
 def test_pass_registry_names():
-    assert set(PASSES) == {"inline", "canonicalize", "fold", "cse", "dot-accumulate", "dce"}
+    assert set(PASSES) == {"inline", "canonicalize", "fold", "cse", "broadcast-dot",
+                           "dot-accumulate", "dce"}
     for fn in PASSES.values():
         assert fn.__doc__
 

@@ -9,6 +9,7 @@ from typing import Callable, Optional
 
 from ..ir.nodes import Module
 from ..ir.verifier import IRVerificationError, verification_enabled, verify_module
+from .broadcast_dot import broadcast_products_to_dots
 from .canonicalize import canonicalize
 from .cse import cse
 from .dce import dce
@@ -17,7 +18,7 @@ from .fold import fold_constants
 from .inline import inline_calls
 
 __all__ = ["PASSES", "run_default_pipeline", "run_pass", "canonicalize", "cse", "dce",
-           "fold_constants", "inline_calls", "fuse_dot_accumulate"]
+           "fold_constants", "inline_calls", "fuse_dot_accumulate", "broadcast_products_to_dots"]
 
 Pass = Callable[[Module], bool]
 
@@ -26,6 +27,7 @@ PASSES: dict[str, Pass] = {
     "canonicalize": canonicalize,
     "fold": fold_constants,
     "cse": cse,
+    "broadcast-dot": broadcast_products_to_dots,
     "dot-accumulate": fuse_dot_accumulate,
     "dce": dce,
 }
@@ -48,9 +50,9 @@ def run_pass(module: Module, name: str, verify: Optional[bool] = None) -> bool:
 
 
 def run_default_pipeline(module: Module, verify: Optional[bool] = None) -> Module:
-    """inline; canonicalize + fold to a fixed point; cse; dot-accumulate; dce (verifying after each pass when
-    ``verify``, by default when ``verification_enabled()``).  Returns ``module``, rewritten
-    in place."""
+    """inline; canonicalize + fold to a fixed point; cse; broadcast-dot; dot-accumulate; dce
+    (verifying after each pass when ``verify``, by default when ``verification_enabled()``).
+    Returns ``module``, rewritten in place."""
     if verify is None:
         verify = verification_enabled()
     run_pass(module, "inline", verify)
@@ -60,6 +62,7 @@ def run_default_pipeline(module: Module, verify: Optional[bool] = None) -> Modul
         if not changed:
             break
     run_pass(module, "cse", verify)
+    run_pass(module, "broadcast-dot", verify)
     run_pass(module, "dot-accumulate", verify)
     run_pass(module, "dce", verify)
     return module
