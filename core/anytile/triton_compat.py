@@ -26,11 +26,21 @@ anytile counterpart (same behaviour, Triton's spelling):
 ``triton.compiler``                ``compile`` (``at.compile``), ``CompiledKernel``,
                                    ``errors.CompilationError``
 ``triton.tools.tensor_descriptor`` ``TensorDescriptor`` (``at.TensorDescriptor``)
+``triton.tools.experimental_descr  ``create_1d/2d_tma_descriptor``, ``TmaDescKernelParam`` (and
+iptor``                            ``driver.active.utils.fill_1d/2d_tma_descriptor``): Triton
+                                   3.2-3.3's host-filled descriptors, read at launch as
+                                   ``at.TensorDescriptor`` arguments (``runtime/host_descriptors``)
+``triton.profiler`` (``.viewer``)  ``start``, ``activate``, ``deactivate``, ``scope``,
+                                   ``finalize``, ``viewer.parse``/``print_tree``: proton's
+                                   API over anytile's launch hooks (``anytile.proton``)
+``triton._C.libtriton``            ``nvidia.cublas.CublasLt`` only (Triton's private cuBLAS
+                                   binding, the reference of its tutorials 09 and 10), by
+                                   torch's matrix products
 =================================  ===========================================================
 
-Anything else (``triton.set_allocator``, the rest of ``triton.tools``, Triton's internal IR and
-``triton._C``) is not provided: reading it raises ``AttributeError`` (``ImportError`` for a
-module) whose message says that anytile does not provide it.  With ``ANYTILE_TRITON_SOURCE``
+Anything else (the rest of ``triton.tools`` and ``triton._C``, Triton's internal IR) is not
+provided: reading it raises ``AttributeError`` (``ImportError`` for a module) whose message
+says that anytile does not provide it.  With ``ANYTILE_TRITON_SOURCE``
 set to the ``python`` folder of a Triton checkout, a module the hook does not serve is loaded
 from that checkout's file when there is one (its own test helpers, such as
 ``triton._internal_testing``, which then run on anytile).  The device is ``device=`` (the
@@ -151,8 +161,20 @@ def _driver() -> _Module:
             dev = at.device(f"{dev.backend.device_prefix}:{index}")
         return device_properties(dev)
 
-    utils = _Module("triton.runtime.driver.active.utils",
-                    {"get_device_properties": get_device_properties}, package=False)
+    from .runtime import host_descriptors as hd
+
+    def fill_1d_tma_descriptor(ptr: int, dim: int, block_dim: int, element_size: int,
+                               desc: int) -> None:
+        hd.fill_descriptor(ptr, [dim], [block_dim], element_size, desc)
+
+    def fill_2d_tma_descriptor(ptr: int, dim1: int, dim0: int, block_dim1: int, block_dim0: int,
+                               element_size: int, desc: int) -> None:
+        hd.fill_descriptor(ptr, [dim1, dim0], [block_dim1, block_dim0], element_size, desc)
+
+    utils = _Module("triton.runtime.driver.active.utils", {
+        "get_device_properties": get_device_properties,
+        "fill_1d_tma_descriptor": fill_1d_tma_descriptor,
+        "fill_2d_tma_descriptor": fill_2d_tma_descriptor}, package=False)
     active = _Module("triton.runtime.driver.active", {
         "get_active_torch_device": lambda: _torch_device(_device()),
         "get_current_device": lambda: _device().index,
@@ -232,7 +254,7 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
     """Module name -> a function building it (called on first import)."""
     import anytile as at
     import anytile.language as tl
-    from anytile import errors, testing
+    from anytile import errors, proton, testing
     from anytile.runtime import autotune, jit as jit_mod
 
     compile_errors = _Module("triton.compiler.errors", {
@@ -296,9 +318,59 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
             package=False),
         "triton.compiler": compiler, "triton.compiler.errors": lambda: compile_errors,
         "triton.tools": lambda: _Module("triton.tools", {}),
+        "triton.profiler": lambda: _Module("triton.profiler", {
+            name: getattr(proton, name) for name in proton.__all__}),
+        "triton.profiler.viewer": lambda: _Module("triton.profiler.viewer", {
+            "parse": proton.parse, "print_tree": proton.print_tree}, package=False),
+        "triton._C": lambda: _Module("triton._C", {}),
+        "triton._C.libtriton": _cublas_module,
+        "triton.tools.experimental_descriptor": _experimental_descriptor,
         "triton.tools.tensor_descriptor": lambda: _Module("triton.tools.tensor_descriptor", {
             "TensorDescriptor": at.TensorDescriptor}, package=False),
     }
+
+
+def _cublas_module() -> types.ModuleType:
+    """``triton._C.libtriton`` holding only ``nvidia.cublas.CublasLt``: Triton's private
+    binding, which its tutorials 09 and 10 take as the cuBLAS reference; served by torch's own
+    matrix products (cuBLAS under torch on NVIDIA GPUs)."""
+    class CublasLt:
+        def __init__(self, workspace: Any) -> None:
+            self.workspace = workspace
+
+        def matmul(self, a: Any, b: Any, c: Any) -> None:
+            """``c = a @ b.T`` (``b`` holds the product's right operand transposed)."""
+            import torch
+            if a.element_size() == 1:       # float8: torch's scaled product, unit scales
+                one = torch.ones((), device=a.device, dtype=torch.float32)
+                c.copy_(torch._scaled_mm(a, b.T, scale_a=one, scale_b=one, out_dtype=c.dtype))
+            else:
+                torch.matmul(a, b.T, out=c)
+
+    cublas = types.SimpleNamespace(CublasLt=CublasLt)
+    return _Module("triton._C.libtriton", {
+        "nvidia": types.SimpleNamespace(cublas=cublas)}, package=False)
+
+
+def _experimental_descriptor() -> types.ModuleType:
+    """Triton 3.2-3.3's ``triton.tools.experimental_descriptor`` (runtime/host_descriptors.py)."""
+    from .runtime.host_descriptors import HostFilledDescriptor
+
+    class TmaDescKernelParam(HostFilledDescriptor):
+        TMA_DESC_SIZE = 128
+
+    def create_1d_tma_descriptor(ptr: int, dim: int, block_dim: int,
+                                 element_size: int) -> TmaDescKernelParam:
+        return TmaDescKernelParam(ptr, [dim], [block_dim], element_size)
+
+    def create_2d_tma_descriptor(ptr: int, dim1: int, dim0: int, block_dim1: int,
+                                 block_dim0: int, element_size: int) -> TmaDescKernelParam:
+        return TmaDescKernelParam(ptr, [dim1, dim0], [block_dim1, block_dim0], element_size)
+
+    return _Module("triton.tools.experimental_descriptor", {
+        "TmaDescKernelParam": TmaDescKernelParam,
+        "create_1d_tma_descriptor": create_1d_tma_descriptor,
+        "create_2d_tma_descriptor": create_2d_tma_descriptor}, package=False)
 
 
 # -- triton.runtime.jit's helpers for viewing memory as another dtype ---------------------------

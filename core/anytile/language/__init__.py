@@ -20,7 +20,8 @@ from .random import (pair_uniform_to_normal, philox, rand, rand4x, randint,  # n
 from .reduction import (argmax, argmin, associative_scan, cumprod, cumsum, max, min,  # noqa: F401
                         reduce, sum, xor_sum)
 from .tensor_descriptor import (load_tensor_descriptor, make_tensor_descriptor,  # noqa: F401
-                                store_tensor_descriptor, tensor_descriptor)
+                                store_tensor_descriptor, tensor_descriptor, nv_tma_desc_type,
+                                _experimental_descriptor_load, _experimental_descriptor_store)
 from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv,  # noqa: F401
                        clamp, debug_barrier, device_assert, device_print, dot, expand_dims,
                        full, full_like, max_constancy, max_contiguous, maximum, minimum,

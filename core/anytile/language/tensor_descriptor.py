@@ -166,3 +166,46 @@ def descriptor_from_leaves(leaves: Sequence[tensor], block_shape: tuple,
     rank = len(block_shape)
     base, shape, strides = leaves[0], tuple(leaves[1:1 + rank]), tuple(leaves[1 + rank:])
     return tensor_descriptor(base, shape, strides + (1,), tuple(block_shape), padding)
+
+
+# -- the experimental TMA descriptors of Triton 3.2-3.3 -------------------------------------------
+#: What Triton's kernels test for (``hasattr(tl, "nv_tma_desc_type")``) before they take
+#: descriptors filled on the host (``triton.tools.experimental_descriptor``); in anytile such
+#: an argument arrives as a ``tensor_descriptor`` over the raw element bits.
+nv_tma_desc_type = "nv_tma_desc"
+
+
+def _typed(desc: Any, dtype: Any, what: str, b: Builder) -> tensor_descriptor:
+    d = _descriptor(desc, what)
+    from .objects import dtype as dtype_class, pointer_type
+    want = unwrap(dtype)
+    if not isinstance(want, dtype_class):
+        raise TypeError(f"{what}: dtype must be a tl dtype, got {want!r}")
+    have = irt.elem_type(d.base.type).pointee
+    if have.nbytes != want.ir.nbytes:
+        raise TypeError(f"{what}: the descriptor holds {have.nbytes}-byte elements, "
+                        f"{want!r} has {want.ir.nbytes}")
+    base = semantic.cast(d.base, pointer_type(want), b)
+    return tensor_descriptor(base, d.shape, d.strides, d.block_shape, d.padding)
+
+
+@builtin
+def _experimental_descriptor_load(desc: Any, offsets: Any, shape: Any, dtype: Any,
+                                  _builder: Builder = None) -> tensor:
+    """Triton 3.2-3.3's ``tl._experimental_descriptor_load(desc, offsets, shape, dtype)``:
+    the ``shape`` block at ``offsets`` of a host-filled descriptor, read as ``dtype``."""
+    d = _typed(desc, dtype, "tl._experimental_descriptor_load", _builder)
+    blocks = tuple(shape_list(shape, "shape"))
+    if blocks != tuple(d.block_shape):
+        raise ValueError(f"tl._experimental_descriptor_load: shape {list(blocks)} differs from "
+                         f"the descriptor's block {list(d.block_shape)}")
+    return d.load(offsets, _builder=_builder)
+
+
+@builtin
+def _experimental_descriptor_store(desc: Any, value: Any, offsets: Any,
+                                   _builder: Builder = None) -> None:
+    """Triton 3.2-3.3's ``tl._experimental_descriptor_store(desc, value, offsets)``."""
+    v = semantic.to_tensor(value, _builder)
+    d = _typed(desc, v.dtype, "tl._experimental_descriptor_store", _builder)
+    d.store(offsets, v, _builder=_builder)

@@ -35,6 +35,18 @@ class LaunchInfo:
     def name(self) -> str:
         return self.compiled.name
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The kernel's ``launch_metadata(grid, kernel, args)`` (``@jit(launch_metadata=)``),
+        computed once; ``{"name": ...}`` without one."""
+        made = self.__dict__.get("_metadata")
+        if made is None:
+            fn = getattr(self.kernel, "launch_metadata", None)
+            made = dict(fn(self.grid, self.compiled, self.args) or {}) if fn else {}
+            made.setdefault("name", self.name)
+            self.__dict__["_metadata"] = made
+        return made
+
 
 @dataclass
 class CompileInfo:

@@ -13,14 +13,22 @@ class JITFunction(KernelSource):
     """A Python function compiled by anytile: its ``KernelSource`` (what the frontend reads)
     plus what launching needs: the ``launch_signature`` (how arguments specialise it), its
     compiled plans per specialisation and the generated fast launcher.  ``debug``: the
-    default of the launch option ``debug`` (``None``: ``ANYTILE_DEBUG``)."""
+    default of the launch option ``debug`` (``None``: ``ANYTILE_DEBUG``).
+    ``launch_metadata``: Triton's ``fn(grid, kernel, args) -> dict`` (``args`` by name), called
+    only while launch hooks are set; its dict (a ``"name"``, counters such as ``"flops16"``
+    and ``"bytes"``) is what the hooks and profilers see as ``LaunchInfo.metadata``."""
 
     def __init__(self, fn: Callable, *, do_not_specialize: tuple = (),
-                 debug: Optional[bool] = None, noinline: bool = False) -> None:
+                 debug: Optional[bool] = None, noinline: bool = False,
+                 launch_metadata: Optional[Callable] = None) -> None:
         super().__init__(fn)
         self.do_not_specialize = tuple(do_not_specialize)
         self.debug = debug
         self.noinline = noinline
+        if launch_metadata is not None and not callable(launch_metadata):
+            raise TypeError(f"@jit(launch_metadata=...) of '{fn.__name__}' must be a function "
+                            f"(grid, kernel, args) -> dict, got {launch_metadata!r}")
+        self.launch_metadata = launch_metadata
         self.launch_signature = Signature(self, self.do_not_specialize)
         self._plans: dict = {}             # (device, ArgSpecs, options, deps) -> LaunchPlan
         self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel)

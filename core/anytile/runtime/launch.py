@@ -24,6 +24,7 @@ from ..errors import AnytileError, BackendError, LaunchArgumentError, LaunchValu
 from .arrays import Array, asarray, import_foreign
 from .compile import CompileRequest, compile_kernel
 from .descriptor import TensorDescriptor
+from .host_descriptors import is_host_filled, read_descriptor
 from .devices import Device, _device as _device_for, default_device
 from .hooks import LaunchInfo, call_launch_hook, launch_hooks_set
 from .specialize import ArgSpec, Specialization
@@ -287,6 +288,12 @@ def launch_bound(fn: Any, bound: tuple, options: dict, grid: Any, warmup: bool, 
     if options and "extern_libs" in options:
         _extern_libs(fn, options.pop("extern_libs"))
     dev = pick_device(fn, bound, requested)
+    if any(is_host_filled(v) for v in bound):
+        # Triton 3.2-3.3's host-filled descriptors: the grid callable may fill them, so it
+        # runs first and they are read after it (runtime/host_descriptors.py)
+        grid = normalise_grid(fn, grid, bound, options)
+        bound = tuple(read_descriptor(v, dev) if is_host_filled(v) else v for v in bound)
+        fast_key = None
     values, writebacks = import_arrays(fn, bound, dev)
     specs = fn.launch_signature.specialise(values)
     plan = plan_for(fn, dev, specs, options, warmup)
