@@ -78,9 +78,12 @@ class _DeviceMemory:
     """Device memory at a raw address, as an array (``__cuda_array_interface__``)."""
 
     def __init__(self, address: int, count: int, dtype: Any) -> None:
-        self.__cuda_array_interface__ = {
-            "shape": (max(count, 1),), "typestr": np.dtype(dtype).str,
-            "data": (address, False), "version": 3, "strides": None}
+        self._interface = {"shape": (max(count, 1),), "typestr": np.dtype(dtype).str,
+                           "data": (address, False), "version": 3, "strides": None}
+
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        return self._interface
 
 
 def _raw_memory(address: int, count: int, dtype: Any, device: Any) -> Any:
