@@ -6,7 +6,8 @@
 * cross-lane exchange: DPP, ``v_permlanex16``, ``ds_bpermute`` and ``v_readlane``, chosen
   per architecture (``exchange.py``);
 * math: ``math.py`` (f32 in f32, f64 in f64; no device library needed);
-* atomics at agent scope, marked ``!amdgpu.no.fine.grained.memory`` (and, for f32 adds,
+* atomics at the scope asked for (``scope=``: workgroup, agent (the default), system),
+  marked ``!amdgpu.no.fine.grained.memory`` (and, for f32 adds,
   ``!amdgpu.ignore.denormal.mode``) so LLVM emits the native float atomics instead of
   compare-and-swap loops: anytile's memory comes from ``hipMalloc`` (coarse-grained);
 * kernels: ``amdgpu_kernel`` with ``amdgpu-flat-work-group-size`` set to the exact
@@ -134,14 +135,16 @@ class AmdTarget(CrossLane, GpuTarget):
             instr.set_metadata("amdgpu.ignore.denormal.mode", empty)
         return instr
 
+    sync_scopes = {"cta": "workgroup", "gpu": "agent", "sys": ""}
+
     def atomic_rmw(self, b: ir.IRBuilder, kind: str, ptr: ir.Value, value: ir.Value,
-                   ordering: str) -> ir.Value:
-        instr = b.atomic_rmw(kind, ptr, value, f'syncscope("agent") {ordering}')
+                   ordering: str, scope: str = "gpu") -> ir.Value:
+        instr = b.atomic_rmw(kind, ptr, value, self.scoped(ordering, scope))
         return self._mark(b, instr, kind == "fadd" and isinstance(value.type, ir.FloatType))
 
     def atomic_cas(self, b: ir.IRBuilder, ptr: ir.Value, cmp: ir.Value, value: ir.Value,
-                   ordering: str, failure: str) -> ir.Value:
-        pair = b.cmpxchg(ptr, cmp, value, f'syncscope("agent") {ordering}', failure)
+                   ordering: str, failure: str, scope: str = "gpu") -> ir.Value:
+        pair = b.cmpxchg(ptr, cmp, value, self.scoped(ordering, scope), failure)
         self._mark(b, pair, False)
         return b.extract_value(pair, 0)
 

@@ -187,3 +187,19 @@ def test_backend_identity_targets_and_errors():
     with pytest.raises(CompilationError, match=r"num_warps=32 gives 2048 threads.*gfx942"):
         compiled("add", "gfx942", num_warps=32)
     assert compiled("add", "gfx1100", num_warps=32).metadata["threads_per_block"] == 1024
+
+
+@at.jit
+def _scoped_atomics(out_ptr, SCOPE: tl.constexpr):
+    tl.atomic_add(out_ptr, 1, scope=SCOPE)
+    tl.atomic_cas(out_ptr + 1, 0, 1, scope=SCOPE)
+
+
+@pytest.mark.parametrize("scope, llvm", [("cta", 'syncscope("workgroup")'),
+                                         ("gpu", 'syncscope("agent")'), ("sys", None)])
+def test_atomic_scopes_reach_the_code(scope, llvm):
+    llir = at.compile(_scoped_atomics, target="amd:gfx942", signature={"out_ptr": "*i32"},
+                      constexprs={"SCOPE": scope}).asm["llir"]
+    atomics = [ln for ln in llir.splitlines() if "atomicrmw" in ln or "cmpxchg" in ln]
+    assert len(atomics) == 2
+    assert all((llvm in ln) if llvm else ("syncscope" not in ln) for ln in atomics)

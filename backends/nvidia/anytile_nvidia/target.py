@@ -102,6 +102,24 @@ class NvidiaTarget(GpuTarget):
         name = names[1] if isinstance(x.type, ir.DoubleType) else names[0]
         return b.call(self.declare(b.module, name, x.type, [x.type]), [x])
 
+    # -- atomics -------------------------------------------------------------------------------
+    sync_scopes = {"cta": "block", "gpu": "device", "sys": ""}
+
+    def atomic_rmw(self, b: ir.IRBuilder, kind: str, ptr: ir.Value, value: ir.Value,
+                   ordering: str, scope: str = "gpu") -> ir.Value:
+        """NVPTX drops an ``atomicrmw``'s ordering (it emits a relaxed ``atom``), so the
+        ordering is made of fences at the scope asked for around a relaxed atomic:
+        ``fence.acq_rel.gpu`` before a release, after an acquire (``fence.sc`` before a
+        sequentially consistent one).  A spin lock's release then publishes the stores made
+        under the lock, as Triton's kernels expect."""
+        where = self.sync_scopes.get(scope, "") or None
+        if ordering in ("release", "acq_rel", "seq_cst"):
+            b.fence("seq_cst" if ordering == "seq_cst" else "release", where)
+        old = b.atomic_rmw(kind, ptr, value, self.scoped("monotonic", scope))
+        if ordering in ("acquire", "acq_rel", "seq_cst"):
+            b.fence("acquire", where)
+        return old
+
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         fn.calling_convention = "ptx_kernel"
         fn.attributes.add("nounwind")

@@ -324,3 +324,32 @@ def test_device_print_calls_vprintf(arch):
     assert ptx.count("call.uni") + ptx.count("call ") >= 3
     if find_ptxas() is not None:
         assert compiled.asm["cubin"][:4] == b"\x7fELF"
+
+
+@at.jit
+def spin_lock_kernel(lock_ptr, data_ptr, SEM: tl.constexpr, SCOPE: tl.constexpr):
+    while tl.atomic_cas(lock_ptr, 0, 1, sem=SEM, scope=SCOPE) == 1:
+        pass
+    tl.store(data_ptr, tl.load(data_ptr) + 1)
+    tl.debug_barrier()
+    tl.atomic_xchg(lock_ptr, 0, sem=SEM, scope=SCOPE)
+
+
+@needs_ptxas
+@pytest.mark.parametrize("sem, scope, cas, around", [
+    ("acq_rel", "gpu", "atom.acq_rel.gpu.global.cas", ["fence.acq_rel.gpu", "atom", "fence.acq_rel.gpu"]),
+    ("release", "cta", "atom.release.cta.global.cas", ["fence.acq_rel.cta", "atom"]),
+    ("acquire", "sys", "atom.acquire.sys.global.cas", ["atom", "fence.acq_rel.sys"]),
+    ("relaxed", "gpu", "atom.relaxed.gpu.global.cas", ["atom"]),
+])
+def test_atomic_orderings_and_scopes_reach_the_ptx(sem, scope, cas, around):
+    """A lock's acquire and release at the scope asked for: cmpxchg carries its ordering;
+    NVPTX gives atomicrmw none, so the exchange that releases the lock sits between fences
+    (a release's before it, an acquire's after)."""
+    ptx = at.compile(spin_lock_kernel, target="nvidia:sm_90",
+                     signature={"lock_ptr": "*i32", "data_ptr": "*i32"},
+                     constexprs={"SEM": sem, "SCOPE": scope}).asm["ptx"]
+    assert cas in ptx
+    seen = [ln.strip().rstrip(";") if ln.strip().startswith("fence") else "atom"
+            for ln in ptx.splitlines() if ln.strip().startswith(("fence", "atom.global.exch"))]
+    assert seen == around

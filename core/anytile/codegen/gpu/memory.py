@@ -207,7 +207,7 @@ def lower_atomic_rmw(ctx: "KernelLowering", op: ops.AtomicRMWOp) -> None:
         # 16-bit operands stay 16-bit in memory: LLVM widens them to a 32-bit CAS loop
         # where the target has no such atomic
         stored = ctx.ew.to_storage(elem, value)
-        old = ctx.target.atomic_rmw(ctx.b, name, ptr, stored, order)
+        old = ctx.target.atomic_rmw(ctx.b, name, ptr, stored, order, op.scope)
         return ctx.ew.from_storage(elem, old)
     _atomic_each(ctx, op, [op.ptr, op.value, op.mask], emit)
 
@@ -225,7 +225,7 @@ def lower_atomic_cas(ctx: "KernelLowering", op: ops.AtomicCASOp) -> None:
         if elem.is_float:  # compare bit patterns, as the hardware does
             cmp = b.bitcast(ctx.ew.to_storage(elem, cmp), as_int)
             value = b.bitcast(ctx.ew.to_storage(elem, value), as_int)
-        old = ctx.target.atomic_cas(b, ptr, cmp, value, order, failure)
+        old = ctx.target.atomic_cas(b, ptr, cmp, value, order, failure, op.scope)
         if not elem.is_float:
             return old
         return ctx.ew.from_storage(elem, b.bitcast(old, ctx.types.storage(elem)))

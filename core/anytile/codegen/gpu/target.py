@@ -95,16 +95,26 @@ class GpuTarget(abc.ABC):
         b.call(self.declare(b.module, "llvm.trap", ir.VoidType(), []), [])
 
     # -- atomics -------------------------------------------------------------------------------
+    #: Triton's atomic scopes (``scope=``: "cta", "gpu", "sys") -> LLVM sync scope names
+    #: ("": the whole system, LLVM's default)
+    sync_scopes: dict[str, str] = {"cta": "", "gpu": "", "sys": ""}
+
+    def scoped(self, ordering: str, scope: str) -> str:
+        """``ordering`` at ``scope``, as llvmlite's atomic instructions take it."""
+        name = self.sync_scopes.get(scope, "")
+        return f'syncscope("{name}") {ordering}' if name else ordering
+
     def atomic_rmw(self, b: ir.IRBuilder, kind: str, ptr: ir.Value, value: ir.Value,
-                   ordering: str) -> ir.Value:
-        """``atomicrmw kind`` (LLVM's names: add, fadd, max, umax, ...) of global ``ptr``;
-        returns the old value.  The default is LLVM's instruction at its default scope."""
-        return b.atomic_rmw(kind, ptr, value, ordering)
+                   ordering: str, scope: str = "gpu") -> ir.Value:
+        """``atomicrmw kind`` (LLVM's names: add, fadd, max, umax, ...) of global ``ptr`` with
+        ``ordering`` at ``scope``; returns the old value."""
+        return b.atomic_rmw(kind, ptr, value, self.scoped(ordering, scope))
 
     def atomic_cas(self, b: ir.IRBuilder, ptr: ir.Value, cmp: ir.Value, value: ir.Value,
-                   ordering: str, failure: str) -> ir.Value:
+                   ordering: str, failure: str, scope: str = "gpu") -> ir.Value:
         """Compare-and-swap of global ``ptr``; returns the old value."""
-        return b.extract_value(b.cmpxchg(ptr, cmp, value, ordering, failure), 0)
+        return b.extract_value(b.cmpxchg(ptr, cmp, value, self.scoped(ordering, scope),
+                                         failure), 0)
 
     # -- matrix instructions -------------------------------------------------------------------
     #: the target's matrix instructions, preferred first (empty: ``dot`` uses FMAs)
