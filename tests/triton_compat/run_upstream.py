@@ -120,9 +120,12 @@ def run_file(path: Path, device: str, timeout: float, verbose: bool,
         try:
             proc = subprocess.run(cmd, cwd=scratch, env=env, capture_output=True, text=True,
                                   timeout=timeout)
-        except subprocess.TimeoutExpired:
-            if logs is not None:
-                (logs / f"{path.stem}.log").write_text(f"timed out after {timeout:.0f} s\n")
+        except subprocess.TimeoutExpired as exc:
+            if logs is not None:   # what it printed before it was stopped
+                partial = [x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
+                           for x in (exc.stdout, exc.stderr)]
+                (logs / f"{path.stem}.log").write_text(
+                    "".join(partial) + f"\ntimed out after {timeout:.0f} s\n")
             return {"result": "failed", "detail": f"timed out after {timeout:.0f} s"}
     seconds = round(time.monotonic() - start, 1)
     if logs is not None:
