@@ -203,3 +203,16 @@ def test_atomic_scopes_reach_the_code(scope, llvm):
     atomics = [ln for ln in llir.splitlines() if "atomicrmw" in ln or "cmpxchg" in ln]
     assert len(atomics) == 2
     assert all((llvm in ln) if llvm else ("syncscope" not in ln) for ln in atomics)
+
+
+@at.jit
+def _bf16_atomics(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.atomic_add(out_ptr + offs % 4, tl.load(x_ptr + offs))
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx1100"])
+def test_bf16_atomics_link_as_compare_and_swap(arch):
+    k = at.compile(_bf16_atomics, target=f"amd:{arch}", signature={"x_ptr": "*bf16", "out_ptr": "*bf16"},
+                   constexprs={"BLOCK": 256})
+    assert "global_atomic_cmpswap" in k.asm["amdgcn"] and k.asm["hsaco"]

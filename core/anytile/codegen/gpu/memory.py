@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from llvmlite import ir
 
 from ...ir import ops
-from ...ir.types import TileType, elem_type, shape_of
+from ...ir.types import TileType, bf16, elem_type, shape_of
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, register_indices
 from .registers import Regs, first_thread, owner_predicate, register_is_replica
@@ -199,17 +199,43 @@ def lower_atomic_rmw(ctx: "KernelLowering", op: ops.AtomicRMWOp) -> None:
     elem = elem_type(op.value.type)
     kinds = _RMW[op.kind]
     name = kinds[2] if elem.is_float else kinds[1] if elem.is_unsigned else kinds[0]
-    if name is None or elem.name == "bf16" or elem.is_bool:
+    if name is None or elem.is_bool or (elem.name == "bf16" and op.kind in ("and", "or", "xor")):
         ctx.fail(op, f"atomic '{op.kind}' on {elem} is not supported by the GPU backend")
     order = _ORDER.get(op.sem, "seq_cst")
 
     def emit(ptr: ir.Value, value: ir.Value) -> ir.Value:
+        if elem.name == "bf16":
+            return _bf16_cas_loop(ctx, op.kind, ptr, value, order, op.scope)
         # 16-bit operands stay 16-bit in memory: LLVM widens them to a 32-bit CAS loop
         # where the target has no such atomic
         stored = ctx.ew.to_storage(elem, value)
         old = ctx.target.atomic_rmw(ctx.b, name, ptr, stored, order, op.scope)
         return ctx.ew.from_storage(elem, old)
     _atomic_each(ctx, op, [op.ptr, op.value, op.mask], emit)
+
+
+def _bf16_cas_loop(ctx: "KernelLowering", kind: str, ptr: ir.Value, value: ir.Value,
+                   order: str, scope: str) -> ir.Value:
+    """A bf16 atomic (no LLVM type to give ``atomicrmw``): compare-and-swap of the 16-bit
+    pattern until no other thread wrote between the read and the swap (LLVM widens the 16-bit
+    swap to the 32-bit word where the target has none); returns the old value."""
+    b = ctx.b
+    start = b.load(ptr, typ=ir.IntType(16), align=2)
+    before = b.block
+    loop = b.append_basic_block("bf16.cas")
+    done = b.append_basic_block("bf16.cas.end")
+    b.branch(loop)
+    b.position_at_end(loop)
+    old = b.phi(ir.IntType(16))
+    old.add_incoming(start, before)
+    current = ctx.ew.from_storage(bf16, old)
+    new = value if kind == "xchg" else ctx.ew.binary(kind, bf16, current, value)
+    failure = {"acq_rel": "acquire", "release": "monotonic"}.get(order, order)
+    seen = ctx.target.atomic_cas(b, ptr, old, ctx.ew.to_storage(bf16, new), order, failure, scope)
+    old.add_incoming(seen, b.block)
+    b.cbranch(b.icmp_unsigned("==", seen, old), done, loop)
+    b.position_at_end(done)
+    return current
 
 
 def lower_atomic_cas(ctx: "KernelLowering", op: ops.AtomicCASOp) -> None:
