@@ -320,3 +320,25 @@ def test_programmatic_dependent_launch_calls_and_extern_libs(device, poison):
     np.testing.assert_array_equal(y.numpy(), x + 1)
     with pytest.raises(at.LaunchArgumentError, match="extern_libs must be a dict"):
         pdl_increment[(1,)](x, y, 20, BLOCK=32, extern_libs=["libdevice"])
+
+
+@at.jit
+def bf16_atomics(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    tl.atomic_add(out_ptr + offs % 4, x)
+    tl.atomic_max(out_ptr + 4 + offs % 4, x, sem="relaxed")
+    tl.atomic_min(out_ptr + 8 + offs % 4, x, scope="cta")
+
+
+def test_bf16_atomics(device):
+    """Sums of halves are exact in bf16, so many programs adding into four cells give one
+    answer whatever the order."""
+    import ml_dtypes
+    x = ((np.arange(256) % 7 - 3) * 0.5).astype(ml_dtypes.bfloat16)
+    out = at.asarray(np.zeros(12, ml_dtypes.bfloat16), device=device)
+    bf16_atomics[(8,)](at.asarray(x, device=device), out, BLOCK=256)
+    xs = x.astype(np.float32)
+    want = [8 * xs[r::4].sum() for r in range(4)] + [max(0, xs[r::4].max()) for r in range(4)] + \
+        [min(0, xs[r::4].min()) for r in range(4)]
+    np.testing.assert_array_equal(out.numpy().astype(np.float32), want)
