@@ -302,31 +302,18 @@ def test_16_bit_atomics_and_float_cas():
 
 
 @at.jit
-def bf16_atomics_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
-    offs = tl.arange(0, BLOCK)
-    x = tl.load(x_ptr + offs)
-    tl.atomic_add(out_ptr + offs % 4, x)
-    tl.atomic_max(out_ptr + 4 + offs % 4, x, sem="relaxed")
-    tl.atomic_min(out_ptr + 8 + offs % 4, x, scope="cta")
+def bf16_add_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    tl.atomic_add(out_ptr + tl.arange(0, BLOCK) % 4, tl.load(x_ptr + tl.arange(0, BLOCK)))
 
 
-def test_bf16_atomics_are_compare_and_swap_loops():
-    """bf16 has no LLVM atomic: add, max and min swap the 16-bit pattern until no other
-    thread wrote in between (sums of halves are exact in bf16, so the result is too)."""
-    import ml_dtypes
-    x = ((np.arange(128) % 7 - 3) * 0.5).astype(ml_dtypes.bfloat16)
-    out = np.zeros(12, ml_dtypes.bfloat16)
-    module = ir_of(bf16_atomics_kernel, {"x_ptr": "*bf16", "out_ptr": "*bf16"}, {"BLOCK": 64})
-    simulate(module, (2,), [x, out])
-    xs = x.astype(np.float32)[:64]
-    want = [2 * xs[r::4].sum() for r in range(4)] + [max(0, xs[r::4].max()) for r in range(4)] + \
-        [min(0, xs[r::4].min()) for r in range(4)]
-    np.testing.assert_array_equal(out.astype(np.float32), want)
-    for arch in ("sm_80", "sm_90"):
-        ptx = at.compile(bf16_atomics_kernel, target=f"nvidia:{arch}",
-                         signature={"x_ptr": "*bf16", "out_ptr": "*bf16"},
-                         constexprs={"BLOCK": 64}).asm["ptx"]
-        assert "atom.relaxed.gpu.global.cas.b32" in ptx and "global.cas.b32" in ptx
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_bf16_atomics_are_compare_and_swap_loops(arch):
+    """bf16 has no LLVM atomic: the 16-bit pattern is swapped until no other thread wrote in
+    between (LLVM widens the swap to the 32-bit word); tests/language runs it everywhere."""
+    ptx = at.compile(bf16_add_kernel, target=f"nvidia:{arch}",
+                     signature={"x_ptr": "*bf16", "out_ptr": "*bf16"},
+                     constexprs={"BLOCK": 64}).asm["ptx"]
+    assert "global.cas.b32" in ptx and "fence.acq_rel.gpu" in ptx
 
 
 @at.jit
