@@ -17,7 +17,9 @@ from ...ir.builder import Builder
 from .. import math as _math
 from .. import semantic
 from .. import standard as _standard
-from ..objects import builtin, float32 as _F32, int16, int32, int64, tensor
+from ..objects import builtin, int16, int32, int64, tensor
+from ._formula import (_F, _LN2, _PI, _TAN_PI_8, _float, _formula, _is_f64, _poly, _result,
+                       _unary, _where)
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "erf",
            "floor", "ceil", "trunc", "fabs", "abs", "fma", "fmin", "fmax", "isnan", "isinf",
@@ -44,15 +46,6 @@ umulhi = mulhi = _math.umulhi
 div_rn = fast_dividef = _math.div_rn
 fmin = _standard.minimum
 fmax = _standard.maximum
-
-
-def _unary(kind: str, x: tensor, b: Builder) -> tensor:
-    return tensor(b.create(ops.UnaryOp, kind, x.handle).result)
-
-
-def _float(x: Any, name: str, b: Builder) -> tensor:
-    # reuse tl.math's check so the message names the function the user called
-    return _math._float_input(x, name, b)
 
 
 @builtin
@@ -120,86 +113,15 @@ def expm1(x: Any, _builder: Builder = None) -> tensor:
                           semantic.where(plain, um1, corrected, b), b)
 
 
+from ._special import *  # noqa: E402,F401,F403  (Bessel, erfc family, gamma)
+from ._special import __all__ as _SPECIAL  # noqa: E402
+
+__all__ += _SPECIAL
+
+
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"libdevice.{name} is not available in anytile; its portable libdevice "
                          f"provides {', '.join(__all__)}")
-
-
-# -- inverse trigonometric, hyperbolic and other functions, as formulas over the IR's ops -------
-class _F:
-    """A float tile inside a formula: Python operators build its IR (``b`` is the builder)."""
-
-    def __init__(self, t: tensor, b: Builder) -> None:
-        self.t, self.b = t, b
-
-    def _v(self, o: Any) -> Any:
-        return o.t if isinstance(o, _F) else o
-
-    def _bin(self, fn: Any, o: Any, swap: bool = False) -> "_F":
-        x, y = (self._v(o), self.t) if swap else (self.t, self._v(o))
-        return _F(fn(x, y, self.b), self.b)
-
-    def __neg__(self) -> "_F":
-        return _F(semantic.neg(self.t, self.b), self.b)
-
-    def eq(self, o: Any) -> "_F":
-        return self._bin(semantic.equal, o)
-
-    def call(self, kind: str) -> "_F":
-        return _F(_unary(kind, self.t, self.b), self.b)
-
-    def isnan(self) -> "_F":
-        return self._bin(semantic.not_equal, self)
-
-    def isinf(self) -> "_F":
-        return self.call("abs").eq(float("inf"))
-
-
-_OPERATORS = {"add": semantic.add, "sub": semantic.sub, "mul": semantic.mul,
-              "truediv": semantic.truediv, "lt": semantic.less_than, "gt": semantic.greater_than,
-              "ge": semantic.greater_equal, "and": semantic.logical_and,
-              "or": semantic.logical_or}
-for _name, _fn in _OPERATORS.items():
-    setattr(_F, f"__{_name}__", lambda self, o, fn=_fn: self._bin(fn, o))
-    if _name in ("add", "sub", "mul", "truediv"):
-        setattr(_F, f"__r{_name}__", lambda self, o, fn=_fn: self._bin(fn, o, True))
-
-
-def _where(c: _F, x: Any, y: Any) -> _F:
-    v = lambda o: o.t if isinstance(o, _F) else o     # noqa: E731
-    return _F(semantic.where(c.t, v(x), v(y), c.b), c.b)
-
-
-def _poly(z: _F, coeffs: list[float]) -> _F:
-    """``coeffs[0] + coeffs[1] * z + ...`` by Horner's rule."""
-    acc = z * coeffs[-1] + coeffs[-2]
-    for c in reversed(coeffs[:-2]):
-        acc = acc * z + c
-    return acc
-
-
-_PI = 3.141592653589793
-_LN2 = 0.6931471805599453
-_TAN_PI_8 = 0.41421356237309503
-
-
-def _formula(name: str, *xs: Any, b: Builder) -> tuple[list[_F], Any]:
-    """The inputs as ``_F`` in the type the formula runs in (f16/bf16 in f32), and the type
-    to round the result to."""
-    ts = [_float(x, name, b) for x in xs]
-    ts = semantic.promote_pair(ts[0], ts[1], b, op=name) if len(ts) == 2 else ts
-    out = ts[0].dtype
-    if irt.elem_type(ts[0].type).bits < 32:
-        ts = [semantic.cast(t, _F32, b) for t in ts]
-    return [_F(t, b) for t in ts], out
-
-
-def _result(f: _F, dtype: Any) -> tensor:
-    return semantic.cast(f.t, dtype, f.b)
-
-
-def _is_f64(f: _F) -> bool:
-    return irt.elem_type(f.t.type).bits == 64
 
 
 def _atan_unit(a: _F) -> _F:
