@@ -17,7 +17,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml $(wildcard backends/*/pyproject.toml plugins/*/pyproject.toml conformance/pyproject.toml)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q $(foreach p,$(PACKAGES),-e $(p)) pytest
+	$(BIN)/python -m pip install -q $(foreach p,$(PACKAGES),-e $(p)) pytest scipy mpmath
 	@touch $@
 
 demo: $(STAMP)

@@ -15,7 +15,8 @@ anytile counterpart (same behaviour, Triton's spelling):
                                    ``next_power_of_2``, ``knobs``, ``TritonError``,
                                    ``CompilationError``, ``OutOfResources``, ``__version__``
 ``triton.language`` (``tl``)       ``anytile.language``, with ``.extra``, ``.extra.cuda``,
-                                   ``.extra.libdevice``, ``.math``, ``.random``, ``.core``
+                                   ``.extra.hip``, ``.extra.libdevice``, ``.math``,
+                                   ``.random``, ``.core``
 ``triton.testing``                 ``do_bench``, ``do_bench_cudagraph`` (timed as ``do_bench``),
                                    ``assert_close``, ``perf_report``, ``Benchmark``
 ``triton.runtime``                 ``driver.active``: ``get_active_torch_device()``,
@@ -304,6 +305,8 @@ def _modules() -> dict[str, Callable[[], types.ModuleType]]:
         "triton.language.extra": extra(), "triton.language.extra.cuda": extra("cuda"),
         "triton.language.extra.libdevice": extra("libdevice"),
         "triton.language.extra.cuda.libdevice": extra("libdevice"),
+        "triton.language.extra.hip": extra("hip"),
+        "triton.language.extra.hip.libdevice": extra("libdevice"),
         "triton.testing": testing_mod, "triton.runtime": runtime,
         "triton.runtime.driver": lambda: sys.modules["triton.runtime"].driver,
         "triton.runtime.errors": lambda: runtime_errors,

@@ -310,7 +310,7 @@ def _fma_f64(a: Any, b: Any, c: Any) -> Any:
             try:
                 out[i] = float(exact)
             except OverflowError:
-                out[i] = math.copysign(math.inf, exact)
+                out[i] = math.inf if exact > 0 else -math.inf
     return out.reshape(shape)[()]
 
 

@@ -37,6 +37,9 @@ class _F:
     def __neg__(self) -> "_F":
         return _F(semantic.neg(self.t, self.b), self.b)
 
+    def __invert__(self) -> "_F":
+        return _F(semantic.invert(self.t, self.b), self.b)
+
     def eq(self, o: Any) -> "_F":
         return self._bin(semantic.equal, o)
 

@@ -113,12 +113,6 @@ def expm1(x: Any, _builder: Builder = None) -> tensor:
                           semantic.where(plain, um1, corrected, b), b)
 
 
-from ._special import *  # noqa: E402,F401,F403  (Bessel, erfc family, gamma)
-from ._special import __all__ as _SPECIAL  # noqa: E402
-
-__all__ += _SPECIAL
-
-
 def __getattr__(name: str) -> Any:
     raise AttributeError(f"libdevice.{name} is not available in anytile; its portable libdevice "
                          f"provides {', '.join(__all__)}")
@@ -253,10 +247,14 @@ def cbrt(x: Any, _builder: Builder = None) -> tensor:
     Newton step."""
     (f,), out = _formula("cbrt", x, b=_builder)
     a = f.call("abs")
+    s, tiny = (54, 2.0 ** -1022) if _is_f64(f) else (24, 2.0 ** -126)
+    sub = a < tiny                                     # subnormal: scaled by 2**(3s), exactly
+    a = _where(sub, a * 2.0 ** (3 * s), a)
     y = (a.call("log2") / 3.0).call("exp2")
     y = y - (y * y * y - a) / (3.0 * y * y)
-    y = _where(a.eq(0.0) | a.isinf() | a.isnan(), a, y)
-    return _result(_signed(f, y), out)
+    y = _where(sub, y * 2.0 ** -s, y)
+    a = f.call("abs")
+    return _result(_where(a.eq(0.0) | a.isinf() | a.isnan(), f, _signed(f, y)), out)
 
 
 @builtin
@@ -328,3 +326,24 @@ def ldexp(x: Any, n: Any, _builder: Builder = None) -> tensor:
     half = _F(k, _builder) * 0.5
     lo = half.call("floor")
     return _result(f * lo.call("exp2") * (_F(k, _builder) - lo).call("exp2"), out)
+
+
+# -- the rest of the list, from the modules that build them ---------------------------------
+from ._special import *  # noqa: E402,F401,F403  (Bessel, erfc family, gamma)
+from ._special import __all__ as _SPECIAL  # noqa: E402
+from ._ieee import *  # noqa: E402,F401,F403  (bits, conversions, rounding modes)
+from ._ieee import __all__ as _IEEE  # noqa: E402
+from ._elementary import *  # noqa: E402,F401,F403  (pow, exp10, fmod, sinpi, norms, ...)
+from ._elementary import __all__ as _ELEMENTARY  # noqa: E402
+
+fast_sinf, fast_cosf, fast_tanf = sin, cos, tan
+fast_log2f, fast_log10f = log2, log10
+isfinited = finitef
+
+# the round-to-nearest quotient, square root and fma are the IR's own operations
+div_rn = fast_dividef = _math.div_rn
+sqrt_rn = _math.sqrt
+fma_rn = _math.fma
+__all__ += _SPECIAL + _ELEMENTARY + [n for n in _IEEE if n not in __all__] + [
+    "fast_sinf", "fast_cosf", "fast_tanf", "fast_log2f", "fast_log10f", "isfinited",
+    "sqrt_rn", "fma_rn"]
