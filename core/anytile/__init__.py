@@ -16,7 +16,8 @@ from .version import __version__  # noqa: F401
 from . import language  # noqa: F401  (``anytile.language`` is ``tl``)
 from .backend import API_VERSION, CompiledKernel, Target  # noqa: F401
 from .errors import (AnytileError, BackendError, CompilationError, DeviceAssertError,  # noqa: F401
-                     LaunchArgumentError, LaunchError, LaunchValueError, OutOfBoundsError)
+                     LaunchArgumentError, LaunchError, LaunchOverflowError, LaunchValueError,
+                     OutOfBoundsError)
 from .runtime.arrays import (Array, asarray, empty, empty_like, full, zeros,  # noqa: F401
                              zeros_like)
 from .runtime.compile import compile  # noqa: F401

@@ -10,7 +10,7 @@ from typing import Optional
 from .ir.nodes import Loc
 
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
-           "LaunchValueError", "OutOfBoundsError",
+           "LaunchValueError", "LaunchOverflowError", "OutOfBoundsError",
            "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error",
            "describe_place", "describe_lane", "shown_cause"]
 
@@ -74,6 +74,11 @@ class LaunchArgumentError(LaunchError, TypeError):
 class LaunchValueError(LaunchError, ValueError):
     """A launch was given an argument, grid or option whose value the kernel cannot take (also
     a ``ValueError``); the message names it and says what was expected."""
+
+
+class LaunchOverflowError(LaunchValueError, OverflowError):
+    """An integer argument that no 64-bit type holds (also an ``OverflowError``, as Triton
+    raises)."""
 
 
 class OutOfBoundsError(LaunchError):

@@ -291,3 +291,30 @@ def test_host_filled_descriptors_and_proton(tmp_path):
     out = proc.stdout
     assert "first" in out and "twice [grid=2x3]" in out and "gbyte/s" in out
     assert "holds no descriptor anytile wrote" in out
+
+
+def test_jit_repr_names_the_compiled_kernel_and_big_ints_overflow():
+    """``@jit(repr=fn)``: ``fn`` sees each parameter's type as Triton spells it and names the
+    compiled kernel (the loaded symbol stays the kernel's own); an int no 64-bit type holds
+    is an ``OverflowError``, as in Triton."""
+    import numpy as np
+    seen = []
+
+    def name(spec):
+        seen.append(dict(spec.signature))
+        return f"scale_{spec.signature['VALUE']}_{spec.constants['BLOCK']}"
+
+    @at.jit(repr=name)
+    def scale(VALUE, X, BLOCK: at.language.constexpr):
+        offs = at.language.arange(0, BLOCK)
+        at.language.store(X + offs, at.language.load(X + offs) * VALUE)
+
+    x = at.asarray(np.ones(16, np.float32))
+    for value, spelled in ((3, "i32"), (2**40, "i64"), (2**63 + 5, "u64"), (2.0, "fp32")):
+        h = scale[(1,)](value, x, BLOCK=16)
+        assert h.name == f"scale_{spelled}_16" and h.metadata.name == "scale"
+    assert seen[0] == {"VALUE": "i32", "X": "*fp32", "BLOCK": "constexpr"}
+    with pytest.raises(OverflowError, match="'VALUE' is 18446744073709551616"):
+        scale[(1,)](2**64, x, BLOCK=16)
+    with pytest.raises(TypeError, match="must be a function"):
+        at.jit(repr="scale")(scale.fn)

@@ -89,17 +89,20 @@ class ScalarType:
 
 @dataclass(frozen=True)
 class PointerType:
-    """An address of global memory whose elements are ``pointee``."""
+    """An address of global memory whose elements are ``pointee``; ``const`` ones (a kernel
+    parameter annotated ``tl.const``) are only read through: no store or atomic takes them,
+    and they do not merge with plain pointers."""
 
     pointee: ScalarType
     address_space: int = 1
+    const: bool = False
 
     @property
     def nbytes(self) -> int:
         return 8
 
     def __str__(self) -> str:
-        return f"ptr<{self.pointee}>"
+        return f"ptr<{self.pointee}, const>" if self.const else f"ptr<{self.pointee}>"
 
     __repr__ = __str__
 
@@ -263,10 +266,13 @@ def parse_type(text: str) -> Type:
     if text in SCALAR_TYPES:
         return SCALAR_TYPES[text]
     if text.startswith("ptr<") and text.endswith(">"):
-        inner = parse_type(text[4:-1])
+        body, const = text[4:-1], False
+        if body.endswith(", const"):
+            body, const = body[:-len(", const")], True
+        inner = parse_type(body)
         if not isinstance(inner, ScalarType):
             raise ValueError(f"pointer to non-scalar type in {text!r}")
-        return PointerType(inner)
+        return PointerType(inner, const=const)
     if text.startswith("tile<") and text.endswith(">"):
         body, *rest = split_top_level(text[5:-1])
         dims: list[int] = []

@@ -5,7 +5,7 @@ builtins (``tl.program_id``, ``tl.arange``, ``tl.load``, ``tl.dot``, ``tl.sum``.
 run inside ``@jit`` functions, where the frontend turns them into tile IR."""
 from . import extra, math  # noqa: F401  (tl.math.exp, tl.extra.cuda.libdevice)
 from .block_pointer import advance, make_block_ptr  # noqa: F401
-from .objects import (bfloat16, block_type, constexpr, dtype, float8e4b8, float8e4b15,  # noqa: F401
+from .objects import (bfloat16, block_type, const, constexpr, dtype, float8e4b8, float8e4b15,  # noqa: F401
                    float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
                    int16, int32, int64, pi32_t, pointer_type, range, static_range, tensor, uint8,
                    uint16, uint32, uint64)
@@ -30,7 +30,7 @@ from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv
                        static_print, trans, view, where, zeros, zeros_like)
 
 __all__ = [
-    "constexpr", "dtype", "pointer_type", "tensor", "range", "static_range", "math", "extra",
+    "const", "constexpr", "dtype", "pointer_type", "tensor", "range", "static_range", "math", "extra",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "block_type",
     "float8e5", "float8e4nv", "float8e4b8", "float8e5b16", "float8e4b15",

@@ -26,6 +26,14 @@ def _pointer(ptr: Any, what: str, b: Builder) -> tensor:
     return p
 
 
+def _writable(ptr: Any, what: str, b: Builder) -> tensor:
+    p = _pointer(ptr, what, b)
+    if irt.elem_type(p.type).const:
+        raise TypeError(f"{what}: cannot write through a pointer to const memory (a parameter "
+                        f"annotated tl.const, or a pointer computed from one)")
+    return p
+
+
 def _mask(mask: Any, shape: Sequence[int], what: str, b: Builder) -> Optional[tensor]:
     m = unwrap(mask)
     if m is None:
@@ -93,7 +101,7 @@ def store(pointer: Any, value: Any, mask: Any = None, boundary_check: Any = (),
         if unwrap(mask) is not None:
             raise ValueError("tl.store to a block pointer takes boundary_check, not mask")
         return store_block(unwrap(pointer), value, boundary_check, _builder)
-    ptr = _pointer(pointer, "tl.store", _builder)
+    ptr = _writable(pointer, "tl.store", _builder)
     v = unwrap(value)
     if isinstance(v, tensor) and v.shape and v.shape != ptr.shape:
         # the value broadcasts to the pointers, never the other way (one address, one value),
@@ -128,7 +136,7 @@ def _sem_scope(sem: Any, scope: Any) -> tuple[str, str]:
 def _atomic_rmw(kind: str, pointer: Any, val: Any, mask: Any, sem: Any, scope: Any,
                 b: Builder) -> tensor:
     what = f"tl.atomic_{kind}"
-    ptr = _pointer(pointer, what, b)
+    ptr = _writable(pointer, what, b)
     elem = irt.elem_type(ptr.type).pointee
     if kind in ("and", "or", "xor") and not elem.is_int:
         raise TypeError(f"{what} needs integer memory, got {dtype_of(elem)!r}")
@@ -168,7 +176,7 @@ atomic_xor = _make_atomic("xor")
 def atomic_cas(pointer: Any, cmp: Any, val: Any, sem: Any = None, scope: Any = None,
                _builder: Builder = None) -> tensor:
     """Atomically replace ``*pointer`` by ``val`` where it equals ``cmp``; returns the old value."""
-    ptr = _pointer(pointer, "tl.atomic_cas", _builder)
+    ptr = _writable(pointer, "tl.atomic_cas", _builder)
     c, v = unwrap(cmp), unwrap(val)
     shape = ptr.shape
     for t in (c, v):

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..ir import types as irt
 
-__all__ = ["dtype", "pointer_type", "constexpr", "tensor", "builtin", "tensor_method",
+__all__ = ["dtype", "pointer_type", "const", "constexpr", "tensor", "builtin", "tensor_method",
            "is_builtin", "NotConstexprError", "unwrap", "static_value", "static_int",
            "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
            "float16", "bfloat16", "float32", "float64", "pi32_t", "dtype_of", "static_range", "range"]
@@ -115,19 +115,28 @@ class dtype:
 
 
 class pointer_type(dtype):
-    """The type of an address of ``element_ty`` elements (``tl.pointer_type(tl.float16)``)."""
+    """The type of an address of ``element_ty`` elements (``tl.pointer_type(tl.float16)``);
+    ``const=True``: memory the kernel only reads (see ``tl.const``)."""
 
-    def __init__(self, element_ty: dtype) -> None:
+    def __init__(self, element_ty: dtype, address_space: int = 1, const: bool = False) -> None:
         element_ty = unwrap(element_ty)
         if not isinstance(element_ty, dtype) or element_ty.is_ptr():
             raise TypeError(f"tl.pointer_type expects a scalar dtype, got {element_ty!r}")
+        if unwrap(address_space) != 1:
+            raise TypeError(f"tl.pointer_type: only global memory (address_space=1) is "
+                            f"addressable, got address_space={unwrap(address_space)!r}")
         self.element_ty = element_ty
-        self.name = f"pointer<{element_ty.name}>"
+        self.const = bool(unwrap(const))
+        self.address_space = 1
+        self.name = f"pointer<{element_ty.name}{', const' if self.const else ''}>"
         self.ir = element_ty.ir  # the pointee; use ``ir_pointer`` for the pointer type itself
 
     @property
     def ir_pointer(self) -> irt.PointerType:
-        return irt.PointerType(self.element_ty.ir)
+        return irt.PointerType(self.element_ty.ir, const=self.const)
+
+    def is_const(self) -> bool:
+        return self.const
 
     def is_ptr(self) -> bool:
         return True
@@ -153,13 +162,15 @@ class pointer_type(dtype):
 
     def __eq__(self, other: object) -> bool:
         other = unwrap(other)
-        return isinstance(other, pointer_type) and other.element_ty == self.element_ty
+        return (isinstance(other, pointer_type) and other.element_ty == self.element_ty
+                and other.const == self.const)
 
     def __hash__(self) -> int:
-        return hash(("pointer", self.element_ty.ir))
+        return hash(("pointer", self.element_ty.ir, self.const))
 
     def __repr__(self) -> str:
-        return f"tl.pointer_type({self.element_ty!r})"
+        const = ", const=True" if self.const else ""
+        return f"tl.pointer_type({self.element_ty!r}{const})"
 
 
 int1 = dtype("int1", irt.i1)
@@ -267,7 +278,7 @@ def dtype_of(ir_type: irt.Type) -> dtype:
     """The user-facing dtype of an IR type's elements."""
     elem = irt.elem_type(ir_type)
     if isinstance(elem, irt.PointerType):
-        return pointer_type(_BY_IR[elem.pointee])
+        return pointer_type(_BY_IR[elem.pointee], const=elem.const)
     return _BY_IR[elem]
 
 
@@ -282,6 +293,12 @@ def _static_binary(op: Callable[[Any, Any], Any]) -> Callable:
         return constexpr(op(unwrap(other), self.value))
 
     return forward, reverse
+
+
+class const:
+    """Annotates a pointer parameter whose memory the kernel only reads (``in_ptr: tl.const``):
+    storing through it, or through a pointer computed from it, is a compile error, and it does
+    not merge with a plain pointer (an ``if`` choosing between the two at run time)."""
 
 
 class constexpr:

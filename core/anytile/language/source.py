@@ -14,11 +14,18 @@ import textwrap
 import types
 from typing import Any, Callable, Iterator, Optional
 
-from .objects import constexpr
+from .objects import const, constexpr
 
-__all__ = ["KernelSource", "is_constexpr_annotation", "ABSENT"]
+__all__ = ["KernelSource", "is_constexpr_annotation", "is_const_annotation", "ABSENT"]
 
 ABSENT = object()   # ``lookup`` of a name neither the closure nor the globals define
+
+
+def is_const_annotation(annotation: Any) -> bool:
+    """Whether a parameter annotation says ``tl.const`` (a pointer only read through)."""
+    if isinstance(annotation, str):
+        return annotation.split(".")[-1] == "const"
+    return annotation is const
 
 
 def is_constexpr_annotation(annotation: Any) -> bool:
@@ -71,6 +78,7 @@ class KernelSource:
         self.defaults = {k: p.default for k, p in params.items()
                          if p.default is not inspect.Parameter.empty}
         self.constexpr_names = [k for k, p in params.items() if is_constexpr_annotation(p.annotation)]
+        self.const_names = [k for k, p in params.items() if is_const_annotation(p.annotation)]
         self.globals = fn.__globals__
         self._tree: Optional[ast.FunctionDef] = None
         self._reads: Optional[tuple] = None

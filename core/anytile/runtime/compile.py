@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..backend import Backend, CompiledKernel, CompileOptions, KernelMetadata, Target
-from ..errors import AnytileError, BackendError
+from ..errors import AnytileError, BackendError, CompilationError
+from ..ir.types import PointerType
 from ..ir.verifier import verify_if_enabled
 from ..language.source import KernelSource
 from . import cache
@@ -43,9 +44,62 @@ class CompileRequest:
         return list(self.spec.arg_types.items())   # parameters in order, then descriptor leaves
 
 
+class KernelSpecialization:
+    """What ``@jit(repr=fn)`` is given to name a compiled kernel (Triton's object of this
+    role): ``signature`` maps every parameter to its type as Triton spells it (``"i32"``,
+    ``"*fp32"``, ``"constexpr"``), ``constants`` the constexpr values."""
+
+    def __init__(self, request: CompileRequest) -> None:
+        from ..language.objects import dtype_of
+        self.name = request.source.__name__
+        self.constants = dict(request.spec.constexprs)
+        self.signature: dict[str, str] = {}
+        for name in request.source.arg_names:
+            if name in self.constants:
+                self.signature[name] = "constexpr"
+            elif name in request.spec.arg_types:
+                t = request.spec.arg_types[name]
+                if isinstance(t, PointerType):
+                    self.signature[name] = "*" + _triton_scalar(dtype_of(t.pointee).name)
+                else:
+                    self.signature[name] = _triton_scalar(dtype_of(t).name)
+
+    def __repr__(self) -> str:
+        return f"KernelSpecialization({self.name}, {self.signature})"
+
+
+def _triton_scalar(name: str) -> str:
+    short = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64",
+             "float8e4nv": "fp8e4nv", "float8e5": "fp8e5", "int1": "i1"}
+    if name in short:
+        return short[name]
+    for long, brief in (("uint", "u"), ("int", "i")):
+        if name.startswith(long):
+            return brief + name[len(long):]
+    return name
+
+
+def _named(kernel: CompiledKernel, request: CompileRequest) -> CompiledKernel:
+    """``kernel`` named by the source's ``repr`` function, if it has one."""
+    name_fn = getattr(request.source, "repr", None)
+    if name_fn is not None:
+        name = name_fn(KernelSpecialization(request))
+        if not isinstance(name, str):
+            raise CompilationError(f"@jit(repr=...) of '{request.source.__name__}' returned "
+                                   f"{type(name).__name__} {name!r}; it must return a str")
+        kernel.name = name
+    return kernel
+
+
 def compile_kernel(request: CompileRequest) -> CompiledKernel:
     """Compile for ``request.target``: every stage's output is kept in ``asm``.  Backends
-    declaring ``disk_cacheable`` go through the on-disk cache (``runtime/cache.py``)."""
+    declaring ``disk_cacheable`` go through the on-disk cache (``runtime/cache.py``).  The
+    result's ``name`` is the kernel's (or its ``@jit(repr=...)``'s); the symbol the backends
+    load is ``metadata.name``."""
+    return _named(_compile_kernel(request), request)
+
+
+def _compile_kernel(request: CompileRequest) -> CompiledKernel:
     started = time.perf_counter()
     folder = cache.cache_dir() if getattr(request.backend, "disk_cacheable", False) else None
     key = None

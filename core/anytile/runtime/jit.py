@@ -16,11 +16,14 @@ class JITFunction(KernelSource):
     default of the launch option ``debug`` (``None``: ``ANYTILE_DEBUG``).
     ``launch_metadata``: Triton's ``fn(grid, kernel, args) -> dict`` (``args`` by name), called
     only while launch hooks are set; its dict (a ``"name"``, counters such as ``"flops16"``
-    and ``"bytes"``) is what the hooks and profilers see as ``LaunchInfo.metadata``."""
+    and ``"bytes"``) is what the hooks and profilers see as ``LaunchInfo.metadata``.
+    ``repr``: Triton's ``fn(specialization) -> str``, the name its compiled kernels report
+    (``specialization.signature`` maps parameters to types such as ``"i32"``, ``"*fp16"``)."""
 
     def __init__(self, fn: Callable, *, do_not_specialize: tuple = (),
                  debug: Optional[bool] = None, noinline: bool = False,
-                 launch_metadata: Optional[Callable] = None) -> None:
+                 launch_metadata: Optional[Callable] = None,
+                 repr: Optional[Callable] = None) -> None:  # noqa: A002 (Triton's name)
         super().__init__(fn)
         self.do_not_specialize = tuple(do_not_specialize)
         self.debug = debug
@@ -29,6 +32,10 @@ class JITFunction(KernelSource):
             raise TypeError(f"@jit(launch_metadata=...) of '{fn.__name__}' must be a function "
                             f"(grid, kernel, args) -> dict, got {launch_metadata!r}")
         self.launch_metadata = launch_metadata
+        if repr is not None and not callable(repr):
+            raise TypeError(f"@jit(repr=...) of '{fn.__name__}' must be a function "
+                            f"(specialization) -> str, got {repr!r}")
+        self.repr = repr
         self.launch_signature = Signature(self, self.do_not_specialize)
         self._plans: dict = {}             # (device, ArgSpecs, options, deps) -> LaunchPlan
         self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel)

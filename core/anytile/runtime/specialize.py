@@ -26,7 +26,8 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..errors import AnytileError, CompilationError, LaunchArgumentError, LaunchValueError
+from ..errors import (AnytileError, CompilationError, LaunchArgumentError, LaunchOverflowError,
+                      LaunchValueError)
 from ..ir.types import PointerType, ScalarType, Type, f32, i1, i32, i64, parse_type, scalar_type, u64
 from ..language.source import KernelSource
 from .arrays import Array
@@ -93,6 +94,7 @@ class Param:
     index: int
     is_constexpr: bool      # annotated ``tl.constexpr``
     specialize: bool        # not in ``do_not_specialize``
+    is_const: bool = False  # annotated ``tl.const``: a pointer only read through
 
 
 @dataclass(frozen=True)
@@ -162,8 +164,9 @@ class Signature:
     def __init__(self, source: KernelSource, do_not_specialize: Sequence[Any] = ()) -> None:
         self.kernel = source.__name__
         no_spec = set(do_not_specialize)
+        const_names = getattr(source, "const_names", ())
         self.params = tuple(Param(n, i, n in source.constexpr_names,
-                                  not (n in no_spec or i in no_spec))
+                                  not (n in no_spec or i in no_spec), n in const_names)
                             for i, n in enumerate(source.arg_names))
         self.constexpr_positions = frozenset(p.index for p in self.params if p.is_constexpr)
         self.runtime_positions = tuple(p.index for p in self.params if not p.is_constexpr)
@@ -190,8 +193,8 @@ class Signature:
             try:
                 t = int_type(value)
             except AnytileError:
-                raise LaunchValueError(f"{self.kernel}: argument '{param.name}' is {value}, which "
-                                       f"does not fit in 64 bits") from None
+                raise LaunchOverflowError(f"{self.kernel}: argument '{param.name}' is {value}, "
+                                          f"which does not fit in 64 bits") from None
             return _INTS[t.name, param.specialize and value % 16 == 0]
         if cls is float or isinstance(value, (float, np.floating)):
             return _FLOAT
@@ -265,6 +268,8 @@ class Signature:
                 leaves += [(names[0], spec.type, True)] + [(n, i64, False) for n in names[1:]]
                 continue
             t = spec.type
+            if p.is_const and isinstance(t, PointerType):
+                t = PointerType(t.pointee, t.address_space, const=True)
             arg_types[p.name] = t
             if spec.divisible_by_16:
                 arg_attrs[p.name] = {"divisibility": 16}

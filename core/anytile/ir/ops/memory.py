@@ -74,6 +74,7 @@ class StoreOp(Op):
 
     def verify(self) -> None:
         expect(is_ptr(self.ptr.type), f"store needs pointers, found {self.ptr.type}")
+        expect(not elem_type(self.ptr.type).const, f"store through const {self.ptr.type}")
         expect_type(self.value.type, pointee_type(self.ptr.type), "stored value")
         check_mask(self.mask, self.ptr.type)
 
