@@ -535,11 +535,15 @@ def install(device: Optional[str] = None) -> None:
                               "the anytile stand-in before the program's first 'import triton'")
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
+    from .language import objects
+    objects.REPR_PREFIX[0] = "triton.language"
 
 
 def uninstall() -> None:
     """Remove the hook and the stand-in modules it served."""
     sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, _Finder)]
+    from .language import objects
+    objects.REPR_PREFIX[0] = "tl"
     for name in [n for n in sys.modules if n == "triton" or n.startswith("triton.")]:
         if isinstance(sys.modules[name], _Module) or name.startswith("triton.language"):
             del sys.modules[name]

@@ -318,3 +318,17 @@ def test_jit_repr_names_the_compiled_kernel_and_big_ints_overflow():
         scale[(1,)](2**64, x, BLOCK=16)
     with pytest.raises(TypeError, match="must be a function"):
         at.jit(repr="scale")(scale.fn)
+
+
+def test_dtype_reprs_are_tritons_spelling_under_the_stand_in(tmp_path):
+    proc = run(tmp_path, """
+        import triton.language as tl
+        for d in (tl.int8, tl.uint32, tl.float16, tl.bfloat16, tl.float8e4b15):
+            assert repr(d) == "triton.language." + d.name.replace("fp", "float").replace(
+                "bf16", "bfloat16"), repr(d)
+            assert eval(repr(d), {"triton": __import__("triton")}) == d
+        print("ok")
+        """)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+    import anytile.language as tl
+    assert repr(tl.int8) == "tl.int8"

@@ -19,6 +19,9 @@ __all__ = ["dtype", "pointer_type", "const", "constexpr", "tensor", "builtin", "
            "float16", "bfloat16", "float32", "float64", "pi32_t", "dtype_of", "static_range", "range"]
 
 _builtin_range = range
+#: how a dtype's repr names the language module: ``tl``, or ``triton.language`` while
+#: ``anytile.triton_compat`` serves ``import triton`` (Triton's reprs evaluate as Python there)
+REPR_PREFIX = ["tl"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -111,7 +114,7 @@ class dtype:
         return self.name
 
     def __repr__(self) -> str:
-        return f"tl.{_PUBLIC_NAMES.get(self.name, self.name)}"
+        return f"{REPR_PREFIX[0]}.{_PUBLIC_NAMES.get(self.name, self.name)}"
 
 
 class pointer_type(dtype):
@@ -170,7 +173,7 @@ class pointer_type(dtype):
 
     def __repr__(self) -> str:
         const = ", const=True" if self.const else ""
-        return f"tl.pointer_type({self.element_ty!r}{const})"
+        return f"{REPR_PREFIX[0]}.pointer_type({self.element_ty!r}{const})"
 
 
 int1 = dtype("int1", irt.i1)
@@ -221,7 +224,7 @@ class unsupported_dtype(dtype):
         return hash(("unsupported", self.name))
 
     def __repr__(self) -> str:
-        return f"tl.{self.name}"
+        return f"{REPR_PREFIX[0]}.{self.name}"
 
 
 float8e4b8 = unsupported_dtype("float8e4b8")
