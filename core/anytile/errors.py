@@ -107,12 +107,22 @@ class DeviceAssertError(LaunchError):
     """A ``tl.device_assert`` failed."""
 
 
-def device_assert_error(message: str, file: str, line: int) -> DeviceAssertError:
+#: how checked mode's bounds tests (``anytile.codegen.bounds_checks``) start the message of
+#: the assertion they add: a backend reporting it as a failed ``device_assert`` raises
+#: ``OutOfBoundsError`` instead
+BOUNDS_PREFIX = "out-of-bounds: "
+
+
+def device_assert_error(message: str, file: str, line: int) -> LaunchError:
     """The error a backend raises for a failed ``device_assert`` it recorded as ``(message,
-    file, line)`` (a form that survives a compile cache), with the source line shown."""
+    file, line)`` (a form that survives a compile cache), with the source line shown; a
+    checked-mode bounds test's is an ``OutOfBoundsError``."""
     import linecache
     loc = Loc(file, int(line), 0)
     source = linecache.getline(file, int(line)) or None
+    if message.startswith(BOUNDS_PREFIX):
+        return OutOfBoundsError(f"out-of-bounds {message[len(BOUNDS_PREFIX):]} (checked mode: "
+                                f"the access was not made)", loc, source)
     return DeviceAssertError(f"device assertion failed: {message}" if message else
                              "device assertion failed", loc, source)
 

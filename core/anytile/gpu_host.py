@@ -37,7 +37,7 @@ import numpy as np
 
 from .backend import Availability, Backend, Buffer, DeviceInfo, ImportedArray, numpy_view_of
 from .errors import BackendError, LaunchError, device_assert_error
-from .ir.types import PointerType, ScalarType, from_numpy, i32, scalar_type
+from .ir.types import PointerType, ScalarType, from_numpy, i32, i64, scalar_type
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
@@ -386,6 +386,25 @@ def compile_launcher(name: str, count: int, header: str, call: str,
 ERROR_WORD = ("error word", PointerType(i32))
 
 
+def hidden_parameters(spans: Optional[Sequence[int]], checks: Optional[list]) -> list:
+    """The parameters a debug build takes after its own: the ``(lo, size)`` of each pointer
+    parameter in ``spans`` (checked mode, ``anytile.codegen.bounds_checks``), then the error
+    word when it has ``checks``."""
+    spanned = [(f"span {i} {part}", i64) for i in (spans or ()) for part in ("lo", "size")]
+    return spanned + ([ERROR_WORD] if checks else [])
+
+
+def span_arguments(args: Sequence[Any], spans: Sequence[int]) -> list:
+    """The ``KernelArg``s giving each pointer argument in ``spans`` its memory: the address
+    and size of its buffer (an allocation, or a foreign array's own elements)."""
+    from .backend import KernelArg
+    out = []
+    for i in spans:
+        buffer = args[i].value.buffer
+        out += [KernelArg(i64, int(buffer.address or 0)), KernelArg(i64, int(buffer.nbytes))]
+    return out
+
+
 @dataclass(eq=False)
 class LoadedGpuKernel:
     """A loaded kernel's launch state, the same for every GPU driver: the device it runs on,
@@ -405,6 +424,8 @@ class LoadedGpuKernel:
     lock: Any = field(default_factory=threading.Lock)
     checks: list = field(default_factory=list)
     error_word: int = 0
+    #: checked mode: the pointer parameters whose memory follows the parameters
+    spans: list = field(default_factory=list)
     #: what the device memory is called in error messages
     memory_name: ClassVar[str] = "GPU memory"
 
@@ -434,6 +455,8 @@ class LoadedGpuKernel:
         """Write the launch's ``KernelArg`` values into the argument block (hold ``lock``);
         returns the stream: ``stream``, else the current stream of the framework (torch,
         cupy) owning the first imported array, else 0."""
+        if self.spans:
+            args = list(args) + span_arguments(args, self.spans)
         owner = fill_slots(self.slots, self.is_pointer, args, self.bad_argument_message)
         if stream is None:
             stream = 0 if owner is None else framework_stream(owner, self.device_index)
@@ -442,7 +465,7 @@ class LoadedGpuKernel:
     def raw_codes(self) -> Optional[list[str]]:
         """The ``struct`` code of each parameter for ``compile_launcher``, or ``None`` when
         the raw path does not apply (a debug build, or a parameter without a code)."""
-        if self.checks:       # debug builds read their error word after each launch
+        if self.checks or self.spans:   # debug builds: spans, and an error word to read
             return None
         codes = []
         for pointer, slot in zip(self.is_pointer, self.slots):

@@ -33,7 +33,7 @@ class AmdBackend(DriverBackend):
     device_prefix = "hip"
     triton_backend = "hip"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
-                              "device_assert"})
+                              "device_assert", "bounds_check"})
     disk_cacheable = True   # ``load`` needs only the code object, metadata and signature
     dlpack_device_type = DLPackDevice.ROCM
 
@@ -91,4 +91,5 @@ class AmdBackend(DriverBackend):
             raise BackendError(f"kernel '{kernel.name}' has no loadable code object for "
                                f"{kernel.target}: {meta.get('hsaco', 'no hsaco stage ran')}")
         return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
-                           int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"))
+                           int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"),
+                           meta.get("bounds_params"))

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from anytile.errors import BackendError, LaunchError
-from anytile.gpu_host import ERROR_WORD, ArgumentBlock, LoadedGpuKernel, compile_launcher
+from anytile.gpu_host import (ArgumentBlock, LoadedGpuKernel, compile_launcher,
+                              hidden_parameters)
 
 __all__ = ["HipDriver", "LoadedKernel", "driver"]
 
@@ -188,19 +189,22 @@ class HipDriver:
         return self._launch_fn
 
     def load(self, index: int, image: bytes, name: str, shared_bytes: int, threads: int,
-             signature: list, checks: Optional[list] = None) -> "LoadedKernel":
+             signature: list, checks: Optional[list] = None,
+             spans: Optional[list] = None) -> "LoadedKernel":
         """Load the code object ``image`` and prepare its argument block.  ``checks``: the
         kernel's ``device_assert``s (a debug build), which take an error word as a hidden last
-        parameter: allocated here, read after each launch."""
+        parameter: allocated here, read after each launch.  ``spans``: checked mode's pointer
+        parameters, whose memory the launch passes after the parameters."""
         hip = self.hip
         with self.on(index):
             module = self.check("hipModuleLoadData", hip.hipModuleLoadData(image))
             function = self.check("hipModuleGetFunction",
                                   hip.hipModuleGetFunction(module, name.encode()))
         loaded = LoadedKernel.from_signature(
-            list(signature) + ([ERROR_WORD] if checks else []), device_index=index, name=name,
+            list(signature) + hidden_parameters(spans, checks), device_index=index, name=name,
             shared_bytes=shared_bytes, threads=threads, driver=self, module=module,
             function=function)
+        loaded.spans = list(spans or [])
         if checks:
             address = self.alloc(index, 4)
             zero = ctypes.c_int32(0)   # kept alive until the copy returns

@@ -124,3 +124,45 @@ def test_device_assert_reports_message_and_line(device):
     x[7] = -1
     with pytest.raises(at.DeviceAssertError, match="x must be positive"):
         assert_kernel[(1,)](at.asarray(x, device=device), out, BLOCK=64, debug=True)
+
+
+@at.jit
+def shifted_copy_kernel(x_ptr, out_ptr, n, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs + SHIFT, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+
+
+@at.jit
+def unmasked_load_kernel(x_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs % 16, tl.load(x_ptr + offs))
+
+
+@at.jit
+def far_atomic_kernel(h_ptr, FAR: tl.constexpr):
+    tl.atomic_add(h_ptr + tl.arange(0, 16) * FAR, 1)
+
+
+def test_checked_mode_reports_out_of_bounds_accesses_without_making_them(device):
+    """debug=True on a GPU lowering: each access is tested against its argument's memory
+    (anytile.codegen.bounds_checks); a failing lane's access is not made and the launch
+    raises OutOfBoundsError naming the access, the argument and the line."""
+    x = at.asarray(np.arange(16, dtype=np.float32), device=device)
+    out = at.asarray(np.full(16, -1.0, np.float32), device=device)
+    shifted_copy_kernel[(1,)](x, out, 16, SHIFT=0, BLOCK=32, debug=True)   # masked: fine
+    np.testing.assert_array_equal(out.numpy(), np.arange(16))
+    out = at.asarray(np.full(16, -1.0, np.float32), device=device)
+    with pytest.raises(at.OutOfBoundsError, match=r"out-of-bounds store through 'out_ptr'"):
+        shifted_copy_kernel[(1,)](x, out, 16, SHIFT=3, BLOCK=16, debug=True)
+    # the in-bounds lanes were written, the three past the end were not made
+    np.testing.assert_array_equal(out.numpy(), np.r_[[-1.0] * 3, np.arange(13)])
+    with pytest.raises(at.OutOfBoundsError, match=r"load through 'x_ptr'.*checked mode") as err:
+        unmasked_load_kernel[(1,)](x, out, BLOCK=32, debug=True)
+    assert "tl.load(x_ptr + offs)" in str(err.value)
+    h = at.asarray(np.zeros(64, np.int32), device=device)
+    with pytest.raises(at.OutOfBoundsError, match="atomic add through 'h_ptr'"):
+        far_atomic_kernel[(1,)](h, FAR=5, debug=True)
+    np.testing.assert_array_equal(h.numpy()[::5][:13], np.ones(13))
+    assert h.numpy().sum() == 13
+    far_atomic_kernel[(1,)](h, FAR=4)       # without debug: in bounds, runs as compiled
+    assert h.numpy().sum() == 29

@@ -20,7 +20,7 @@ from anytile.ir import Module
 from . import llvm_host
 from .launch import EntryPoint, LoadedKernel, cpu_count
 from .layout import annotate_layouts
-from .pointers import written_pointer_params
+from anytile.codegen.pointers import written_pointer_params
 
 __all__ = ["CpuBackend", "HostAssembly", "OptimizedLLVM"]
 

@@ -207,7 +207,7 @@ def test_read_only_arrays_are_read_but_never_stored_into():
 
 def test_written_pointer_params_follow_pointers_back_to_parameters():
     from anytile.ir.types import i1
-    from anytile_cpu.pointers import written_pointer_params
+    from anytile.codegen.pointers import written_pointer_params
     assert written_pointer_params(_add_module().kernel) == [2]
     kb = KernelBuilder([("a", ptr(f32)), ("b", ptr(f32)), ("c", ptr(f32)), ("flag", i1)])
     from anytile.ir import SelectOp

@@ -32,7 +32,7 @@ class NvidiaBackend(DriverBackend):
     device_prefix = "cuda"
     triton_backend = "cuda"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
-                              "device_assert", "device_print"})
+                              "device_assert", "device_print", "bounds_check"})
     disk_cacheable = True   # ``load`` needs only the cubin (or PTX), metadata and signature
     dlpack_device_type = DLPackDevice.CUDA
 
@@ -102,7 +102,8 @@ class NvidiaBackend(DriverBackend):
             image = kernel.asm["ptx"].encode() + b"\0"
         meta = kernel.metadata
         return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
-                           int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"))
+                           int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"),
+                           meta.get("bounds_params"))
 
     def timer(self, device: DeviceInfo) -> DeviceTimer:
         """CUDA events on the default stream (which waits for the other blocking streams)."""

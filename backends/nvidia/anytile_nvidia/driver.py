@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from anytile.errors import BackendError, LaunchError
-from anytile.gpu_host import ERROR_WORD, ArgumentBlock, LoadedGpuKernel, compile_launcher
+from anytile.gpu_host import (ArgumentBlock, LoadedGpuKernel, compile_launcher,
+                              hidden_parameters)
 
 __all__ = ["Driver", "LoadedKernel", "driver"]
 
@@ -241,10 +242,13 @@ class Driver:
 
     # -- modules and launches ------------------------------------------------------------------
     def load(self, index: int, image: bytes, name: str, shared_bytes: int, threads: int,
-             signature: list, checks: Optional[list] = None) -> "LoadedKernel":
+             signature: list, checks: Optional[list] = None,
+             spans: Optional[list] = None) -> "LoadedKernel":
         """Load ``image`` and prepare its argument block.  ``checks``: the kernel's
         ``device_assert``s (``[message, file, line]``; compiled with debug), which take an
-        error word as a hidden last parameter: allocated here, read after each launch."""
+        error word as a hidden last parameter: allocated here, read after each launch.
+        ``spans``: checked mode's pointer parameters, whose memory the launch passes after
+        the parameters (``gpu_host.hidden_parameters``)."""
         cu = self.cu
         with self.on(index):
             module = self.check("cuModuleLoadData", cu.cuModuleLoadData(image))
@@ -253,15 +257,14 @@ class Driver:
             if shared_bytes > 48 * 1024:
                 attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
-        if not checks:
-            return LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
-                                      signature)
         loaded = LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
-                                    list(signature) + [ERROR_WORD])
-        address = self.alloc(index, 4)
-        zero = ctypes.c_int32(0)   # kept alive until the copy returns
-        self.copy_htod(index, address, ctypes.addressof(zero), 4)
-        loaded.attach_error_word(checks, address)
+                                    list(signature) + hidden_parameters(spans, checks))
+        loaded.spans = list(spans or [])
+        if checks:
+            address = self.alloc(index, 4)
+            zero = ctypes.c_int32(0)   # kept alive until the copy returns
+            self.copy_htod(index, address, ctypes.addressof(zero), 4)
+            loaded.attach_error_word(checks, address)
         return loaded
 
 

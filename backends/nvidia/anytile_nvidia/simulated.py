@@ -42,7 +42,7 @@ class SimulatedGpuBackend(SimulatedBackend):
     name = "gpusim"
     device_prefix = "gpusim"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
-                              "device_assert", "device_print"})
+                              "device_assert", "device_print", "bounds_check"})
     warp_size = 32
 
     def simulated_target(self) -> Any:

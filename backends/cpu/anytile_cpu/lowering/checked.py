@@ -27,7 +27,7 @@ from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic, 
 from anytile.ir import AtomicCASOp, AtomicRMWOp, LoadOp, Op, TileType, Value, shape_of
 
 from ..failures import CheckRecord
-from ..pointers import carried_sources, param_indices, pointer_origins
+from anytile.codegen.pointers import carried_sources, param_indices, pointer_origins
 from .control import RuntimeCheck
 from .plan import ELEMENTWISE_OPS
 from .values import Point, TileBuffer, row_major_strides

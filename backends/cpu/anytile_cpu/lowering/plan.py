@@ -27,7 +27,7 @@ from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, 
                         YieldOp)
 from anytile.ir.nodes import TRAIT_CONTROL, TRAIT_MEMORY, TRAIT_SIDE_EFFECT
 
-from ..pointers import param_indices, pointer_origins
+from anytile.codegen.pointers import param_indices, pointer_origins
 
 __all__ = ["FusionPlan"]
 

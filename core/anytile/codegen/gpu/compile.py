@@ -12,7 +12,8 @@
 
 A backend's ``stages()`` is ``gpu_stages(target, options)`` plus its own stages, which take
 the ``GpuKernel`` (its text is the LLVM IR: ``asm["llir"]``).  Both stages fill ``metadata``:
-``num_warps``, ``threads_per_block``, ``shared``, ``kernel_name``, ``asserts`` (with debug),
+``num_warps``, ``threads_per_block``, ``shared``, ``kernel_name``, ``asserts`` and
+``bounds_params`` (with debug: checked mode, ``anytile.codegen.bounds_checks``),
 ``pipelined_dot_operands``, ``prefetched_loads``, ``pipelined_shared``.
 """
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ...backend import CompileOptions, Stage
 from ...errors import CompilationError
 from ...ir.nodes import Module
 from ...ir.verifier import verify_if_enabled
+from ..bounds_checks import insert_bounds_checks
 from .assign import LaidOutKernel, assign_layouts
 from .dot import DotSelector
 from .lowering import KernelLowering
@@ -83,6 +85,9 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
             f"num_warps={warps} gives {warps * warp_size} threads a program ({warps} warps of "
             f"{warp_size}), more than {target.name} runs in one program ({target.max_threads}): "
             f"use num_warps <= {target.max_threads // warp_size}", kernel.loc)
+    if options.debug:
+        metadata["bounds_params"] = insert_bounds_checks(kernel)
+        verify_if_enabled(module, after="insert_bounds_checks")
     if order_reductions(module):
         verify_if_enabled(module, after="order_reductions")
     dots = DotSelector(target, warps)

@@ -66,18 +66,21 @@ class SimulatedBackend(Backend):
         return gpu_stages(self.simulated_target(), options)
 
     def load(self, kernel: CompiledKernel, device: DeviceInfo) -> Any:
-        from ...ir.types import PointerType, i32
+        from ...gpu_host import hidden_parameters
         from .simulator import SimulatedKernel
         checks = kernel.metadata.get("asserts") or []
-        types = [t for _, t in kernel.signature] + ([PointerType(i32)] if checks else [])
+        spans = kernel.metadata.get("bounds_params") or []
+        types = [t for _, t in list(kernel.signature) + hidden_parameters(spans, checks)]
         loaded = SimulatedKernel(kernel.asm["llir"], kernel.metadata["kernel_name"], types,
                                  int(kernel.metadata["threads_per_block"]))
-        loaded.checks = checks
+        loaded.checks, loaded.spans = checks, spans
         return loaded
 
     def launch(self, loaded: Any, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:
         from ...errors import device_assert_error
+        from ...gpu_host import span_arguments
+        args = list(args) + span_arguments(args, loaded.spans)
         values = [a.value.address if hasattr(a.value, "buffer") else a.value for a in args]
         if not loaded.checks:
             loaded.run(grid, values)

@@ -1,4 +1,5 @@
-"""Where a kernel's pointers come from: the pointer parameters each one may be derived from.
+"""Where a kernel's pointers come from: the pointer parameters each one may be derived from
+(shared by backends).
 
 Three uses: the launcher refuses a read-only array (a NumPy view of ``bytes``, which host
 memory would not protect) for every parameter the kernel may write through

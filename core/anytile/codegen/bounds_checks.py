@@ -1,0 +1,143 @@
+"""Checked mode as an IR rewrite, for backends that report failures the way they report
+``tl.device_assert`` (the GPU backends: through the error word).
+
+``insert_bounds_checks(fn)`` gives the kernel two more ``i64`` parameters per pointer
+parameter, after the others: the address of the first byte the argument may reach (``lo``)
+and the number of bytes from there (``size``); the launcher passes its buffer's.  Before each
+load, store and atomic whose pointers come from known parameters (``pointers``), every lane
+must address a whole element inside the span of one of them.  A lane that does not is
+turned off (its access is not made: masks gain the test; an atomic compare-and-swap, which
+has no mask, compares and writes back the value at the argument's first element instead), and
+an ``AssertOp`` whose message starts with ``BOUNDS_PREFIX`` fails the launch: the host
+raises ``OutOfBoundsError`` naming the access, the argument and the kernel's line.  Accesses
+through pointers the analysis cannot trace (loaded from memory, made from integers) are not
+checked.  Lanes a mask turns off are never checked.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ..errors import BOUNDS_PREFIX
+from ..ir import ops as O
+from ..ir.nodes import Block, Function, Op, Value
+from ..ir.types import PointerType, TileType, elem_type, i64, shape_of, with_shape
+from .pointers import carried_sources, param_indices, pointer_origins
+
+__all__ = ["insert_bounds_checks", "span_parameters", "BOUNDS_PREFIX"]
+
+_ACCESSES = (O.LoadOp, O.StoreOp, O.AtomicRMWOp, O.AtomicCASOp)
+
+
+def span_parameters(fn: Function) -> list[int]:
+    """The indices of ``fn``'s pointer parameters, in the order their spans follow them."""
+    return [i for i, a in enumerate(fn.body.args) if isinstance(a.type, PointerType)]
+
+
+def _access_name(op: Op) -> str:
+    if isinstance(op, O.AtomicRMWOp):
+        return f"atomic {op.kind}"
+    return "atomic cas" if isinstance(op, O.AtomicCASOp) else op.NAME
+
+
+class _Checker:
+    def __init__(self, fn: Function) -> None:
+        self.fn = fn
+        self.index_of = param_indices(fn)
+        self.carried = carried_sources(fn)
+        self.pointers = span_parameters(fn)
+        names = [a.name or f"arg{i}" for i, a in enumerate(fn.body.args)]
+        self.names = names
+        self.spans: dict[int, tuple[Value, Value]] = {}
+        for i in self.pointers:
+            lo = self._param(f"{names[i]}_lo")
+            size = self._param(f"{names[i]}_size")
+            self.spans[i] = (lo, size)
+        self.ops: list[Op] = []
+
+    def _param(self, name: str) -> Value:
+        body = self.fn.body
+        v = Value(i64, body, len(body.args), name)
+        body.args.append(v)
+        self.fn.arg_attrs.append({})
+        return v
+
+    def emit(self, op: Op) -> Value:
+        self.ops.append(op)
+        return op.result
+
+    def const(self, value: int, t, loc) -> Value:
+        return self.emit(O.ConstantOp(value, result_types=[t], loc=loc))
+
+    def bcast(self, scalar: Value, shape: tuple, loc) -> Value:
+        if not shape:
+            return scalar
+        return self.emit(O.SplatOp(scalar, result_types=[TileType(shape, scalar.type)], loc=loc))
+
+    def binary(self, kind: str, a: Value, b: Value, loc) -> Value:
+        return self.emit(O.BinaryOp(kind, a, b, loc=loc))
+
+    def compare(self, pred: str, a: Value, b: Value, loc) -> Value:
+        return self.emit(O.CompareOp(pred, a, b, loc=loc))
+
+    def in_bounds(self, op: Op, origins: list[int]) -> Value:
+        """``i1`` per lane: the lane's element lies in the span of one of ``origins``."""
+        loc, ptr = op.loc, op.ptr
+        shape = shape_of(ptr.type)
+        elem_bytes = elem_type(ptr.type).pointee.nbytes
+        addr = self.emit(O.BitcastOp(ptr, result_types=[with_shape(i64, shape)], loc=loc))
+        ok: Optional[Value] = None
+        for i in origins:
+            lo, size = self.spans[i]
+            off = self.binary("sub", addr, self.bcast(lo, shape, loc), loc)
+            limit = self.binary("sub", size, self.const(elem_bytes, i64, loc), loc)
+            inside = self.binary("and",
+                                 self.compare("ge", off, self.const(0, with_shape(i64, shape),
+                                                                    loc), loc),
+                                 self.compare("le", off, self.bcast(limit, shape, loc), loc),
+                                 loc)
+            ok = inside if ok is None else self.binary("or", ok, inside, loc)
+        assert ok is not None
+        return ok
+
+    def check(self, op: Op) -> None:
+        origins = pointer_origins(op.ptr, self.index_of, self.carried)
+        if not origins:
+            return                              # untraceable: not checked
+        origins = sorted(origins)
+        loc = op.loc
+        ok = self.in_bounds(op, origins)
+        mask = getattr(op, "mask", None)
+        held = ok if mask is None else self.binary(
+            "or", ok, self.emit(O.UnaryOp("not", mask, loc=loc)), loc)
+        args = " or ".join(f"'{self.names[i]}'" for i in origins)
+        message = (f"{BOUNDS_PREFIX}{_access_name(op)} through {args}: an address outside "
+                   f"the argument's memory")
+        self.ops.append(O.AssertOp(held, message, loc=loc))
+        if isinstance(op, O.AtomicCASOp):
+            # no mask: a failing lane compares and swaps the argument's first element with
+            # the value it read, which leaves memory as it was
+            base = self.bcast(self.fn.body.args[origins[0]], shape_of(op.ptr.type), loc)
+            op.ptr = self.emit(O.SelectOp(ok, op.ptr, base, loc=loc))
+            op.value = self.emit(O.SelectOp(ok, op.value, op.cmp, loc=loc))
+        else:
+            op.mask = ok if mask is None else self.binary("and", mask, ok, loc)
+
+    def block(self, block: Block) -> None:
+        out: list[Op] = []
+        for op in block.ops:
+            for region in op.regions:
+                self.block(region)
+            if isinstance(op, _ACCESSES):
+                self.ops = []
+                self.check(op)
+                out.extend(self.ops)
+            out.append(op)
+        block.ops = out
+
+
+def insert_bounds_checks(fn: Function) -> list[int]:
+    """Rewrite ``fn`` in place (module docstring); returns ``span_parameters(fn)``, the
+    pointer parameters whose ``(lo, size)`` now follow the others, in that order."""
+    checker = _Checker(fn)
+    checker.block(fn.body)
+    return checker.pointers
