@@ -1,12 +1,14 @@
-"""The part of CUDA's libdevice that Triton kernels commonly call, built from portable IR.
+"""CUDA's libdevice as Triton kernels call it (``tl.extra.libdevice``, also under ``.cuda``
+and ``.hip``), every function built from portable IR so it runs on every backend.
 
-Each function keeps libdevice's name and meaning; ones without a direct IR op are exact
-rearrangements (``trunc``, ``isnan``) or the classic accurate formulas (``log1p``, ``expm1``).
-The inverse trigonometric and hyperbolic functions, ``cbrt``, ``hypot`` and ``log10`` are
-formulas over the IR's own ops (each docstring gives its error bound in ulp, checked against
-NumPy on every device by tests/language/test_libdevice.py); f16 and bf16 inputs are computed
-in f32 and rounded once.  Functions not listed here (``pow``, ``exp10``, ``erfc``, ``fmod``,
-the Bessel functions...) raise a clear error when a kernel names them."""
+Each function keeps libdevice's name and meaning.  Ones with a direct IR op map onto it;
+the rest are exact rearrangements (``trunc``, ``isnan``), the classic accurate formulas
+(``log1p``, ``expm1``), or formulas with their error bound in ulp in the docstring, checked
+against NumPy, SciPy or mpmath on every device by tests/language/test_libdevice*.py.  f16 and
+bf16 inputs are computed in f32 and rounded once.  Beside this module: ``_ieee`` (bit
+functions, conversions and arithmetic in each rounding mode), ``_elementary`` (pow, exp10,
+fmod, sinpi, exponent access, norms, the ``fast_`` variants) and ``_special`` (Bessel,
+error-function family, gamma), all on ``_formula``'s machinery."""
 from __future__ import annotations
 
 from typing import Any
@@ -114,8 +116,8 @@ def expm1(x: Any, _builder: Builder = None) -> tensor:
 
 
 def __getattr__(name: str) -> Any:
-    raise AttributeError(f"libdevice.{name} is not available in anytile; its portable libdevice "
-                         f"provides {', '.join(__all__)}")
+    raise AttributeError(f"libdevice.{name}: libdevice has no function of that name (anytile "
+                         f"provides all of Triton's: {', '.join(sorted(__all__))})")
 
 
 def _atan_unit(a: _F) -> _F:
