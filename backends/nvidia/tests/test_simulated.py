@@ -495,3 +495,55 @@ def test_sort_flip_and_topk(n):
     np.testing.assert_array_equal(s, np.sort(x))
     np.testing.assert_array_equal(f, x[::-1])
     np.testing.assert_array_equal(t, np.sort(x)[::-1][:k])
+
+
+@at.jit
+def attention_kernel(Q, K, V, O, sm_scale, N_CTX, BM: tl.constexpr, BN: tl.constexpr,
+                     D: tl.constexpr, CAUSAL: tl.constexpr):
+    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    offs_d = tl.arange(0, D)
+    q = tl.load(Q + offs_m[:, None] * D + offs_d[None, :])
+    m_i = tl.zeros((BM,), tl.float32) - float("inf")
+    l_i = tl.zeros((BM,), tl.float32) + 1.0
+    acc = tl.zeros((BM, D), tl.float32)
+    hi = (tl.program_id(0) + 1) * BM if CAUSAL else N_CTX
+    for start_n in range(0, hi, BN):
+        k = tl.load(K + (start_n + offs_n)[None, :] * D + offs_d[:, None])
+        qk = tl.dot(q, k)
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * sm_scale)
+        p = tl.math.exp2(qk * sm_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(V + (start_n + offs_n)[:, None] * D + offs_d[None, :])
+        acc = tl.dot(p.to(tl.float16), v, acc * alpha[:, None])
+        m_i = m_ij
+    tl.store(O + offs_m[:, None] * D + offs_d[None, :], (acc / l_i[:, None]).to(tl.float16))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_chain(gpusim, rng, causal):
+    """Attention's two chained dots: both get their warps along M (the softmax's row
+    reductions stay inside warps) and ``p`` feeds the second dot's A fragments from the first
+    dot's accumulator registers, without a trip through shared memory."""
+    N, D, BM, BN = 64, 32, 64, 32
+    q, k, v = (rng.standard_normal((N, D)).astype(np.float16) for _ in range(3))
+    out = at.asarray(np.zeros((N, D), np.float16), device=gpusim)
+    scale = 0.125 * 1.44269504
+    attention_kernel[(N // BM,)](*(at.asarray(t, device=gpusim) for t in (q, k, v)), out, scale,
+                                  N, BM=BM, BN=BN, D=D, CAUSAL=causal, num_warps=4,
+                                  num_stages=2)
+    s = q.astype(np.float32) @ k.astype(np.float32).T * 0.125
+    if causal:
+        s = np.where(np.tril(np.ones((N, N), bool)), s, -np.inf)
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float32)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref, atol=2e-3, rtol=1e-2)
+    laid = at.compile(attention_kernel, target="nvidia:sm_90",
+                      signature={"Q": "*fp16", "K": "*fp16", "V": "*fp16", "O": "*fp16",
+                                 "sm_scale": "fp32", "N_CTX": "i32"},
+                      constexprs={"BM": 128, "BN": 64, "D": 64, "CAUSAL": causal}).asm
+    dots = [line for line in laid["laid-out ir"].splitlines() if " = dot " in line]
+    assert len(dots) == 2 and all("wpc=[4,1]" in line for line in dots)

@@ -90,7 +90,7 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
         verify_if_enabled(module, after="insert_bounds_checks")
     if order_reductions(module):
         verify_if_enabled(module, after="order_reductions")
-    dots = DotSelector(target, warps)
+    dots = DotSelector(target, warps, kernel)
     if options.num_stages > 1:
         metadata["pipelined_dot_operands"] = pipeline_dot_operands(
             kernel, options.num_stages, dots.reads_shared, target.shared_memory_limit,

@@ -26,10 +26,11 @@ from typing import TYPE_CHECKING, Optional, Sequence
 from llvmlite import ir
 
 from ...ir import ops
+from ...ir.nodes import Function, Op
 from ...ir.types import ScalarType, elem_type, shape_of
 from ..llvm.types import I8, I32
 from .fragments import GenericFragments, OperandSource
-from .layouts import BlockedLayout, register_indices
+from .layouts import BlockedLayout, coordinates, register_indices
 from .matrix import TYPE_BITS, MatrixGeometry, MatrixInstr, geometry
 from .registers import Regs, coords, linear_index
 from .scratch import llvm_bytes, reserve, shared_load, shared_store
@@ -140,6 +141,8 @@ class MatrixDot(DotStrategy):
 
     def __init__(self, target: "GpuTarget") -> None:
         self.target = target
+        #: ``id``s of chained dots (``chained_dots``): their warps all run along M
+        self.chained: frozenset[int] = frozenset()
 
     def plan(self, op: ops.DotOp, num_warps: int) -> Optional[MatrixDotPlan]:
         a, b, acc = elem_type(op.a.type), elem_type(op.b.type), elem_type(op.acc.type)
@@ -149,6 +152,11 @@ class MatrixDot(DotStrategy):
                     not instr.accepts(a.name, b.name, acc.name, op.input_precision):
                 continue
             warps = choose_warps(m, n, num_warps, instr.m, instr.n)
+            if id(op) in self.chained and m % (instr.m * num_warps) == 0:
+                # a chain (attention's q.k then p.v): every warp owns whole rows of both
+                # results, so the softmax's row reductions and the row factors between the
+                # dots stay inside warps
+                warps = (num_warps, 1)
             if warps is not None:
                 return MatrixDotPlan(self, acc_layout(instr, warps), instr, warps, (m, n, k))
         return None
@@ -167,13 +175,15 @@ class MatrixDot(DotStrategy):
         layout = plan.layout
         M, N, K = plan.shape
         acc = ctx.tile(op.acc, layout)
-        a_src, b_src = _stage_operands(ctx, op, plan)
+        in_registers = _register_operand(ctx, op, plan)
+        a_src, b_src = _stage_operands(ctx, op, plan, stage_a=in_registers is None)
         loader = ctx.target.fragment_loader(instr) or GenericFragments()
         state = loader.prepare(ctx, plan, a_src, b_src)
         regs_along_n = layout.registers_along((M, N), 1)
         values = list(acc.values)
         for kk in range(0, K, instr.k):
-            a_frags = loader.load_a(ctx, state, kk)
+            a_frags = loader.load_a(ctx, state, kk) if in_registers is None else \
+                _register_fragments(ctx, in_registers, plan, kk)
             b_frags = loader.load_b(ctx, state, kk)
             for i in range(plan.tiles(0)):
                 for s in range(plan.tiles(1)):
@@ -185,6 +195,72 @@ class MatrixDot(DotStrategy):
         ctx.set_result(op, Regs(layout, (M, N), values))
 
 
+def _register_operand(ctx: "KernelLowering", op: ops.DotOp,
+                      plan: MatrixDotPlan) -> Optional[tuple[Regs, dict, ScalarType]]:
+    """A's registers and, for each (tile along M, K offset, fragment element), the register of
+    A's own layout holding it, when every lane already holds its whole A fragments (A is a
+    chained dot's result in the accumulator layout, attention's ``p``); else ``None`` (A goes
+    through shared memory)."""
+    instr = plan.instr
+    elem = elem_type(op.a.type)
+    if not isinstance(elem, ScalarType) or elem.name != instr.a_type or instr.a_replicas != 1 \
+            or ctx.shared_views.get(op.a) is not None:
+        return None
+    layout = op.a.type.layout
+    if not isinstance(layout, BlockedLayout):
+        return None
+    M, N, K = plan.shape
+    shape = (M, K)
+    geo = plan.geo
+    warps = plan.warps[0] * plan.warps[1]
+    table: dict = {}
+    for warp in range(warps):
+        first = coordinates(plan.layout, (M, N), 0, warp)[0]
+        if first[1] != 0 and plan.warps[1] != 1:
+            return None
+        warp_row = first[0] - first[0] % geo.block(0)
+        for lane in range(instr.lanes):
+            held = {c: j for j, c in enumerate(coordinates(layout, shape, lane, warp))}
+            for i in range(plan.tiles(0)):
+                base = warp_row + i * plan.tile_stride(0)
+                for kk in range(0, K, instr.k):
+                    for e in range(instr.a_count):
+                        r, k = instr.a_elem(lane, e)
+                        j = held.get((base + plan.offset(0, r), kk + k))
+                        if j is None or table.setdefault((i, kk, e), j) != j:
+                            return None
+    return ctx.tile(op.a), table, elem
+
+
+def _register_fragments(ctx: "KernelLowering", source: tuple, plan: MatrixDotPlan,
+                        kk: int) -> list[list[ir.Value]]:
+    """The A fragments at K offset ``kk`` gathered from registers (``_register_operand``),
+    packed ``a_pack`` elements a register as the instruction takes them."""
+    b, instr = ctx.b, plan.instr
+    regs, table, elem = source
+    bits = TYPE_BITS[instr.a_type]
+    out = []
+    for i in range(plan.tiles(0)):
+        frag = []
+        for start in range(0, instr.a_count, instr.a_pack):
+            words = []
+            for e in range(start, start + instr.a_pack):
+                v = ctx.ew.to_storage(elem, regs.values[table[(i, kk, e)]])
+                words.append(v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(bits)))
+            if instr.a_pack == 1:
+                frag.append(words[0])
+                continue
+            word = ir.IntType(bits * instr.a_pack)
+            reg = None
+            for p, piece in enumerate(words):
+                piece = b.zext(piece, word)
+                piece = piece if p == 0 else b.shl(piece, ir.Constant(word, bits * p))
+                reg = piece if reg is None else b.or_(reg, piece)
+            frag.append(reg)
+        out.append(frag)
+    return out
+
+
 def _pad(instr: MatrixInstr, operand: int) -> int:
     """Elements of padding per shared-memory row of operand ``operand`` (0: A, 1: B)."""
     return instr.pad_bytes[operand] * 8 // TYPE_BITS[(instr.a_type, instr.b_type)[operand]]
@@ -194,15 +270,18 @@ def _operand_storage(ctx: "KernelLowering", type_name: str, elem: ScalarType) ->
     return ctx.types.storage(elem) if type_name == elem.name else ir.IntType(TYPE_BITS[type_name])
 
 
-def _stage_operands(ctx: "KernelLowering", op: ops.DotOp,
-                    plan: MatrixDotPlan) -> tuple[OperandSource, OperandSource]:
+def _stage_operands(ctx: "KernelLowering", op: ops.DotOp, plan: MatrixDotPlan,
+                    stage_a: bool = True) -> tuple[OperandSource, OperandSource]:
     """Where A and B are in shared memory: a pipeline slot read in place, or the scratch space
-    they are written to here (A first, B after it)."""
+    they are written to here (A first, B after it; without ``stage_a``, A is read from
+    registers and only B is placed)."""
     b, instr = ctx.b, plan.instr
     M, N, K = plan.shape
     elem = elem_type(op.a.type)
     sa, sb = _operand_storage(ctx, instr.a_type, elem), _operand_storage(ctx, instr.b_type, elem)
     views = [ctx.shared_views.get(op.a), ctx.shared_views.get(op.b)]
+    if not stage_a:
+        views[0] = _Unstaged(ctx.smem_base, PaddedRows(K + _pad(instr, 0)))
     for view in views:
         if view is not None and not isinstance(view.layout, PaddedRows):
             raise AssertionError(f"a matrix dot cannot read a {view.layout} buffer")
@@ -221,6 +300,15 @@ def _stage_operands(ctx: "KernelLowering", op: ops.DotOp,
             _store_operand(ctx, ctx.tile(op.b), elem, instr.b_type, sb, b_base, row_b)
         ctx.target.barrier(b)
     return OperandSource(a_base, row_a, sa), OperandSource(b_base, row_b, sb)
+
+
+@dataclass
+class _Unstaged:
+    """Stands for an A operand read from registers where ``_stage_operands`` expects a
+    shared-memory view (its address is never read)."""
+
+    base: ir.Value
+    layout: PaddedRows
 
 
 def _store_operand(ctx: "KernelLowering", regs: Regs, elem: ScalarType, type_name: str,
@@ -335,12 +423,37 @@ def _split_threads(blocks: tuple[int, int], warp_size: int, num_warps: int):
 
 
 # -- choosing ----------------------------------------------------------------------------------
-class DotSelector:
-    """The strategies of one target, in order: the target's own, ``MatrixDot``, ``FmaDot``."""
+def chained_dots(fn: Function) -> frozenset[int]:
+    """``id``s of the dots in a chain: one whose ``a`` or ``b`` operand is computed (through
+    any ops but loads) from another's result, and that other one."""
+    chained: set[int] = set()
+    for op in fn.walk():
+        if not isinstance(op, ops.DotOp):
+            continue
+        stack, seen = [op.a, op.b], set()
+        while stack:
+            v = stack.pop()
+            owner = v.owner
+            if id(v) in seen or not isinstance(owner, Op) or isinstance(owner, ops.LoadOp):
+                continue
+            seen.add(id(v))
+            if isinstance(owner, ops.DotOp):
+                chained |= {id(op), id(owner)}
+                continue
+            stack.extend(owner.operands)
+    return frozenset(chained)
 
-    def __init__(self, target: "GpuTarget", num_warps: int) -> None:
+
+class DotSelector:
+    """The strategies of one target, in order: the target's own, ``MatrixDot``, ``FmaDot``.
+    ``fn``: the kernel, whose chained dots ``MatrixDot`` lays out with warps along M."""
+
+    def __init__(self, target: "GpuTarget", num_warps: int, fn: Optional[Function] = None) -> None:
         self.num_warps = num_warps
-        self.strategies: Sequence[DotStrategy] = (*target.dot_strategies(), MatrixDot(target),
+        matrix = MatrixDot(target)
+        if fn is not None:
+            matrix.chained = chained_dots(fn)
+        self.strategies: Sequence[DotStrategy] = (*target.dot_strategies(), matrix,
                                                   FmaDot(target.warp_size))
 
     def plan(self, op: ops.DotOp) -> DotPlan:
