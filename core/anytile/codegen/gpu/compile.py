@@ -32,7 +32,7 @@ from .assign import LaidOutKernel, assign_layouts
 from .dot import DotSelector
 from .lowering import KernelLowering
 from .ordered_reduce import order_reductions
-from .pipeline import pipeline_dot_operands, pipeline_loops
+from .pipeline import pipeline_dot_operands, pipeline_loops, stage_invariant_operands
 from .shared import plan_persistent_shared
 from .target import GpuTarget
 
@@ -92,6 +92,9 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
         verify_if_enabled(module, after="order_reductions")
     dots = DotSelector(target, warps, kernel)
     if options.num_stages > 1:
+        metadata["staged_dot_operands"] = stage_invariant_operands(
+            kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)
+        verify_if_enabled(module, after="stage_invariant_operands")
         metadata["pipelined_dot_operands"] = pipeline_dot_operands(
             kernel, options.num_stages, dots.reads_shared, target.shared_memory_limit,
             dots.operand_buffers)

@@ -26,7 +26,7 @@ from ...ir.types import TileType, elem_type, i1, i32
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedRows,
                          SharedAllocOp, SharedBufferLayout, SharedBufferType, SharedLoadOp)
 
-__all__ = ["pipeline_loops", "pipeline_dot_operands"]
+__all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands"]
 
 _SIDE_EFFECTS = (ops.StoreOp, ops.AtomicRMWOp, ops.AtomicCASOp, ops.AssertOp, ops.BarrierOp,
                  ops.CallOp)
@@ -174,6 +174,55 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
                                           if isinstance(a, SharedAllocOp))
                 count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left,
                                         buffers)
+    return count
+
+
+def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
+                             shared_limit: int, buffers: Optional[BufferLayouts] = None) -> int:
+    """Copy each tile loaded before a ``for`` loop and used only as an operand of matrix dots
+    inside it (attention's ``q``) into a shared buffer of its own, once, before the loop: the
+    dots then read it in place every iteration instead of writing it to the scratch space
+    each time.  Same conditions on the load as ``pipeline_dot_operands``; returns how many
+    loads moved."""
+    buffers = buffers or _padded_rows
+    count = 0
+    for loop in [op for op in walk(fn.body) if isinstance(op, ops.ForOp)]:
+        parent = _parent_block(fn.body, loop)
+        where = parent.ops.index(loop)
+        uses = _uses(fn.body)
+        inside = set(walk(loop.body))
+        for load in parent.ops[:where]:
+            if not isinstance(load, ops.LoadOp) or load.volatile or \
+                    not isinstance(load.ptr.type, TileType):
+                continue
+            t = load.result.type
+            users = uses.get(load.result, [])
+            if len(t.shape) != 2 or t.elem.nbytes != 2 or not users or \
+                    (load.other is not None and not _is_zero(load.other)) or \
+                    not all(isinstance(u, ops.DotOp) and u in inside and dot_ok(u)
+                            and load.result in (u.a, u.b) and load.result is not u.acc
+                            for u in users):
+                continue
+            dot = users[0]
+            layout = buffers(dot, False)[0 if load.result is dot.a else 1]
+            buffer = SharedBufferType(t.shape, t.elem, 1, layout)
+            taken = sum(a.result.type.nbytes for a in walk(fn.body)
+                        if isinstance(a, SharedAllocOp))
+            if taken + buffer.nbytes > shared_limit:
+                continue
+            loc = load.loc
+            alloc = SharedAllocOp(result_types=[buffer], loc=loc)
+            zero = ops.ConstantOp(0, result_types=[i32], loc=loc)
+            view = SharedLoadOp(alloc.result, zero.result, loc=loc)
+            view.results[0].name = load.result.name
+            staged = [alloc, zero, AsyncCopyOp(alloc.result, zero.result, load.ptr, load.mask,
+                                               loc=loc),
+                      AsyncCommitOp(loc=loc), AsyncWaitOp(0, True, loc=loc), view]
+            for op in walk(fn.body):
+                op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
+            at = parent.ops.index(load)
+            parent.ops[at:at + 1] = staged
+            count += 1
     return count
 
 
