@@ -199,3 +199,59 @@ def test_loop_carried_accumulator_takes_the_mma_layout():
     for their loads' widest access."""
     nvidia = pytest.importorskip("anytile_nvidia.simulated")
     check(lambda m: lay_out(m, nvidia.simulated_nvidia_target()), MATMUL_LOOP, MM_LAID_OUT)
+
+
+def _module(fn, signature, constexprs):
+    import anytile as at
+    return at.compile(fn, target="interpreter:reference", signature=signature,
+                      constexprs=constexprs).module
+
+
+def _transposed_load_kernel():
+    import anytile as at
+    import anytile.language as tl
+
+    @at.jit
+    def transposed(k_ptr, out_ptr, stride, BN: tl.constexpr, D: tl.constexpr):
+        n, d = tl.arange(0, BN), tl.arange(0, D)
+        kt = tl.load(k_ptr + n[None, :] * stride + d[:, None])       # D x BN, runs along D
+        tl.store(out_ptr + d[:, None] * BN + n[None, :], kt)
+    return transposed
+
+
+def test_a_transposed_load_lays_its_lanes_along_the_contiguous_dimension():
+    """Addresses that run along the first dimension (attention's K read as D x BN): lanes go
+    fastest along it (order [0, 1]) so a warp's accesses coalesce, instead of each lane
+    reading a different row."""
+    module = _module(_transposed_load_kernel(), {"k_ptr": "*fp16:16", "out_ptr": "*fp16:16",
+                                                 "stride": "i32:16"}, {"BN": 64, "D": 64})
+    laid = lay_out(module)
+    (load,) = [op for op in laid.kernel.walk() if op.NAME == "load"]
+    assert load.result.type.layout.order == (0, 1)
+
+
+def _online_max_kernel():
+    import anytile as at
+    import anytile.language as tl
+
+    @at.jit
+    def online_max(x_ptr, out_ptr, n, BM: tl.constexpr, BN: tl.constexpr):
+        rows, cols = tl.arange(0, BM), tl.arange(0, BN)
+        m = tl.zeros((BM,), tl.float32) - float("inf")
+        for start in range(0, n, BN):
+            x = tl.load(x_ptr + rows[:, None] * n + (start + cols)[None, :])
+            m = tl.maximum(m, tl.max(x, 1))
+        tl.store(out_ptr + rows, m)
+    return online_max
+
+
+def test_loop_carried_row_statistics_take_the_reductions_layout():
+    """``m = max(m, max(x, 1))`` carried from a constant start: the carried value takes the
+    reduction's slice layout (the constant start anchors nothing), so no iteration converts
+    it through shared memory."""
+    module = _module(_online_max_kernel(), {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16",
+                                            "n": "i32:16"}, {"BM": 64, "BN": 64})
+    laid = lay_out(module)
+    (loop,) = [op for op in laid.kernel.walk() if op.NAME == "for"]
+    (carried,) = [a for a in loop.body.args[1:] if hasattr(a.type, "layout")]
+    assert type(carried.type.layout).__name__ == "SliceLayout"

@@ -72,10 +72,26 @@ class _Assigner:
         self.plan_dot = plan_dot
         self.num_warps = out.num_warps
         self.warp_size = out.warp_size
+        #: loop-carried values whose start is rematerialisable: their layout is settled by
+        #: what the body yields, so they anchor nothing while another operand can
+        self.provisional: set = set()
 
     # -- helpers -------------------------------------------------------------------------------
-    def default(self, shape: tuple[int, ...], vector: int = 1) -> BlockedLayout:
-        return default_blocked(shape, self.num_warps, self.warp_size, vector)
+    def default(self, shape: tuple[int, ...], vector: int = 1,
+                order: tuple[int, ...] = ()) -> BlockedLayout:
+        return default_blocked(shape, self.num_warps, self.warp_size, vector, order)
+
+    def access_layout(self, op: ops.Op, ptr: Value, mask: Optional[Value]) -> BlockedLayout:
+        """The layout of an access nothing anchors: vectors along the last dimension when the
+        addresses run along it; when they run along the first instead (a transposed read,
+        attention's K), lanes laid out fastest along that one, so a warp's accesses coalesce."""
+        shape = shape_of(ptr.type)
+        vector = self.access_vector(op, ptr, mask)
+        info = self.out.axis.get(ptr)
+        if vector == 1 and len(shape) == 2 and info is not None and info.contiguity and \
+                info.contiguity[-1] == 1 and info.contiguity[0] > 1:
+            return self.default(shape, 1, (0, 1))
+        return self.default(shape, vector)
 
     def set(self, v: Value, layout: Optional[Layout]) -> None:
         if isinstance(v.type, TileType):
@@ -87,7 +103,8 @@ class _Assigner:
     def anchored_layout(self, values: list) -> Optional[Layout]:
         # a dot's accumulator layout first: converting a dot result costs the most
         # (``acc += dot(a, b)`` then keeps the accumulator in it across the loop)
-        values = sorted(values, key=lambda v: not isinstance(v.owner, ops.DotOp))
+        values = sorted(values, key=lambda v: (not isinstance(v.owner, ops.DotOp),
+                                               v in self.provisional))
         for v in values:
             if isinstance(v.type, TileType) and not self.is_remat(v) and v.type.layout is not None:
                 return v.type.layout
@@ -148,9 +165,9 @@ class _Assigner:
                                                                  [op.value, op.ptr]) \
                     or self.default(op.ptr.type.shape, vector)
             elif isinstance(op, AsyncCopyOp):
-                vector = self.access_vector(op, op.ptr, op.mask)
+                fresh = self.access_layout(op, op.ptr, op.mask)     # records the vector width
                 self.out.store_layout[op] = self.anchored_layout([v for v in (op.ptr, op.mask) if v]) \
-                    or self.default(op.ptr.type.shape, vector)
+                    or fresh
             return
         res = op.results[0]
         if not isinstance(res.type, TileType):
@@ -158,8 +175,8 @@ class _Assigner:
         shape = res.type.shape
         layout: Optional[Layout]
         if isinstance(op, ops.LoadOp):
-            vector = self.access_vector(op, op.ptr, op.mask)
-            layout = self.anchored_layout([op.ptr]) or self.default(shape, vector)
+            fresh = self.access_layout(op, op.ptr, op.mask)         # records the vector width
+            layout = self.anchored_layout([op.ptr]) or fresh
         elif isinstance(op, (ops.AtomicRMWOp, ops.AtomicCASOp)):
             layout = self.anchored_layout(op.operands) or self.default(shape)
         elif isinstance(op, ops.ExpandDimsOp):
@@ -206,6 +223,9 @@ class _Assigner:
                 # widest access the axis facts prove, as its loads and stores will want
                 layout = self.default(arg.type.shape, self.pointer_vector(arg))
             self.set(arg, layout)
+            if isinstance(arg.type, TileType) and self.is_remat(init) and \
+                    not isinstance(arg.type.elem, PointerType):
+                self.provisional.add(arg)
         for _ in range(3):  # settle loop-carried layouts on what the body yields
             self.block(body)
             changed = False
