@@ -47,7 +47,7 @@ def test_a_backends_buffer_layouts_parse_back():
      "dim 1 is not a dimension of its parent"),
     ("shared<2x32x16xf16, row>", "malformed buffer layout 'row': expected 'row R'"),
     ("shared<2x32x16xf16>", "malformed shared buffer type"),
-    ("shared<2x32x16xf16, swizzled 128>", "unknown shared buffer layout 'swizzled 128' (known: row"),
+    ("shared<2x32x16xf16, swizzled 128>", "unknown shared buffer layout 'swizzled 128' (known: col, row"),
     ("tile<8xf32, #shared<rows 4>>", "unknown shared buffer layout 'rows 4'"),
 ])
 def test_malformed_layouts_name_the_problem(text, problem):

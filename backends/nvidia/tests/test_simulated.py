@@ -527,7 +527,9 @@ def attention_kernel(Q, K, V, O, sm_scale, N_CTX, BM: tl.constexpr, BN: tl.const
 def test_attention_chain(gpusim, rng, causal):
     """Attention's two chained dots: both get their warps along M (the softmax's row
     reductions stay inside warps) and ``p`` feeds the second dot's A fragments from the first
-    dot's accumulator registers, without a trip through shared memory."""
+    dot's accumulator registers, without a trip through shared memory; the loop-invariant q
+    is copied to shared memory once, K (read transposed) by 16-byte copies into column-major
+    slots."""
     N, D, BM, BN = 64, 32, 64, 32
     q, k, v = (rng.standard_normal((N, D)).astype(np.float16) for _ in range(3))
     out = at.asarray(np.zeros((N, D), np.float16), device=gpusim)
@@ -542,8 +544,16 @@ def test_attention_chain(gpusim, rng, causal):
     ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float32)
     np.testing.assert_allclose(out.numpy().astype(np.float32), ref, atol=2e-3, rtol=1e-2)
     laid = at.compile(attention_kernel, target="nvidia:sm_90",
-                      signature={"Q": "*fp16", "K": "*fp16", "V": "*fp16", "O": "*fp16",
-                                 "sm_scale": "fp32", "N_CTX": "i32"},
-                      constexprs={"BM": 128, "BN": 64, "D": 64, "CAUSAL": causal}).asm
-    dots = [line for line in laid["laid-out ir"].splitlines() if " = dot " in line]
+                      signature={"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16",
+                                 "O": "*fp16:16", "sm_scale": "fp32", "N_CTX": "i32:16"},
+                      constexprs={"BM": 128, "BN": 64, "D": 64, "CAUSAL": causal},
+                      num_stages=3).asm
+    text = laid["laid-out ir"]
+    dots = [line for line in text.splitlines() if " = dot " in line]
     assert len(dots) == 2 and all("wpc=[4,1]" in line for line in dots)
+    # q copied once into its own buffer; K (read along D) into column-major slots, V rows;
+    # the loop carries the row max and sum in the reduction's slice layout
+    assert "shared<1x128x64xf16, row 72>" in text and "shared<3x64x64xf16, col 72>" in text
+    assert "shared<3x64x64xf16, row 72>" in text
+    loop = next(line for line in text.splitlines() if " = for " in line)
+    assert loop.count("#slice<dim=1") == 2

@@ -50,6 +50,7 @@ class LaidOutKernel:
     warp_size: int
     axis: dict[Value, AxisInfo] = field(default_factory=dict)
     vector: dict[ops.Op, int] = field(default_factory=dict)
+    transposed: set = field(default_factory=set)   # accesses whose vectors run along dim 0
     remat: set = field(default_factory=set)
     store_layout: dict[ops.Op, Layout] = field(default_factory=dict)   # stores, async copies
     dot_plans: dict[ops.Op, Any] = field(default_factory=dict)
@@ -90,8 +91,21 @@ class _Assigner:
         info = self.out.axis.get(ptr)
         if vector == 1 and len(shape) == 2 and info is not None and info.contiguity and \
                 info.contiguity[-1] == 1 and info.contiguity[0] > 1:
-            return self.default(shape, 1, (0, 1))
+            width = self.transposed_vector(ptr, mask)
+            self.out.vector[op] = width
+            self.out.transposed.add(op)
+            return self.default(shape, width, (0, 1))
         return self.default(shape, vector)
+
+    def transposed_vector(self, ptr: Value, mask: Optional[Value]) -> int:
+        """``pointer_vector`` for a 2-D pointer tile whose addresses run along dimension 0."""
+        shape = shape_of(ptr.type)
+        info = self.out.axis.get(ptr, AxisInfo.unknown(shape))
+        mask_info = self.out.axis.get(mask, AxisInfo.unknown(shape)) if mask is not None else None
+        width = vector_width_of_access(info, mask_info, elem_type(ptr.type).pointee.nbytes,
+                                       dim=0)
+        per_thread = max(1, shape[0] * shape[1] // (self.num_warps * self.warp_size))
+        return min(width, shape[0], max(1, 1 << (per_thread.bit_length() - 1)))
 
     def set(self, v: Value, layout: Optional[Layout]) -> None:
         if isinstance(v.type, TileType):

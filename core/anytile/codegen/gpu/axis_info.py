@@ -187,6 +187,12 @@ class _Analysis:
             return self.only_constancy(a, b, shape=shape)
         if isinstance(op, ops.CompareOp):
             return self.compare(g(op.lhs), g(op.rhs), shape)
+        if isinstance(op, ops.CastOp):
+            src, dst = elem_type(op.src.type), elem_type(op.result.type)
+            if isinstance(src, ScalarType) and isinstance(dst, ScalarType) and src.is_int and \
+                    dst.is_int and not src.is_bool and dst.bits >= src.bits and \
+                    (src.is_unsigned or not dst.is_unsigned):
+                return g(op.src)        # a widening conversion keeps every value as it is
         if isinstance(op, (ops.SelectOp, ops.CastOp, ops.BinaryOp, ops.UnaryOp)):
             operands = [g(v) for v in op.operands]
             return self.only_constancy(*operands, shape=shape)
@@ -252,15 +258,15 @@ def analyse_function(fn: Function) -> dict[Value, AxisInfo]:
 
 
 def vector_width_of_access(ptr_info: AxisInfo, mask_info: Optional[AxisInfo], elem_bytes: int,
-                           max_bytes: int = 16) -> int:
-    """How many consecutive elements along the last dimension one access may cover: bounded
-    by ``max_bytes``, the run of consecutive addresses, their alignment and the mask's
-    uniformity."""
+                           max_bytes: int = 16, dim: int = -1) -> int:
+    """How many consecutive elements along dimension ``dim`` (default: the last) one access
+    may cover: bounded by ``max_bytes``, the run of consecutive addresses, their alignment
+    and the mask's uniformity."""
     if not ptr_info.contiguity:
         return 1
     width = max(1, max_bytes // elem_bytes)
-    width = min(width, ptr_info.contiguity[-1])
-    width = min(width, max(1, _pow2_divisor(ptr_info.divisibility[-1]) // elem_bytes))
+    width = min(width, ptr_info.contiguity[dim])
+    width = min(width, max(1, _pow2_divisor(ptr_info.divisibility[dim]) // elem_bytes))
     if mask_info is not None and mask_info.constancy:
-        width = min(width, mask_info.constancy[-1])
+        width = min(width, mask_info.constancy[dim])
     return max(1, 1 << (max(1, width).bit_length() - 1))

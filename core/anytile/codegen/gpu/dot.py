@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 from llvmlite import ir
 
@@ -34,7 +34,7 @@ from .layouts import BlockedLayout, coordinates, register_indices
 from .matrix import TYPE_BITS, MatrixGeometry, MatrixInstr, geometry
 from .registers import Regs, coords, linear_index
 from .scratch import llvm_bytes, reserve, shared_load, shared_store
-from .shared_ops import PaddedRows, SharedBufferLayout
+from .shared_ops import PaddedColumns, PaddedRows, SharedBufferLayout
 
 if TYPE_CHECKING:
     from .lowering import KernelLowering
@@ -177,7 +177,8 @@ class MatrixDot(DotStrategy):
         acc = ctx.tile(op.acc, layout)
         in_registers = _register_operand(ctx, op, plan)
         a_src, b_src = _stage_operands(ctx, op, plan, stage_a=in_registers is None)
-        loader = ctx.target.fragment_loader(instr) or GenericFragments()
+        loader = (ctx.target.fragment_loader(instr) if a_src.col == 1 and b_src.col == 1
+                  else None) or GenericFragments()      # a target's own: row-major operands
         state = loader.prepare(ctx, plan, a_src, b_src)
         regs_along_n = layout.registers_along((M, N), 1)
         values = list(acc.values)
@@ -283,10 +284,10 @@ def _stage_operands(ctx: "KernelLowering", op: ops.DotOp, plan: MatrixDotPlan,
     if not stage_a:
         views[0] = _Unstaged(ctx.smem_base, PaddedRows(K + _pad(instr, 0)))
     for view in views:
-        if view is not None and not isinstance(view.layout, PaddedRows):
+        if view is not None and not isinstance(view.layout, (PaddedRows, PaddedColumns)):
             raise AssertionError(f"a matrix dot cannot read a {view.layout} buffer")
-    row_a = views[0].layout.row if views[0] else K + _pad(instr, 0)
-    row_b = views[1].layout.row if views[1] else N + _pad(instr, 1)
+    row_a = _row(views[0], K + _pad(instr, 0))
+    row_b = _row(views[1], N + _pad(instr, 1))
     a_bytes = 0 if views[0] else (M * row_a * llvm_bytes(sa) + 15) // 16 * 16
     a_base = views[0].base if views[0] else ctx.smem_base
     b_base = views[1].base if views[1] else b.gep(ctx.smem_base, [ir.Constant(I32, a_bytes)],
@@ -299,7 +300,19 @@ def _stage_operands(ctx: "KernelLowering", op: ops.DotOp, plan: MatrixDotPlan,
         if not views[1]:
             _store_operand(ctx, ctx.tile(op.b), elem, instr.b_type, sb, b_base, row_b)
         ctx.target.barrier(b)
-    return OperandSource(a_base, row_a, sa), OperandSource(b_base, row_b, sb)
+    return _source(a_base, views[0], row_a, sa), _source(b_base, views[1], row_b, sb)
+
+
+def _row(view: Any, default: int) -> int:
+    return default if view is None or not isinstance(view.layout, PaddedRows) else view.layout.row
+
+
+def _source(base: ir.Value, view: Any, row: int, storage: ir.Type) -> OperandSource:
+    """An operand's ``OperandSource``: row-major, or column-major from a ``PaddedColumns``
+    slot (element (r, c) at ``r + c * col``)."""
+    if view is not None and isinstance(view.layout, PaddedColumns):
+        return OperandSource(base, 1, storage, view.layout.col)
+    return OperandSource(base, row, storage)
 
 
 @dataclass

@@ -28,12 +28,14 @@ __all__ = ["OperandSource", "FragmentLoader", "GenericFragments", "lane_value"]
 
 @dataclass
 class OperandSource:
-    """One operand of a matrix dot in shared memory: row-major from ``base``, ``row``
-    elements a row (A: M rows of K; B: K rows of N) of LLVM type ``storage``."""
+    """One operand of a matrix dot in shared memory from ``base``, of LLVM type ``storage``:
+    element (r, c) (A: M x K; B: K x N) at ``r * row + c * col`` (row-major: ``col`` 1;
+    column-major: ``row`` 1)."""
 
     base: ir.Value
     row: int
     storage: ir.Type
+    col: int = 1
 
 
 class FragmentLoader(abc.ABC):
@@ -92,20 +94,25 @@ class GenericFragments(FragmentLoader):
         warp_m = warp_coordinate(ctx, plan.layout, 0)
         warp_n = warp_coordinate(ctx, plan.layout, 1)
         row = _plus(bld, bld.mul(warp_m, ir.Constant(I32, geo.block(0))), a_m)
-        a_lane = _plus(bld, bld.mul(row, ir.Constant(I32, a.row)), a_k)
-        b_k_rows = None if b_k is None else bld.mul(b_k, ir.Constant(I32, b.row))
+        a_lane = _plus(bld, _times(bld, row, a.row), None if a_k is None else _times(bld, a_k, a.col))
         col = _plus(bld, bld.mul(warp_n, ir.Constant(I32, geo.block(1))), b_n)
-        b_lane = col if b_k_rows is None else bld.add(b_k_rows, col)
+        b_lane = _plus(bld, _times(bld, col, b.col), None if b_k is None else _times(bld, b_k, b.row))
         instr = plan.instr
-        return (plan, a, a_lane, _lane_aligned(geo.a, instr.a_pack, a.row),
-                b, b_lane, _lane_aligned(geo.b, instr.b_pack, b.row) and geo.block(1) % instr.b_pack == 0)
+        # vector reads need every part of an index aligned: the lane's, and the rows' (A,
+        # row-major) or the columns' (B) steps
+        a_ok = _lane_aligned(geo.a, instr.a_pack, (a.row, a.col)) and a.row % instr.a_pack == 0
+        b_ok = _lane_aligned(geo.b, instr.b_pack, (b.row, b.col)) and \
+            (b.row if b.col == 1 else b.col) % instr.b_pack == 0 and \
+            geo.block(1) * b.col % instr.b_pack == 0
+        return (plan, a, a_lane, a_ok, b, b_lane, b_ok)
 
     def load_a(self, ctx: "KernelLowering", state: Any, kk: int) -> list[list[ir.Value]]:
         plan, a, a_lane, aligned = state[:4]
         out = []
         for i in range(plan.tiles(0)):
             tile = i * plan.tile_stride(0)
-            offsets = [(plan.offset(0, r) + tile) * a.row + kk + k for r, k in plan.geo.a.base]
+            offsets = [(plan.offset(0, r) + tile) * a.row + (kk + k) * a.col
+                       for r, k in plan.geo.a.base]
             out.append(_registers(ctx, a, a_lane, offsets, plan.instr.a_pack, plan.instr.a_type,
                                   aligned))
         return out
@@ -115,16 +122,21 @@ class GenericFragments(FragmentLoader):
         out = []
         for s in range(plan.tiles(1)):
             tile = s * plan.tile_stride(1)
-            offsets = [(kk + k) * b.row + plan.offset(1, c) + tile for k, c in plan.geo.b.base]
+            offsets = [(kk + k) * b.row + (plan.offset(1, c) + tile) * b.col
+                       for k, c in plan.geo.b.base]
             out.append(_registers(ctx, b, b_lane, offsets, plan.instr.b_pack, plan.instr.b_type,
                                   aligned))
         return out
 
 
-def _lane_aligned(frag: Any, pack: int, row: int) -> bool:
-    """Whether every lane's part of an operand's row-major index is a multiple of ``pack``."""
-    return row % pack == 0 and all(bit is None or bit[0] == 0 or bit[1] % pack == 0
-                                   for bit in frag.bits)
+def _lane_aligned(frag: Any, pack: int, strides: tuple[int, int]) -> bool:
+    """Whether every lane's part of an operand's index (element (r, c) at ``r * strides[0] +
+    c * strides[1]``) is a multiple of ``pack``."""
+    return all(bit is None or bit[1] * strides[bit[0]] % pack == 0 for bit in frag.bits)
+
+
+def _times(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    return x if n == 1 else b.mul(x, ir.Constant(I32, n))
 
 
 def _plus(b: ir.IRBuilder, x: ir.Value, y: Optional[ir.Value]) -> ir.Value:

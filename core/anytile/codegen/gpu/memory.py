@@ -30,9 +30,17 @@ __all__ = ["LOWERINGS", "access_groups", "predicate", "guarded", "zero_of"]
 # -- helpers -----------------------------------------------------------------------------------
 def access_groups(ctx: "KernelLowering", op: ops.Op, layout: Layout,
                   shape: tuple) -> tuple[int, list[list[int]]]:
-    """(vector width, register indices grouped into accesses)."""
+    """(vector width, register indices grouped into accesses): runs along the last dimension,
+    or along the first of a 2-D tile whose layout is fastest along it (a transposed read)."""
     width = ctx.laid.vector.get(op, 1)
     n = len(register_indices(layout, shape))
+    if op in ctx.laid.transposed and isinstance(layout, BlockedLayout) and len(shape) == 2 \
+            and layout.order[0] == 0 and width > 1 and layout.size_per_thread[0] % width == 0 \
+            and shape[0] >= layout.size_per_thread[0]:
+        along_1 = n // len({j[0] for j in register_indices(layout, shape)})
+        groups = [[(j0 + t) * along_1 + j1 for t in range(width)]
+                  for j0 in range(0, n // along_1, width) for j1 in range(along_1)]
+        return width, groups
     if isinstance(layout, BlockedLayout):
         width = min(width, layout.size_per_thread[-1])
     if not isinstance(layout, BlockedLayout) or width <= 1 or \

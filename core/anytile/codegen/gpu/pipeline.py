@@ -23,8 +23,10 @@ from typing import Callable, Optional
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.types import TileType, elem_type, i1, i32
-from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedRows,
-                         SharedAllocOp, SharedBufferLayout, SharedBufferType, SharedLoadOp)
+from .axis_info import analyse_function, vector_width_of_access
+from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedColumns,
+                         PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
+                         SharedLoadOp)
 
 __all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands"]
 
@@ -165,6 +167,7 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     the dot then runs on that strategy.  Without it, rows are padded by 16 bytes."""
     buffers = buffers or _padded_rows
     count = 0
+    transposed = transposed_loads(fn)
     for op in list(walk(fn.body)):
         if isinstance(op, ops.ForOp):
             stages = op.num_stages if op.num_stages is not None else num_stages
@@ -173,7 +176,7 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
                 left = shared_limit - sum(a.result.type.nbytes for a in walk(fn.body)
                                           if isinstance(a, SharedAllocOp))
                 count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left,
-                                        buffers)
+                                        buffers, transposed)
     return count
 
 
@@ -186,6 +189,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
     loads moved."""
     buffers = buffers or _padded_rows
     count = 0
+    transposed = transposed_loads(fn)
     for loop in [op for op in walk(fn.body) if isinstance(op, ops.ForOp)]:
         parent = _parent_block(fn.body, loop)
         where = parent.ops.index(loop)
@@ -204,7 +208,8 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
                             for u in users):
                 continue
             dot = users[0]
-            layout = buffers(dot, False)[0 if load.result is dot.a else 1]
+            layout = _oriented(load, buffers(dot, False)[0 if load.result is dot.a else 1],
+                               transposed)
             buffer = SharedBufferType(t.shape, t.elem, 1, layout)
             taken = sum(a.result.type.nbytes for a in walk(fn.body)
                         if isinstance(a, SharedAllocOp))
@@ -299,7 +304,7 @@ def _slice_of(v: Value, inside: set) -> set:
 
 
 def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int,
-                   buffers: BufferLayouts) -> int:
+                   buffers: BufferLayouts, transposed: frozenset = frozenset()) -> int:
     body = loop.body
     # a copy started iterations ahead must not miss a write of the iterations in between
     if body.terminator is None or any(isinstance(op, _SIDE_EFFECTS) for op in walk(body)):
@@ -342,7 +347,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         loads.append(op)
     if not loads:
         return 0
-    layouts = _buffer_layouts(loads, uses, buffers)
+    layouts = _buffer_layouts(loads, uses, buffers, transposed)
     slots = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, 1, layouts[ld]) for ld in loads]
     # the dots' operands left out still pass through the scratch space after the buffers
     moved = {ld.result for ld in loads}
@@ -407,9 +412,11 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     return len(loads)
 
 
-def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts) -> dict:
+def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts,
+                    transposed: frozenset = frozenset()) -> dict:
     """The layout of each load's buffer: the one its (first) dot's strategy wants, for both
-    operands together when both move and each feeds only that dot."""
+    operands together when both move and each feeds only that dot; column-major instead of
+    core's row-major for the loads in ``transposed`` (read along their first dimension)."""
     by_value = {ld.result: ld for ld in loads}
     out = {}
     for ld in loads:
@@ -418,8 +425,32 @@ def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts) -> dict:
         a, b = by_value.get(dot.a), by_value.get(dot.b)
         both = len(users) == 1 and a is not None and b is not None and a is not b and \
             len(uses.get(b.result if ld is a else a.result, [])) == 1
-        out[ld] = buffers(dot, both)[0 if ld.result is dot.a else 1]
+        out[ld] = _oriented(ld, buffers(dot, both)[0 if ld.result is dot.a else 1], transposed)
     return out
+
+
+def _oriented(load: ops.LoadOp, layout: SharedBufferLayout,
+              transposed: frozenset) -> SharedBufferLayout:
+    if load in transposed and isinstance(layout, PaddedRows):
+        return PaddedColumns(load.result.type.shape[0] + PAD_ELEMENTS)
+    return layout
+
+
+def transposed_loads(fn: Function) -> frozenset:
+    """The 2-D loads of ``fn`` whose addresses run along the first dimension and not the last
+    (the axis facts): their tiles are copied into column-major slots."""
+    axis = analyse_function(fn)
+    out = set()
+    for op in walk(fn.body):
+        if isinstance(op, ops.LoadOp) and isinstance(op.ptr.type, TileType) and \
+                len(op.ptr.type.shape) == 2:
+            info = axis.get(op.ptr)
+            if info is not None and info.contiguity and info.contiguity[-1] == 1 and \
+                    info.contiguity[0] >= 8 and \
+                    vector_width_of_access(info, axis.get(op.mask) if op.mask else None,
+                                           op.result.type.elem.nbytes, dim=0) >= 2:
+                out.add(op)
+    return frozenset(out)
 
 
 def _scratch_bytes(dot: ops.DotOp, moved: set, buffers: BufferLayouts) -> int:

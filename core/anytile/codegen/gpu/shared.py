@@ -72,6 +72,10 @@ def lower_async_copy(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
     ptrs = ctx.tile(op.ptr, layout).values
     masks = ctx.tile(op.mask, layout).values if op.mask is not None else None
     width, groups = access_groups(ctx, op, layout, shape)
+    along = 0 if op in ctx.laid.transposed else len(shape) - 1
+    if width > 1 and t.layout.contiguous_dim(shape) != along:
+        # a run of global memory that is not one in the slot: element by element
+        width, groups = 1, [[i] for group in groups for i in group]
     where = coords(ctx, layout, shape)
     indices = register_indices(layout, shape)
     nbytes = width * t.elem.nbytes

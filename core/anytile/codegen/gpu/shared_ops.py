@@ -38,6 +38,7 @@ from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
 
 __all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
            "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS",
+           "PaddedColumns",
            "register_buffer_layout", "parse_buffer_layout"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
@@ -67,6 +68,11 @@ class SharedBufferLayout(abc.ABC):
     def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
         """Why a slot of a ``shape`` tile of ``elem`` cannot be laid out so, or ``None``."""
         return None
+
+    def contiguous_dim(self, shape: tuple[int, ...]) -> Optional[int]:
+        """The dimension along which neighbouring elements are neighbours in the slot (what
+        a vector copy into it may run along), or ``None``."""
+        return len(shape) - 1
 
 
 #: the first word of a buffer layout's text -> its parser (``register_buffer_layout``)
@@ -126,6 +132,46 @@ class PaddedRows(SharedBufferLayout):
 
 
 register_buffer_layout("row", PaddedRows.parse)
+
+
+@dataclass(frozen=True)
+class PaddedColumns(SharedBufferLayout):
+    """Column-major (2-D tiles), columns of ``col`` elements (the tile's height plus
+    padding): for tiles read from global memory along their first dimension (attention's K,
+    read as D x BN), so copies into a slot are 16-byte runs."""
+
+    col: int
+
+    def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
+        return (shape[-1] * self.col * elem.nbytes + 15) // 16 * 16
+
+    def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
+                     storage: Any) -> Any:
+        index = b.add(b.mul(coord[1], ir.Constant(ir.IntType(32), self.col)), coord[0])
+        return b.gep(slot, [index], source_etype=storage)
+
+    def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
+        if len(shape) != 2:
+            return f"column-major slots hold 2-D tiles, not {len(shape)}-D ones"
+        if self.col < shape[0]:
+            return f"columns of {self.col} elements cannot hold {shape[0]}"
+        return None
+
+    def contiguous_dim(self, shape: tuple[int, ...]) -> Optional[int]:
+        return 0
+
+    def __str__(self) -> str:
+        return f"col {self.col}"
+
+    @classmethod
+    def parse(cls, text: str) -> "PaddedColumns":
+        word, _, col = text.partition(" ")
+        if word != "col" or not col.isdigit():
+            raise ValueError(f"malformed buffer layout {text!r}: expected 'col C'")
+        return cls(int(col))
+
+
+register_buffer_layout("col", PaddedColumns.parse)
 
 
 @dataclass(frozen=True)
