@@ -135,12 +135,17 @@ class LdmatrixFragments(FragmentLoader):
     """The A and B fragments of ``MMA_F16``/``MMA_BF16`` by ``ldmatrix.x4``.
 
     A: lane ``8q + r`` gives row ``r`` of matrix ``q`` = (instruction rows ``8 (q & 1)`` ..,
-    columns ``8 (q >> 1)`` ..), which yields exactly a0..a3; B (transposed on load): matrices
-    (k, k + 8) x (tile s, tile s + 1) yield b0, b1 of two n-tiles.  Instruction row 8 is one
-    repetition of the result layout further (``plan.offset``), wherever that is."""
+    columns ``8 (q >> 1)`` ..), which yields exactly a0..a3; B row-major (transposed on load):
+    matrices (k, k + 8) x (tile s, tile s + 1) yield b0, b1 of two n-tiles; B column-major (a
+    ``PaddedColumns`` slot: its columns are ldmatrix's rows, no transpose): matrices (tile s,
+    tile s + 1) x (k, k + 8) yield the same registers.  Instruction row 8 is one repetition of
+    the result layout further (``plan.offset``), wherever that is.  A must be row-major."""
 
     def __init__(self, load_x4: Callable[[ir.IRBuilder, ir.Value, bool], list]) -> None:
         self.load_x4 = load_x4
+
+    def reads(self, a: OperandSource, b: OperandSource) -> bool:
+        return a.col == 1                  # B row- or column-major
 
     def prepare(self, ctx: Any, plan: MatrixDotPlan, a: OperandSource, b: OperandSource) -> Any:
         bld = ctx.b
@@ -153,8 +158,13 @@ class LdmatrixFragments(FragmentLoader):
         block_m, block_n = plan.geo.block(0), plan.geo.block(1)
         a_row = bld.add(bld.add(bld.mul(warp_m, k32(block_m)), r), bld.mul(q_lo, k32(plan.offset(0, 8))))
         a_lane = bld.add(bld.mul(a_row, k32(a.row)), bld.mul(q_hi, k32(8)))
-        b_k = bld.add(r, bld.mul(q_lo, k32(8)))
         b_col = bld.mul(warp_n, k32(block_n))
+        if b.col != 1:                      # column-major: ldmatrix rows are B's columns
+            pair_n = bld.add(bld.add(b_col, r), bld.mul(q_hi, k32(plan.tile_stride(1))))
+            b_pair = bld.add(bld.mul(pair_n, k32(b.col)), bld.mul(q_lo, k32(8)))
+            b_single = bld.add(bld.mul(bld.add(b_col, r), k32(b.col)), bld.mul(q_lo, k32(8)))
+            return plan, a, a_lane, b, b_pair, b_single
+        b_k = bld.add(r, bld.mul(q_lo, k32(8)))
         b_pair = bld.add(bld.mul(b_k, k32(b.row)), bld.add(b_col, bld.mul(q_hi, k32(plan.tile_stride(1)))))
         b_single = bld.add(bld.mul(b_k, k32(b.row)), b_col)
         return plan, a, a_lane, b, b_pair, b_single
@@ -175,7 +185,8 @@ class LdmatrixFragments(FragmentLoader):
         frags = []
         for s in range(0, tiles, 2):
             single = s + 1 == tiles
-            regs = self.load_x4(ctx.b, self._at(ctx, b, b_single if single else b_pair,
-                                                kk * b.row + s * plan.tile_stride(1)), True)
+            offset = kk * b.row + s * plan.tile_stride(1) * b.col
+            regs = self.load_x4(ctx.b, self._at(ctx, b, b_single if single else b_pair, offset),
+                                b.col == 1)
             frags += [regs[0:2]] if single else [regs[0:2], regs[2:4]]
         return frags

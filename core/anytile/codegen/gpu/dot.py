@@ -177,8 +177,9 @@ class MatrixDot(DotStrategy):
         acc = ctx.tile(op.acc, layout)
         in_registers = _register_operand(ctx, op, plan)
         a_src, b_src = _stage_operands(ctx, op, plan, stage_a=in_registers is None)
-        loader = (ctx.target.fragment_loader(instr) if a_src.col == 1 and b_src.col == 1
-                  else None) or GenericFragments()      # a target's own: row-major operands
+        loader = ctx.target.fragment_loader(instr)
+        if loader is None or not loader.reads(a_src, b_src):
+            loader = GenericFragments()
         state = loader.prepare(ctx, plan, a_src, b_src)
         regs_along_n = layout.registers_along((M, N), 1)
         values = list(acc.values)

@@ -41,6 +41,11 @@ class OperandSource:
 class FragmentLoader(abc.ABC):
     """Reads an instruction's A and B fragments from shared memory for a ``MatrixDot``."""
 
+    def reads(self, a: OperandSource, b: OperandSource) -> bool:
+        """Whether this loader reads operands laid out as ``a`` and ``b`` (the default:
+        row-major ones); ``GenericFragments`` reads any."""
+        return a.col == 1 and b.col == 1
+
     @abc.abstractmethod
     def prepare(self, ctx: "KernelLowering", plan: "MatrixDotPlan", a: OperandSource,
                 b: OperandSource) -> Any:
@@ -79,6 +84,9 @@ class GenericFragments(FragmentLoader):
     """Fragments read element by element from the instruction's maps: each lane computes once
     where its part of a fragment starts, and each register adds a constant (a register whose
     elements are consecutive in memory is one vector load)."""
+
+    def reads(self, a: OperandSource, b: OperandSource) -> bool:
+        return True
 
     def prepare(self, ctx: "KernelLowering", plan: "MatrixDotPlan", a: OperandSource,
                 b: OperandSource) -> Any:
