@@ -111,6 +111,8 @@ class DeviceAssertError(LaunchError):
 #: the assertion they add: a backend reporting it as a failed ``device_assert`` raises
 #: ``OutOfBoundsError`` instead
 BOUNDS_PREFIX = "out-of-bounds: "
+#: and their integer-division tests: a failure is a ``LaunchError``
+DIVISION_PREFIX = "checked division: "
 
 
 def device_assert_error(message: str, file: str, line: int) -> LaunchError:
@@ -123,6 +125,9 @@ def device_assert_error(message: str, file: str, line: int) -> LaunchError:
     if message.startswith(BOUNDS_PREFIX):
         return OutOfBoundsError(f"out-of-bounds {message[len(BOUNDS_PREFIX):]} (checked mode: "
                                 f"the access was not made)", loc, source)
+    if message.startswith(DIVISION_PREFIX):
+        return LaunchError(f"{message[len(DIVISION_PREFIX):]} (checked mode; the result of "
+                           f"that lane is undefined)", loc, source)
     return DeviceAssertError(f"device assertion failed: {message}" if message else
                              "device assertion failed", loc, source)
 

@@ -55,3 +55,22 @@ def test_pointers_read_from_memory_are_not_checked():
     verify_module(module)
     asserts = [op.message for op in fn.walk() if isinstance(op, O.AssertOp)]
     assert len(asserts) == 2 and not any("through 'p'" in m for m in asserts)
+
+
+@at.jit
+def divide(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    y = tl.load(y_ptr + offs, mask=offs < n, other=0)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) // y)
+
+
+def test_integer_divisions_assert_a_nonzero_divisor_where_the_lane_was_loaded():
+    from anytile.codegen.bounds_checks import DIVISION_PREFIX
+    module = _module(divide, {"x_ptr": "*i32", "y_ptr": "*i32", "out_ptr": "*i32", "n": "i32"})
+    fn = module.kernel
+    insert_bounds_checks(fn)
+    verify_module(module)
+    (check,) = [op for op in fn.walk()
+                if isinstance(op, O.AssertOp) and op.message.startswith(DIVISION_PREFIX)]
+    # the divisor's load mask excuses its masked-off lanes: (y != 0) | !(offs < n)
+    assert check.cond.owner.kind == "or"

@@ -166,3 +166,27 @@ def test_checked_mode_reports_out_of_bounds_accesses_without_making_them(device)
     assert h.numpy().sum() == 13
     far_atomic_kernel[(1,)](h, FAR=4)       # without debug: in bounds, runs as compiled
     assert h.numpy().sum() == 29
+
+
+@at.jit
+def ragged_division_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    x = tl.load(x_ptr + offs, mask=m, other=0)
+    y = tl.load(y_ptr + offs, mask=m, other=0)      # the masked-off lanes divide by 0
+    tl.store(out_ptr + offs, x // y, mask=m)
+
+
+def test_checked_mode_reports_integer_division_by_zero(device):
+    """A divisor of 0 in a lane the kernel loaded is reported (LaunchError naming the line);
+    the lanes a masked load left off, whose results are discarded, are not."""
+    x, y = np.arange(1, 17, dtype=np.int32), np.full(16, 3, np.int32)
+    out = at.asarray(np.zeros(16, np.int32), device=device)
+    ragged_division_kernel[(1,)](at.asarray(x, device=device), at.asarray(y, device=device), out,
+                                 12, BLOCK=16, debug=True)
+    np.testing.assert_array_equal(out.numpy()[:12], x[:12] // 3)
+    y[5] = 0
+    with pytest.raises(at.LaunchError, match="integer division by zero") as err:
+        ragged_division_kernel[(1,)](at.asarray(x, device=device), at.asarray(y, device=device),
+                                     out, 12, BLOCK=16, debug=True)
+    assert "x // y" in str(err.value)

@@ -12,20 +12,26 @@ an ``AssertOp`` whose message starts with ``BOUNDS_PREFIX`` fails the launch: th
 raises ``OutOfBoundsError`` naming the access, the argument and the kernel's line.  Accesses
 through pointers the analysis cannot trace (loaded from memory, made from integers) are not
 checked.  Lanes a mask turns off are never checked.
+
+An integer ``div`` or ``rem`` whose divisor is 0 in a lane fails the same way (a
+``DIVISION_PREFIX`` assertion: ``LaunchError``), unless a masked load its operands come from
+through elementwise ops has that lane off (``x // y`` over a ragged edge, the masked-off
+lanes loaded as 0): the result of such a lane is discarded.
 """
 from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import BOUNDS_PREFIX
+from ..errors import BOUNDS_PREFIX, DIVISION_PREFIX
 from ..ir import ops as O
 from ..ir.nodes import Block, Function, Op, Value
 from ..ir.types import PointerType, TileType, elem_type, i64, shape_of, with_shape
 from .pointers import carried_sources, param_indices, pointer_origins
 
-__all__ = ["insert_bounds_checks", "span_parameters", "BOUNDS_PREFIX"]
+__all__ = ["insert_bounds_checks", "span_parameters", "BOUNDS_PREFIX", "DIVISION_PREFIX"]
 
 _ACCESSES = (O.LoadOp, O.StoreOp, O.AtomicRMWOp, O.AtomicCASOp)
+_ELEMENTWISE = (O.BinaryOp, O.UnaryOp, O.CompareOp, O.SelectOp, O.CastOp, O.BitcastOp, O.FmaOp)
 
 
 def span_parameters(fn: Function) -> list[int]:
@@ -122,6 +128,16 @@ class _Checker:
         else:
             op.mask = ok if mask is None else self.binary("and", mask, ok, loc)
 
+    def division(self, op: O.BinaryOp) -> None:
+        """Assert the divisor of an integer ``div``/``rem`` is not 0 where the lane counts."""
+        loc, divisor = op.loc, op.rhs
+        zero = self.const(0, divisor.type, loc)
+        held = self.compare("ne", divisor, zero, loc)
+        for mask in _load_masks(op):
+            held = self.binary("or", held, self.emit(O.UnaryOp("not", mask, loc=loc)), loc)
+        name = "division" if op.kind == "div" else "remainder"
+        self.ops.append(O.AssertOp(held, f"{DIVISION_PREFIX}integer {name} by zero", loc=loc))
+
     def block(self, block: Block) -> None:
         out: list[Op] = []
         for op in block.ops:
@@ -131,8 +147,37 @@ class _Checker:
                 self.ops = []
                 self.check(op)
                 out.extend(self.ops)
+            elif isinstance(op, O.BinaryOp) and op.kind in ("div", "rem") and \
+                    _is_integer(op.rhs):
+                self.ops = []
+                self.division(op)
+                out.extend(self.ops)
             out.append(op)
         block.ops = out
+
+
+def _is_integer(v: Value) -> bool:
+    e = elem_type(v.type)
+    return not isinstance(e, PointerType) and e.is_int and not e.is_bool
+
+
+def _load_masks(op: Op) -> list[Value]:
+    """The masks (of ``op``'s shape) of the masked loads ``op``'s operands come from through
+    elementwise ops."""
+    masks, seen = [], set()
+    stack = [v for v in op.operands if isinstance(v.type, TileType)]
+    while stack:
+        v = stack.pop()
+        owner = v.owner
+        if id(v) in seen or not isinstance(owner, Op):
+            continue
+        seen.add(id(v))
+        if isinstance(owner, O.LoadOp) and owner.mask is not None:
+            if shape_of(owner.mask.type) == shape_of(op.result.type):
+                masks.append(owner.mask)
+        elif isinstance(owner, _ELEMENTWISE):
+            stack.extend(o for o in owner.operands if isinstance(o.type, TileType))
+    return masks
 
 
 def insert_bounds_checks(fn: Function) -> list[int]:
