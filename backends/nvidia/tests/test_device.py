@@ -113,6 +113,41 @@ def test_device_assert_raises_and_the_context_survives(cuda):
     np.testing.assert_array_equal(out.numpy(), x + 1)
 
 
+@at.jit
+def _shifted_store(x_ptr, out_ptr, SHIFT: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(out_ptr + offs + SHIFT, tl.load(x_ptr + offs))
+
+
+@at.jit
+def _divide(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m, other=0) //
+             tl.load(y_ptr + offs, mask=m, other=0), mask=m)
+
+
+def test_checked_mode_on_the_gpu(cuda):
+    """debug=True: an out-of-bounds store is not made and raises OutOfBoundsError naming the
+    argument; a division by zero in a loaded lane raises; the context stays usable."""
+    x = at.asarray(np.arange(128, dtype=np.float32), device=cuda)
+    out = at.asarray(np.full(128, -1.0, np.float32), device=cuda)
+    with pytest.raises(at.OutOfBoundsError, match="store through 'out_ptr'"):
+        _shifted_store[(1,)](x, out, SHIFT=5, BLOCK=128, debug=True)
+    np.testing.assert_array_equal(out.numpy(), np.r_[[-1.0] * 5, np.arange(123)])
+    _shifted_store[(1,)](x, out, SHIFT=0, BLOCK=128, debug=True)
+    np.testing.assert_array_equal(out.numpy(), np.arange(128))
+    a, d = np.arange(1, 129, dtype=np.int32), np.full(128, 7, np.int32)
+    q = at.asarray(np.zeros(128, np.int32), device=cuda)
+    _divide[(1,)](at.asarray(a, device=cuda), at.asarray(d, device=cuda), q, 100, BLOCK=128,
+                  debug=True)
+    np.testing.assert_array_equal(q.numpy()[:100], a[:100] // 7)
+    d[50] = 0
+    with pytest.raises(at.LaunchError, match="integer division by zero"):
+        _divide[(1,)](at.asarray(a, device=cuda), at.asarray(d, device=cuda), q, 100,
+                      BLOCK=128, debug=True)
+
+
 @pytest.mark.parametrize("BM,BN,BK,num_warps,K", [(64, 64, 16, 4, 96), (128, 128, 32, 4, 200),
                                                   (128, 256, 64, 8, 256), (64, 128, 32, 4, 40),
                                                   (128, 64, 32, 8, 64)])
