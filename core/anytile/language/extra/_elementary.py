@@ -411,39 +411,26 @@ def _norm(name: str, xs: tuple[Any, ...], b: Builder, reciprocal: bool) -> tuple
     return _where(inf, 0.0 if reciprocal else _INF, n), out
 
 
-@builtin
-def norm3d(a: Any, b: Any, c: Any, _builder: Builder = None) -> tensor:
-    """``sqrt(a*a + b*b + c*c)`` without overflow in between (within 2 ulp)."""
-    n, out = _norm("norm3d", (a, b, c), _builder, False)
-    return _result(n, out)
+def _norm_function(name: str, arity: int, reciprocal: bool, doc: str) -> Any:
+    @builtin
+    def fn(*args: Any, _builder: Builder = None) -> tensor:
+        if len(args) != arity:
+            raise TypeError(f"libdevice.{name} takes {arity} arguments, got {len(args)}")
+        n, out = _norm(name, args, _builder, reciprocal)
+        return _result(n, out)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
 
 
-@builtin
-def norm4d(a: Any, b: Any, c: Any, d: Any, _builder: Builder = None) -> tensor:
-    """``sqrt(a*a + b*b + c*c + d*d)`` without overflow in between (within 2 ulp)."""
-    n, out = _norm("norm4d", (a, b, c, d), _builder, False)
-    return _result(n, out)
-
-
-@builtin
-def rnorm3d(a: Any, b: Any, c: Any, _builder: Builder = None) -> tensor:
-    """``1 / norm3d(a, b, c)`` (within 3 ulp)."""
-    n, out = _norm("rnorm3d", (a, b, c), _builder, True)
-    return _result(n, out)
-
-
-@builtin
-def rnorm4d(a: Any, b: Any, c: Any, d: Any, _builder: Builder = None) -> tensor:
-    """``1 / norm4d(a, b, c, d)`` (within 3 ulp)."""
-    n, out = _norm("rnorm4d", (a, b, c, d), _builder, True)
-    return _result(n, out)
-
-
-@builtin
-def rhypot(x: Any, y: Any, _builder: Builder = None) -> tensor:
-    """``1 / hypot(x, y)`` (within 3 ulp)."""
-    n, out = _norm("rhypot", (x, y), _builder, True)
-    return _result(n, out)
+norm3d = _norm_function("norm3d", 3, False, "``sqrt(a*a + b*b + c*c)`` without overflow in "
+                        "between (within 2 ulp).")
+norm4d = _norm_function("norm4d", 4, False, "``sqrt(a*a + b*b + c*c + d*d)`` without overflow "
+                        "in between (within 2 ulp).")
+rnorm3d = _norm_function("rnorm3d", 3, True, "``1 / norm3d(a, b, c)`` (within 3 ulp).")
+rnorm4d = _norm_function("rnorm4d", 4, True, "``1 / norm4d(a, b, c, d)`` (within 3 ulp).")
+rhypot = _norm_function("rhypot", 2, True, "``1 / hypot(x, y)`` (within 3 ulp).")
 
 
 @builtin
