@@ -436,9 +436,17 @@ class LoadedGpuKernel:
         return cls(slots=slots, is_pointer=is_pointer, params=params,
                    params_address=ctypes.addressof(params), **fields)
 
-    def attach_error_word(self, checks: list, address: int) -> None:
-        """Make this (debug) kernel report ``checks`` through the (zeroed) error word at
-        ``address``, its last parameter (``ERROR_WORD``)."""
+    def attach_checks(self, driver: Any, checks: Optional[list], spans: Optional[list]) -> None:
+        """Arm a debug build: ``spans`` (checked mode's pointer parameters, whose memory the
+        launch passes after the parameters) and ``checks`` (its ``device_assert``s), reported
+        through a zeroed error word allocated here with ``driver`` (``alloc``, ``copy_htod``)
+        and passed as the last parameter (``ERROR_WORD``)."""
+        self.spans = list(spans or [])
+        if not checks:
+            return
+        address = driver.alloc(self.device_index, 4)
+        zero = ctypes.c_int32(0)   # kept alive until the copy returns
+        driver.copy_htod(self.device_index, address, ctypes.addressof(zero), 4)
         self.checks = list(checks)
         self.error_word = address
         self.slots[-1].value = address

@@ -204,12 +204,7 @@ class HipDriver:
             list(signature) + hidden_parameters(spans, checks), device_index=index, name=name,
             shared_bytes=shared_bytes, threads=threads, driver=self, module=module,
             function=function)
-        loaded.spans = list(spans or [])
-        if checks:
-            address = self.alloc(index, 4)
-            zero = ctypes.c_int32(0)   # kept alive until the copy returns
-            self.copy_htod(index, address, ctypes.addressof(zero), 4)
-            loaded.attach_error_word(checks, address)
+        loaded.attach_checks(self, checks, spans)
         return loaded
 
 

@@ -259,12 +259,7 @@ class Driver:
                 self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
         loaded = LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
                                     list(signature) + hidden_parameters(spans, checks))
-        loaded.spans = list(spans or [])
-        if checks:
-            address = self.alloc(index, 4)
-            zero = ctypes.c_int32(0)   # kept alive until the copy returns
-            self.copy_htod(index, address, ctypes.addressof(zero), 4)
-            loaded.attach_error_word(checks, address)
+        loaded.attach_checks(self, checks, spans)
         return loaded
 
 

@@ -26,8 +26,7 @@ from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..errors import (AnytileError, CompilationError, LaunchArgumentError, LaunchOverflowError,
-                      LaunchValueError)
+from ..errors import AnytileError, CompilationError, LaunchArgumentError, LaunchOverflowError
 from ..ir.types import PointerType, ScalarType, Type, f32, i1, i32, i64, parse_type, scalar_type, u64
 from ..language.source import KernelSource
 from .arrays import Array

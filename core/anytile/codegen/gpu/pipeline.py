@@ -199,17 +199,10 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
         uses = _uses(fn.body)
         inside = set(walk(loop.body))
         for load in parent.ops[:where]:
-            if not isinstance(load, ops.LoadOp) or load.volatile or \
-                    not isinstance(load.ptr.type, TileType):
+            users = uses.get(load.result, []) if isinstance(load, ops.LoadOp) else []
+            if not _moves_to_shared(load, users, lambda u: u in inside and dot_ok(u)):
                 continue
             t = load.result.type
-            users = uses.get(load.result, [])
-            if len(t.shape) != 2 or t.elem.nbytes != 2 or not users or \
-                    (load.other is not None and not _is_zero(load.other)) or \
-                    not all(isinstance(u, ops.DotOp) and u in inside and dot_ok(u)
-                            and load.result in (u.a, u.b) and load.result is not u.acc
-                            for u in users):
-                continue
             dot = users[0]
             layout = _oriented(load, buffers(dot, False)[0 if load.result is dot.a else 1],
                                transposed)
@@ -232,6 +225,19 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             parent.ops[at:at + 1] = staged
             count += 1
     return count
+
+
+def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
+    """Whether ``op`` is a load a dot can read from shared memory instead: a 2-D tile of
+    16-bit elements, masked-off lanes zero, used only as ``a`` or ``b`` of dots ``dot_ok``
+    accepts."""
+    if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
+        return False
+    t = op.result.type
+    return len(t.shape) == 2 and t.elem.nbytes == 2 and bool(users) and \
+        (op.other is None or _is_zero(op.other)) and \
+        all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
+            and dot_ok(u) for u in users)
 
 
 def _padded_rows(dot: ops.DotOp, both: bool) -> tuple[SharedBufferLayout, SharedBufferLayout]:
@@ -334,15 +340,9 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     uses = _uses(body)
     loads = []
     for op in body.ops:
-        if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
-            continue
-        t = op.result.type
-        users = uses.get(op.result, [])
-        if len(t.shape) != 2 or t.elem.nbytes != 2 or not users or op.result in yielded or \
-                not all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
-                        and u in body.ops and dot_ok(u) for u in users):
-            continue
-        if op.other is not None and not _is_zero(op.other):
+        users = uses.get(op.result, []) if isinstance(op, ops.LoadOp) else []
+        if not _moves_to_shared(op, users, lambda u: u in body.ops and dot_ok(u)) or \
+                op.result in yielded:
             continue
         if not all(v in computable or v in invariant or v not in inside
                    for v in (op.ptr, op.mask) if v is not None):

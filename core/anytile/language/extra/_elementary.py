@@ -7,7 +7,7 @@ float64 and rounds once (``wide``); float64 inputs get double-float64 arithmetic
 (``_log2_dd``, ``_exp2_dd``): a value carried as an unevaluated sum ``hi + lo``."""
 from __future__ import annotations
 
-from decimal import Decimal, getcontext
+from decimal import Decimal, localcontext
 from typing import Any
 
 from ...ir import types as irt
@@ -23,10 +23,11 @@ def _split(value: Decimal) -> tuple[float, float]:
     return hi, float(value - Decimal(hi))
 
 
-getcontext().prec = 50
-_INV_LN2 = _split(1 / Decimal(2).ln())                    # 1/ln 2 as hi + lo
-_LOG2_10 = _split(Decimal(10).ln() / Decimal(2).ln())     # log2(10) as hi + lo
-_PI_HL = _split(Decimal("3.14159265358979323846264338327950288419716939937510"))
+with localcontext() as _ctx:     # 50 digits here only: the user's decimal context is theirs
+    _ctx.prec = 50
+    _INV_LN2 = _split(1 / Decimal(2).ln())                    # 1/ln 2 as hi + lo
+    _LOG2_10 = _split(Decimal(10).ln() / Decimal(2).ln())     # log2(10) as hi + lo
+    _PI_HL = _split(Decimal("3.14159265358979323846264338327950288419716939937510"))
 _SQRT2 = 1.4142135623730951
 _INF = float("inf")
 

@@ -15,7 +15,7 @@ from ...ir import types as irt
 from ...ir.builder import Builder
 from .. import semantic
 from ..objects import builtin, float32, float64, int16, int32, int64, tensor, uint32, uint64
-from ._formula import _F, _float, _formula, _result, _where
+from ._formula import _F, _float, _formula, _where
 
 _MODES = ("rn", "rz", "rd", "ru")
 
@@ -311,8 +311,7 @@ def _arith(kind: str, xs: list[_F]) -> tuple[_F, _F, _F]:
 
 
 def _rounded_op(kind: str, arity: int, mode: str) -> Callable[..., tensor]:
-    name = {"add": "add", "mul": "mul", "div": "div", "rcp": "rcp", "sqrt": "sqrt",
-            "fma": "fma"}[kind] + "_" + mode
+    name = f"{kind}_{mode}"
 
     @builtin
     def fn(*args: Any, _builder: Builder = None) -> tensor:

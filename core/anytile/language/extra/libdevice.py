@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...ir import ops
 from ...ir import types as irt
 from ...ir.builder import Builder
 from .. import math as _math
