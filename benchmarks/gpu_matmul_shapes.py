@@ -21,14 +21,20 @@ sizes = (S, S, S, S)                  # K, sam, sbk, scm
 # anytile configurations (BMxBNxBK/warps/stages); AT_SHAPES overrides
 at_cfgs = [tuple(int(v) for v in c.replace("/", "x").split("x")) for c in os.environ.get(
     "AT_SHAPES", "128x128x32/4/3,128x128x32/4/4,128x128x64/8/3,128x128x64/4/3,128x256x32/8/3").split(",")]
-cases = [(f"anytile, recomputed addresses {cf}", matmul_kernel, (S, S), cf) for cf in at_cfgs]
-cases += [(f"anytile, carried pointers {cf}", at_carried, (), cf) for cf in at_cfgs[:2]]
-cases += [("triton, carried pointers (128, 128, 32, 4, 3)", tr_carried, (), (128, 128, 32, 4, 3)),
-          ("triton, carried pointers (128, 128, 64, 8, 3)", tr_carried, (), (128, 128, 64, 8, 3))]
-for name, fn, extra, cfg in cases:
+# AT_WGMMA=0,1: the anytile rows without and with Hopper's warpgroup MMA (wgmma=True)
+wgmma_modes = [bool(int(v)) for v in os.environ.get("AT_WGMMA", "0").split(",")]
+cases = [(f"anytile{' wgmma' if wg else ''}, recomputed addresses {cf}", matmul_kernel, (S, S), cf, wg)
+         for wg in wgmma_modes for cf in at_cfgs]
+cases += [(f"anytile{' wgmma' if wg else ''}, carried pointers {cf}", at_carried, (), cf, wg)
+          for wg in wgmma_modes for cf in at_cfgs[:2]]
+tr_cfgs = [tuple(int(v) for v in c.replace("/", "x").split("x")) for c in os.environ.get(
+    "TR_SHAPES", "128x128x32/4/3,128x128x64/8/3").split(",")]
+cases += [(f"triton, carried pointers {cf}", tr_carried, (), cf, None) for cf in tr_cfgs]
+for name, fn, extra, cfg, wg in cases:
     bm, bn, bk, w, st = cfg
+    opts = {} if wg is None else {"wgmma": wg}
     run = lambda: fn[(S // bm, S // bn)](a, b, c, *extra, *sizes, BM=bm, BN=bn,  # noqa: E731
-                                         BK=bk, num_warps=w, num_stages=st)
+                                         BK=bk, num_warps=w, num_stages=st, **opts)
     try:
         run()
         torch.cuda.synchronize()

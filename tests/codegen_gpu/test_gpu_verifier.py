@@ -121,5 +121,7 @@ def test_each_shared_memory_rule(ops, problem):
 def test_a_backends_buffer_layout_checks_its_own_rule():
     """A backend's buffer layout (NVIDIA's warpgroup operand) says what it cannot hold."""
     pytest.importorskip("anytile_nvidia.warpgroup")
-    _fails("kernel @k(%p: ptr<f16>) {\n  %b = shared_alloc : shared<2x64x16xf16, wgmma-a warps 2>\n}\n",
-           "needs whole warpgroups (a multiple of 4 warps), found 2")
+    _fails("kernel @k(%p: ptr<f16>) {\n  %b = shared_alloc : shared<2x64x16xf16, swizzle 32 warps 2>\n}\n",
+           "needs whole warpgroups (a multiple of 4 warps) and 64-row M-tiles, found 2 warps")
+    _fails("kernel @k(%p: ptr<f16>) {\n  %b = shared_alloc : shared<2x64x16xf16, swizzle 64>\n}\n",
+           "a 64 x 16 tile is not whole 8-row atoms of 64-byte panels")

@@ -34,8 +34,8 @@ def test_each_layout_and_shared_type_parses_back(t):
 def test_a_backends_buffer_layouts_parse_back():
     """Layouts a backend's dot strategy adds (NVIDIA's warpgroup operands) register their text."""
     warpgroup = pytest.importorskip("anytile_nvidia.warpgroup")
-    for t in (SharedBufferType((64, 32), f16, 2, warpgroup.WarpgroupA(8)),
-              SharedBufferType((32, 64), f16, 4, warpgroup.WarpgroupB())):
+    for t in (SharedBufferType((64, 32), f16, 2, warpgroup.SwizzledPanels(64, 8)),
+              SharedBufferType((32, 64), f16, 4, warpgroup.SwizzledPanels(128))):
         assert parse_type(str(t)) == t
 
 
@@ -87,10 +87,10 @@ _MATMUL_CONSTEXPRS = {"ACTIVATION": "relu", "BM": 64, "BN": 64, "BK": 32, "GROUP
     ("softmax", catalogue.softmax_kernel, {"out_ptr": "*fp32:16", "in_ptr": "*fp32:16",
                                            "in_row_stride": "i32:16", "out_row_stride": "i32:16",
                                            "n_cols": "i32"}, {"BLOCK": 1024}, {}, ["reduce"]),
-    ("matmul", catalogue.matmul_kernel, _MATMUL_SIGNATURE, _MATMUL_CONSTEXPRS, {},
-     ["shared_alloc : shared<3x64x32xf16, row 40>", "#shared<row 40>", "async_wait"]),
+    ("matmul on mma.sync", catalogue.matmul_kernel, _MATMUL_SIGNATURE, _MATMUL_CONSTEXPRS,
+     {"wgmma": False}, ["shared_alloc : shared<3x64x32xf16, row 40>", "#shared<row 40>", "async_wait"]),
     ("matmul on warpgroup MMA", catalogue.matmul_kernel, _MATMUL_SIGNATURE,
-     _MATMUL_CONSTEXPRS, {"wgmma": True}, ["wgmma-a warps 4"]),
+     _MATMUL_CONSTEXPRS, {}, ["swizzle 64 warps 4 in-flight 1", "swizzle 128 in-flight 1>"]),
     ("row maxima", rows_minus_max, {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16",
                                     "n_cols": "i32:16"}, {"ROWS": 8, "COLS": 128}, {},
      ["#slice<dim=1, parent=#blocked<spt=[1,4]"]),

@@ -69,9 +69,9 @@ class NvidiaBackend(DriverBackend):
         return super().parse_options(**options)
 
     def extra_option_names(self) -> tuple:
-        """``wgmma=True`` (sm_90): run pipelined fp16/bf16 dots on Hopper's warpgroup MMA.
-        Experimental: correct on an H200, but slower than the default ``mma.sync`` path
-        today (BENCHMARKS.md)."""
+        """``wgmma`` (sm_90, on by default): pipelined fp16/bf16 dots whose operands both
+        come through the shared-memory pipeline run on Hopper's warpgroup MMA, kept in
+        flight across loop iterations; ``wgmma=False`` keeps them on ``mma.sync``."""
         return ("wgmma",)
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:

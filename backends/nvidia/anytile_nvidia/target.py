@@ -1,7 +1,7 @@
 """NVIDIA's hooks and tables for the shared GPU lowering (``anytile.codegen.gpu.GpuTarget``):
 PTX special registers, ``bar.sync``, ``shfl.sync``, libdevice's math functions, ``mma.sync``
 as matrix-instruction data with ``ldmatrix`` as its fragment loader, ``cp.async`` copies,
-and Hopper's warpgroup MMA as an opt-in dot strategy (``warpgroup.py``)."""
+and Hopper's warpgroup MMA as a dot strategy on sm_90 (``warpgroup.py``)."""
 from __future__ import annotations
 
 import re
@@ -39,7 +39,7 @@ def shared_memory_limit(arch: str) -> int:
 class NvidiaTarget(GpuTarget):
     """nvptx64-nvidia-cuda for ``arch`` (``sm_80``...); math through libdevice (linked in by
     the ``ptx`` stage).  ``warpgroup_mma``: pipelined fp16/bf16 dots on sm_90 run as
-    ``wgmma`` (the ``wgmma=True`` option)."""
+    ``wgmma`` (the ``wgmma`` option, on by default)."""
 
     triple = "nvptx64-nvidia-cuda"
     data_layout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"

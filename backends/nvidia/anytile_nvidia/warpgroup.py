@@ -1,22 +1,31 @@
 """Hopper's warpgroup MMA (``wgmma.mma_async``, sm_90a) as a dot strategy of the NVIDIA target.
 
 When both operands of an fp16/bf16 dot come through the shared-memory pipeline (each feeding
-only that dot), ``WarpgroupDot`` asks for its own buffer layouts -- the canonical layouts
-the instruction reads by descriptor, without swizzling -- and runs the dot with
-``wgmma.m64nNk16`` per 64-row M-tile and K step:
+only that dot), ``WarpgroupDot`` asks for buffers in the layout the instruction reads by
+descriptor, ``SwizzledPanels``, and runs the dot with ``wgmma.m64nNk16`` per 64-row M-tile and
+K step: A K-major, B N-major (both are row-major tiles, rows along their last dimension).
 
-* ``WarpgroupA``: the K-major layout of an ``M x K`` operand: 8 x 8 core matrices of 128
-  bytes, the K-chunks of one 8-row group side by side (leading byte offset 128), row groups
-  ``16 K`` bytes apart; rows are permuted so that warpgroup row ``16 w + 8 h + g`` holds the
-  accumulator layout's row of warp ``w``, repetition ``h``, lane row ``g`` (``warpgroup_row``);
-* ``WarpgroupB``: the MN-major layout of a ``K x N`` operand: 8 x 8 core matrices (8
-  N-elements a 16-byte row, 8 K-rows), N-groups ``B_GROUP`` = 144 bytes apart (the stride
-  byte offset: 16 bytes of padding, so a warp's copies of one K-row's chunks spread over all
-  banks), K-groups ``144 N / 8`` bytes apart.
+``SwizzledPanels``: a ``R x C`` tile of 16-bit elements cut into panels ``width`` bytes wide
+(32, 64 or 128: the swizzle's span), each panel ``R`` rows of ``width`` bytes one after the
+other; inside a panel, the 16-byte chunk ``j`` of row ``r`` sits at chunk
+``j ^ (r // (128 / width)) % (width / 16)`` -- bits 4.. of the byte offset XOR bits 7.. of it,
+the hardware's swizzle, applied to the address, so slots are 1024-byte aligned.  Eight rows
+(one *atom*) of a panel then cover all 32 banks whatever their chunk, so neither the 16-byte
+copies into a slot nor the MMA's reads conflict.  A's rows are permuted (``warpgroup_row``):
+warpgroup row ``16 w + 8 h + g`` holds the accumulator layout's row of warp ``w``, repetition
+``h``, lane row ``g``, so the accumulator keeps the ``mma.m16n8k16`` layout with every warp
+along M.
 
-The accumulator keeps the ``mma.m16n8k16`` accumulator layout with every warp along M, whose
-rows the A buffer was permuted to match.  Waiting for these buffers' copies adds
-``fence.proxy.async`` (their reader is the async proxy).
+Descriptors (the matrix-descriptor format of the PTX ISA): the start address, the *leading*
+byte offset (between panels: ``R * width``) and the *stride* byte offset (between the 8-row
+atoms along the other dimension: ``8 * width``) in 16-byte units, and the swizzle mode.
+
+In a pipelined loop whose accumulator only this dot reads and updates, the MMAs stay in
+flight: each iteration waits only for the previous iteration's group (``wgmma.wait_group 1``),
+so the next copies, address arithmetic and the next MMAs overlap it; the buffers say
+``reads_in_flight = 1``, so the pipeline keeps one more slot and never copies into a slot an
+MMA still reads, and the loop's exit waits for the last group.  Elsewhere a dot waits for its
+own group.
 """
 from __future__ import annotations
 
@@ -29,23 +38,30 @@ from anytile.codegen.gpu import DotPlan, DotStrategy, SharedBufferLayout, acc_la
 from anytile.codegen.gpu.registers import Regs
 from anytile.codegen.gpu.shared_ops import SharedLoadOp, register_buffer_layout
 from anytile.ir import ops
+from anytile.ir.nodes import walk
 from anytile.ir.types import ScalarType, elem_type, shape_of
 
 from .matrix import MMA_F16
 
-__all__ = ["WarpgroupDot", "WarpgroupA", "WarpgroupB", "warpgroup_row", "warpgroup_fits", "B_GROUP"]
+__all__ = ["WarpgroupDot", "WarpgroupInstructions", "SwizzledPanels", "warpgroup_row", "warpgroup_fits", "swizzle_width",
+           "SWIZZLE_MODES"]
 
 I32 = ir.IntType(32)
 I8 = ir.IntType(8)
-#: bytes between the 8 x 8 core matrices of neighbouring N-groups of a ``WarpgroupB`` buffer
-B_GROUP = 144
+#: panel width in bytes -> the descriptor's swizzle mode (bits 62-63)
+SWIZZLE_MODES = {128: 1, 64: 2, 32: 3}
+
+
+def swizzle_width(row_bytes: int) -> Optional[int]:
+    """The widest panel (swizzle span) that divides rows of ``row_bytes``, or ``None``."""
+    return next((w for w in (128, 64, 32) if row_bytes % w == 0), None)
 
 
 def warpgroup_row(m: int, warps: int) -> int:
-    """The shared-memory row of accumulator row ``m`` in a ``WarpgroupA`` buffer: the
-    accumulator layout puts row ``m`` in repetition ``m // (8 W)``, warp ``m % (8 W) // 8``,
-    lane row ``m % 8``; warpgroup ``G`` of M-tile ``i`` (two repetitions) reads rows
-    ``64 (i G_count + G) .. + 64`` in its own order."""
+    """The shared-memory row of accumulator row ``m`` in an A buffer: the accumulator layout
+    puts row ``m`` in repetition ``m // (8 W)``, warp ``m % (8 W) // 8``, lane row ``m % 8``;
+    warpgroup ``G`` of M-tile ``i`` (two repetitions) reads rows ``64 (i G_count + G) .. + 64``
+    in its own order."""
     groups = warps // 4
     rep, rest = divmod(m, 8 * warps)
     warp, g = divmod(rest, 8)
@@ -54,30 +70,39 @@ def warpgroup_row(m: int, warps: int) -> int:
     return (tile * groups + group) * 64 + 16 * w + 8 * half + g
 
 
-def _core_matrix_offset(b: ir.IRBuilder, row: ir.Value, col: ir.Value, row_stride: int,
-                        col_stride: int) -> ir.Value:
-    """Byte offset of 16-bit element (row, col) in a grid of 8 x 8 core matrices (16-byte
-    rows) ``row_stride``/``col_stride`` bytes apart."""
-    k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
-    return b.add(b.add(b.mul(b.lshr(row, k32(3)), k32(row_stride)),
-                       b.mul(b.lshr(col, k32(3)), k32(col_stride))),
-                 b.add(b.mul(b.and_(row, k32(7)), k32(16)), b.mul(b.and_(col, k32(7)), k32(2))))
+def swizzled_offset(row: int, col_byte: int, rows: int, width: int) -> int:
+    """Byte offset of byte ``col_byte`` of (already permuted) row ``row`` in a
+    ``SwizzledPanels`` slot of ``rows`` rows and panels ``width`` bytes wide."""
+    panel, inside = divmod(col_byte, width)
+    linear = panel * rows * width + row * width + inside
+    return linear ^ (((linear >> 7) & (width // 16 - 1)) << 4)
 
 
 @dataclass(frozen=True)
-class WarpgroupA(SharedBufferLayout):
-    """The A operand's layout (see the module docstring); ``warps``: the program's warps."""
+class SwizzledPanels(SharedBufferLayout):
+    """A warpgroup MMA operand's slot (see the module docstring): panels ``width`` bytes
+    wide; ``warps`` > 0 permutes rows as ``warpgroup_row`` says for a program of that many
+    warps (the A operand), 0 keeps them (B)."""
 
-    warps: int
+    width: int
+    warps: int = 0
+    reads_in_flight: int = 1
     async_readers = True
+    alignment = 1024
 
     def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
-        return (shape[0] * shape[1] * elem.nbytes + 15) // 16 * 16
+        return -(-shape[0] * shape[1] * elem.nbytes // 1024) * 1024
 
     def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
                      storage: Any) -> Any:
-        row = self._row(b, coord[0])
-        return b.gep(slot, [_core_matrix_offset(b, row, coord[1], 16 * shape[1], 128)], source_etype=I8)
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        row = self._row(b, coord[0]) if self.warps else coord[0]
+        per_row = self.width // 2                         # elements of a panel's row
+        panel, inside = b.lshr(coord[1], k32(per_row.bit_length() - 1)), b.and_(coord[1], k32(per_row - 1))
+        linear = b.add(b.add(b.mul(panel, k32(shape[0] * self.width)), b.mul(row, k32(self.width))),
+                       b.shl(inside, k32(1)))
+        phase = b.and_(b.lshr(linear, k32(7)), k32(self.width // 16 - 1))
+        return b.gep(slot, [b.xor(linear, b.shl(phase, k32(4)))], source_etype=I8)
 
     def _row(self, b: ir.IRBuilder, m: ir.Value) -> ir.Value:
         """``warpgroup_row`` on an i32 value (``warps`` a power of two)."""
@@ -91,58 +116,46 @@ class WarpgroupA(SharedBufferLayout):
         return b.add(b.add(b.mul(block, k32(64)), b.mul(w, k32(16))), b.add(b.mul(half, k32(8)), g))
 
     def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
-        if self.warps < 4 or self.warps % 4:
-            return f"needs whole warpgroups (a multiple of 4 warps), found {self.warps}"
+        if self.width not in SWIZZLE_MODES:
+            return f"panels are 32, 64 or 128 bytes wide, not {self.width}"
+        if len(shape) != 2 or elem.nbytes != 2:
+            return f"holds 2-D tiles of 16-bit elements, not {len(shape)}-D ones of {elem}"
+        if shape[0] % 8 or shape[1] * 2 % self.width:
+            return f"a {shape[0]} x {shape[1]} tile is not whole 8-row atoms of {self.width}-byte panels"
+        if self.warps and (self.warps % 4 or shape[0] % 64):
+            return f"needs whole warpgroups (a multiple of 4 warps) and 64-row M-tiles, " \
+                   f"found {self.warps} warps and {shape[0]} rows"
         return None
 
     def __str__(self) -> str:
-        return f"wgmma-a warps {self.warps}"
+        return f"swizzle {self.width}" + (f" warps {self.warps}" if self.warps else "") + \
+            f" in-flight {self.reads_in_flight}"
 
     @classmethod
-    def parse(cls, text: str) -> "WarpgroupA":
+    def parse(cls, text: str) -> "SwizzledPanels":
         words = text.split()
-        if len(words) != 3 or words[1] != "warps" or not words[2].isdigit():
-            raise ValueError(f"malformed buffer layout {text!r}: expected 'wgmma-a warps W'")
-        return cls(int(words[2]))
+        fields = dict(zip(words[2::2], words[3::2]))
+        if len(words) % 2 or words[0] != "swizzle" or not words[1].isdigit() or \
+                not set(fields) <= {"warps", "in-flight"} or \
+                not all(v.isdigit() for v in fields.values()):
+            raise ValueError(f"malformed buffer layout {text!r}: expected "
+                             f"'swizzle W [warps N] [in-flight K]'")
+        return cls(int(words[1]), int(fields.get("warps", 0)), int(fields.get("in-flight", 1)))
 
 
-@dataclass(frozen=True)
-class WarpgroupB(SharedBufferLayout):
-    """The B operand's layout (see the module docstring)."""
-
-    async_readers = True
-
-    def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
-        return shape[0] // 8 * (shape[1] // 8) * B_GROUP
-
-    def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
-                     storage: Any) -> Any:
-        offset = _core_matrix_offset(b, coord[0], coord[1], shape[1] // 8 * B_GROUP, B_GROUP)
-        return b.gep(slot, [offset], source_etype=I8)
-
-    def __str__(self) -> str:
-        return "wgmma-b"
-
-    @classmethod
-    def parse(cls, text: str) -> "WarpgroupB":
-        if text.strip() != "wgmma-b":
-            raise ValueError(f"malformed buffer layout {text!r}: expected 'wgmma-b'")
-        return cls()
-
-
-register_buffer_layout("wgmma-a", WarpgroupA.parse)
-register_buffer_layout("wgmma-b", WarpgroupB.parse)
+register_buffer_layout("swizzle", SwizzledPanels.parse)
 
 
 def warpgroup_fits(op: ops.DotOp, num_warps: int) -> bool:
     """Whether a warpgroup MMA can compute ``op`` with ``num_warps`` warps, all along M:
-    fp16/bf16 into f32, M a multiple of 64 per warpgroup, N a multiple of 8 up to 256, K of
-    16."""
+    fp16/bf16 into f32, M a multiple of 64 per warpgroup, N a multiple of 16 up to 256, K of
+    16 (so both operands' rows fill whole swizzle panels)."""
     a, acc = elem_type(op.a.type), elem_type(op.acc.type)
     if a.name not in ("f16", "bf16") or elem_type(op.b.type) != a or acc.name != "f32":
         return False
     (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
-    return num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 8 == 0 and n <= 256 and k % 16 == 0
+    return num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 16 == 0 and n <= 256 and \
+        k % 16 == 0
 
 
 def _buffer_layout(v: Any) -> Optional[SharedBufferLayout]:
@@ -150,23 +163,86 @@ def _buffer_layout(v: Any) -> Optional[SharedBufferLayout]:
     return owner.buffer.type.layout if isinstance(owner, SharedLoadOp) else None
 
 
+class WarpgroupInstructions:
+    """The warpgroup MMA's instructions as PTX (inline assembly); the host simulator has an
+    emulation with the same methods (``warpgroup_sim.py``)."""
+
+    def descriptor(self, b: ir.IRBuilder, address: ir.Value, leading: int, width: int) -> ir.Value:
+        """The matrix descriptor of a ``SwizzledPanels`` operand starting at ``address``:
+        panels ``leading`` bytes apart, 8-row atoms ``8 width`` bytes apart, ``width``-byte
+        swizzle."""
+        i64 = ir.IntType(64)
+        start = b.lshr(b.and_(b.ptrtoint(address, i64), ir.Constant(i64, 0x3FFFF)), ir.Constant(i64, 4))
+        fields = ((leading >> 4) << 16) | ((8 * width >> 4) << 32) | (SWIZZLE_MODES[width] << 62)
+        return b.or_(start, ir.Constant(i64, fields))
+
+    def fence(self, b: ir.IRBuilder) -> None:
+        """Order register writes before the next warpgroup MMAs."""
+        b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
+              side_effect=True)
+
+    def mma(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value, desc_b: ir.Value,
+            acc: list, place: int) -> list:
+        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile, A K-major and
+        B N-major in shared memory; ``acc``: the thread's ``n / 2`` floats, found from
+        ``place`` on in the list the group's ``wait`` passes (what an emulation needs)."""
+        f32 = ir.FloatType()
+        count = n // 2
+        regs = ", ".join(f"${i}" for i in range(count))
+        # scale-d is a predicate: always accumulate; A K-major (0), B N-major (1)
+        asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(count + 2) + ", 0; "
+               f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{in_type}.{in_type} "
+               f"{{{regs}}}, ${count}, ${count + 1}, p, 1, 1, 0, 1; }}")
+        constraint = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
+        fty = ir.FunctionType(ir.LiteralStructType([f32] * count),
+                              [ir.IntType(64)] * 2 + [I32] + [f32] * count)
+        call = b.asm(fty, asm, constraint, [desc_a, desc_b, ir.Constant(I32, 1)] + list(acc),
+                     side_effect=True)
+        return [b.extract_value(call, i) for i in range(count)]
+
+    def commit(self, b: ir.IRBuilder) -> None:
+        """Close the group of warpgroup MMAs this thread issued since the last commit."""
+        b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.commit_group.sync.aligned;", "~{memory}",
+              [], side_effect=True)
+
+    def wait(self, b: ir.IRBuilder, acc: list, pending: int) -> list:
+        """Wait until at most ``pending`` groups are in flight, the accumulator registers
+        passed through (so nothing reads them before; once waited for, their values are
+        those the MMAs wrote)."""
+        f32 = ir.FloatType()
+        count = len(acc)
+        asm = f"wgmma.wait_group.sync.aligned {pending};"
+        constraint = ",".join(["=f"] * count + [str(i) for i in range(count)] + ["~{memory}"])
+        fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [f32] * count)
+        call = b.asm(fty, asm, constraint, list(acc), side_effect=True)
+        return [b.extract_value(call, i) for i in range(count)]
+
+
 class WarpgroupDot(DotStrategy):
-    """Dots whose operands both sit in ``WarpgroupA``/``WarpgroupB`` pipeline buffers."""
+    """Dots whose operands both sit in ``SwizzledPanels`` pipeline buffers (A's rows permuted),
+    emitted with ``unit``'s instructions (PTX by default)."""
+
+    def __init__(self, unit: Optional[WarpgroupInstructions] = None) -> None:
+        self.unit = unit or WarpgroupInstructions()
 
     def plan(self, op: ops.DotOp, num_warps: int) -> Optional[DotPlan]:
-        if isinstance(_buffer_layout(op.a), WarpgroupA) and isinstance(_buffer_layout(op.b), WarpgroupB):
+        a, b = _buffer_layout(op.a), _buffer_layout(op.b)
+        if isinstance(a, SwizzledPanels) and a.warps and isinstance(b, SwizzledPanels) and not b.warps:
             return DotPlan(self, acc_layout(MMA_F16, (num_warps, 1)))
         return None
 
     def operand_buffers(self, op: ops.DotOp, num_warps: int, both: bool) -> Optional[tuple]:
         if both and warpgroup_fits(op, num_warps):
-            return WarpgroupA(num_warps), WarpgroupB()
+            (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+            return SwizzledPanels(swizzle_width(2 * k), num_warps), SwizzledPanels(swizzle_width(2 * n))
         return None
 
     def lower(self, ctx: Any, op: ops.DotOp, plan: DotPlan) -> None:
         """Each warpgroup runs ``wgmma.m64nNk16`` per 64-row M-tile and K step, reading A and
-        B by descriptor; the results are valid after one commit-and-wait at the end."""
-        b = ctx.b
+        B by descriptor, then commits them as one group; it waits for that group here, or,
+        when the loop around carries the accumulator through this dot alone, for the previous
+        iteration's (the loop's exit waits for the last)."""
+        b, unit = ctx.b, self.unit
         ctx.features.add("wgmma")
         layout = plan.layout
         groups = ctx.laid.num_warps // 4
@@ -174,70 +250,62 @@ class WarpgroupDot(DotStrategy):
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
         acc = ctx.tile(op.acc, layout)
         a_view, b_view = ctx.shared_views[op.a], ctx.shared_views[op.b]
-        i64 = ir.IntType(64)
-        k64 = lambda v: ir.Constant(i64, v)  # noqa: E731
-
-        def descriptor(address: ir.Value, leading: int, stride: int) -> ir.Value:
-            start = b.lshr(b.and_(b.ptrtoint(address, i64), k64(0x3FFFF)), k64(4))
-            return b.or_(start, k64(((leading >> 4) << 16) | ((stride >> 4) << 32)))
-        group = b.lshr(ctx.warp, ir.Constant(I32, 2))
+        wa, wb = a_view.layout.width, b_view.layout.width
         geo = geometry(MMA_F16)
         regs_along_n = layout.registers_along((M, N), 1)
+        group = b.lshr(ctx.warp, ir.Constant(I32, 2))
         values = list(acc.values)
         touched: list[int] = []
-        _fence(b)
+        unit.fence(b)
         for i in range(M // (64 * groups)):
             slots = []
             for s in range(N // 8):
                 slots += acc_slots(geo, i, s, regs_along_n)
             current = [values[x] for x in slots]
             block = b.add(b.mul(ir.Constant(I32, i), ir.Constant(I32, groups)), group)
-            a_tile = b.gep(a_view.base, [b.mul(block, ir.Constant(I32, 8 * 16 * K))], source_etype=I8)
+            a_tile = _at(b, a_view.base, b.mul(block, ir.Constant(I32, 64 * wa)))
             for kk in range(0, K, 16):
-                a_at = b.gep(a_tile, [ir.Constant(I32, kk * 16)], source_etype=I8)
-                k_groups = N // 8 * B_GROUP      # bytes between B's 8-row K-groups
-                b_at = b.gep(b_view.base, [ir.Constant(I32, kk // 8 * k_groups)], source_etype=I8)
-                current = _mma_m64k16(b, elem.name, N, descriptor(a_at, 128, 16 * K),
-                                      descriptor(b_at, k_groups, B_GROUP), current)
+                panel, inside = divmod(2 * kk, wa)
+                a_at = _at(b, a_tile, ir.Constant(I32, panel * M * wa + inside))
+                b_at = _at(b, b_view.base, ir.Constant(I32, kk * wb))
+                current = unit.mma(b, elem.name, N, unit.descriptor(b, a_at, M * wa, wa),
+                                   unit.descriptor(b, b_at, K * wb, wb), current, len(touched))
             for x, v in zip(slots, current):
                 values[x] = v
             touched += slots
-        done = _commit_and_wait(b, [values[x] for x in touched])
-        for x, v in zip(touched, done):
-            values[x] = v
+        in_flight = min(a_view.layout.reads_in_flight, b_view.layout.reads_in_flight) > 0
+        loop = _carrying_loop(ctx, op) if in_flight else None
+        unit.commit(b)
+
+        def wait(regs: list, pending: int) -> list:
+            """``regs`` once at most ``pending`` groups are left (passed in issue order)."""
+            out = list(regs)
+            for x, v in zip(touched, unit.wait(b, [regs[x] for x in touched], pending)):
+                out[x] = v
+            return out
+        values = wait(values, 0 if loop is None else 1)
         ctx.set_result(op, Regs(layout, (M, N), values))
+        if loop is not None:
+            index = loop.body.terminator.values.index(op.result)
+            ctx.at_loop_exit(loop, index, lambda regs: Regs(regs.layout, regs.shape,
+                                                            wait(list(regs.values), 0)))
 
 
-def _mma_m64k16(b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value, desc_b: ir.Value,
-                acc: list) -> list:
-    """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile, A K-major and B
-    N-major in shared memory; ``acc``: the thread's ``n / 2`` floats."""
-    f32 = ir.FloatType()
-    count = n // 2
-    regs = ", ".join(f"${i}" for i in range(count))
-    # scale-d is a predicate: always accumulate; A K-major (0), B N-major (1)
-    asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(count + 2) + ", 0; "
-           f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{in_type}.{in_type} "
-           f"{{{regs}}}, ${count}, ${count + 1}, p, 1, 1, 0, 1; }}")
-    constraint = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
-    fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [ir.IntType(64)] * 2 + [I32] + [f32] * count)
-    call = b.asm(fty, asm, constraint, [desc_a, desc_b, ir.Constant(I32, 1)] + list(acc), side_effect=True)
-    return [b.extract_value(call, i) for i in range(count)]
+def _carrying_loop(ctx: Any, op: ops.DotOp) -> Optional[ops.ForOp]:
+    """The ``for`` loop being lowered whose body carries its accumulator through ``op``
+    alone -- ``acc`` a carried argument only ``op`` reads, ``op``'s result only yielded in its
+    place, in the same layout -- so ``op``'s MMAs may stay in flight into the next
+    iteration; else ``None``."""
+    loop = ctx.loops[-1] if ctx.loops else None
+    if loop is None or op not in loop.body.ops or op.acc not in loop.body.args[1:]:
+        return None
+    yielded = loop.body.terminator.values
+    place = loop.body.args.index(op.acc) - 1
+    if yielded[place] is not op.result or op.acc.type != op.result.type:
+        return None
+    uses = [v for inner in walk(loop.body) for v in inner.operands if v in (op.acc, op.result)]
+    return loop if len(uses) == 2 else None
 
 
-def _fence(b: ir.IRBuilder) -> None:
-    """Order register writes before the next warpgroup MMAs."""
-    b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
-          side_effect=True)
-
-
-def _commit_and_wait(b: ir.IRBuilder, acc: list) -> list:
-    """Close the group of warpgroup MMAs and wait for it; ``acc`` pass through (their values
-    are those the MMAs wrote)."""
-    f32 = ir.FloatType()
-    count = len(acc)
-    asm = "wgmma.commit_group.sync.aligned; wgmma.wait_group.sync.aligned 0;"
-    constraint = ",".join(["=f"] * count + [str(i) for i in range(count)] + ["~{memory}"])
-    fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [f32] * count)
-    call = b.asm(fty, asm, constraint, list(acc), side_effect=True)
-    return [b.extract_value(call, i) for i in range(count)]
+def _at(b: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.Value:
+    return b.gep(base, [offset], source_etype=I8)

@@ -288,22 +288,36 @@ def test_sum_of_runs_keeps_only_what_every_run_start_has():
     assert re.search(r"ld\.global\.v\d\.b32", ptx) is None
 
 
-@pytest.mark.parametrize("num_warps,BM", [(4, 64), (4, 128), (8, 128)])
-def test_wgmma_is_opt_in_and_assembles_for_sm_90a(num_warps, BM):
-    """``wgmma=True`` on sm_90 runs the pipelined dot on the warpgroup MMA (checked against
-    NumPy on an H200 by test_device.py); the default stays on mma.sync."""
+@pytest.mark.parametrize("num_warps,BM,BK", [(4, 64, 16), (4, 128, 32), (8, 128, 64), (8, 128, 128)])
+def test_wgmma_is_the_default_on_sm_90_and_stays_in_flight(num_warps, BM, BK):
+    """On sm_90 the pipelined dot runs on the warpgroup MMA (checked against NumPy on an H100
+    and H200 by test_device.py): swizzled operand slots, one more slot than stages, each
+    iteration waiting only for the previous one's MMAs and the loop's exit for the last;
+    ``wgmma=False`` keeps mma.sync, and so does sm_80."""
     from anytile_nvidia.warpgroup import warpgroup_row
     assert sorted(warpgroup_row(m, num_warps) for m in range(BM)) == list(range(BM))
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16",
            "sam": "i32:16", "sbk": "i32:16", "scm": "i32:16"}
-    consts = {"BM": BM, "BN": 128, "BK": 32}
-    on = at.compile(_matmul_pointer_increments, target="nvidia:sm_90", signature=sig, constexprs=consts,
-                    num_warps=num_warps, wgmma=True)
-    off = at.compile(_matmul_pointer_increments, target="nvidia:sm_90", signature=sig, constexprs=consts,
-                     num_warps=num_warps)
-    assert "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16" in on.asm["ptx"]
-    assert ".target sm_90a" in on.asm["ptx"] and "fence.proxy.async" in on.asm["ptx"]
-    assert "wgmma" not in off.asm["ptx"] and "mma.sync" in off.asm["ptx"]
+    consts = {"BM": BM, "BN": 128, "BK": BK}
+
+    def build(arch, **options):
+        return at.compile(_matmul_pointer_increments, target=f"nvidia:{arch}", signature=sig,
+                          constexprs=consts, num_warps=num_warps, num_stages=3, **options)
+    on, off, ampere = build("sm_90"), build("sm_90", wgmma=False), build("sm_80")
+    ptx = on.asm["ptx"]
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16") == \
+        BM // (16 * num_warps) * BK // 16
+    assert ".target sm_90a" in ptx and "fence.proxy.async" in ptx
+    assert ".extern .shared .align 1024" in ptx
+    loop, exit_ = ptx.index("wgmma.wait_group.sync.aligned 1;"), ptx.index("wgmma.wait_group.sync.aligned 0;")
+    assert ptx.index("wgmma.commit_group") < loop < exit_
+    width = min(128, 2 * BK)
+    assert f"swizzle {width} warps {num_warps} in-flight 1" in on.asm["laid-out ir"]
+    # 3 stages + 1 slot in flight; 128 x 128 x 128 fits only 2 + 1 in sm_90's 227 KiB
+    slots = 3 if BK == 128 else 4
+    assert f"shared<{slots}x{BM}x{BK}xf16" in on.asm["laid-out ir"]
+    for other in (off, ampere):
+        assert "wgmma" not in other.asm["ptx"] and "mma.sync" in other.asm["ptx"]
     if find_ptxas():
         assert on.asm.get("cubin")
 

@@ -75,6 +75,7 @@ def lower_for(ctx: "KernelLowering", op: ops.ForOp) -> None:
     b.cbranch(b.icmp_signed("<", iv, upper), body, exit_)
     b.position_at_end(body)
     ctx.scopes.append({})
+    ctx.loops.append(op)
     try:
         ctx.bind(op.body.args[0], iv)
         for a, v in zip(carried_args, phis):
@@ -84,14 +85,18 @@ def lower_for(ctx: "KernelLowering", op: ops.ForOp) -> None:
         nexts = _carried(ctx, list(term.values), [a.type for a in carried_args]) if term else []
     finally:
         ctx.scopes.pop()
+        ctx.loops.pop()
     iv_next = b.add(iv, step)
     latch = b.block
     iv.add_incoming(iv_next, latch)
     _add_incoming(phis, nexts, latch)
     b.branch(header)
     b.position_at_end(exit_)
+    results = list(phis)
+    for i, rewrite in ctx.loop_exits.pop(op, []):
+        results[i] = rewrite(results[i])
     for i, r in enumerate(op.results):
-        ctx.set_result(op, phis[i], i)
+        ctx.set_result(op, results[i], i)
 
 
 def lower_while(ctx: "KernelLowering", op: ops.WhileOp) -> None:

@@ -32,7 +32,7 @@ from .assign import LaidOutKernel
 from .layouts import Layout
 from .registers import Regs
 from .scratch import convert
-from .shared import plan_persistent_shared
+from .shared import plan_persistent_shared, shared_alignment
 from .target import GpuTarget
 from .tile_ops import rematerialise
 
@@ -85,6 +85,10 @@ class KernelLowering:
         self.shared_views: dict = {}
         self.features: set[str] = set()
         self.table = lowering_table()
+        #: the ``for`` loops being lowered, innermost last
+        self.loops: list[ops.ForOp] = []
+        #: ``for`` loop -> (result index, rewrite) pairs ``at_loop_exit`` registered
+        self.loop_exits: dict = {}
 
     # -- entry ---------------------------------------------------------------------------------
     def param_type(self, t: Any) -> ir.Type:
@@ -123,7 +127,7 @@ class KernelLowering:
         self.smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "anytile_smem",
                                       addrspace=self.target.shared_address_space)
         self.smem.linkage = "external"
-        self.smem.align = 16
+        self.smem.align = shared_alignment(self.fn_ir)
         self.smem.type = ir.PointerType(addrspace=self.target.shared_address_space)  # opaque
         # pipelined buffers first (fixed offsets), then the scratch space every other op shares
         self.persistent_offsets, self.persistent_shared = plan_persistent_shared(self.fn_ir)
@@ -206,6 +210,12 @@ class KernelLowering:
         return ir.Constant(ct, v)
 
     # -- blocks and ops ------------------------------------------------------------------------
+    def at_loop_exit(self, loop: ops.ForOp, index: int, rewrite: Callable[[Any], Any]) -> None:
+        """Have the ``index``-th result of ``loop`` (being lowered) pass through ``rewrite``
+        where the loop exits: ``rewrite(lowered) -> lowered``, emitted with ``self.b`` at the
+        exit (a dot whose instructions are still in flight waits for them there)."""
+        self.loop_exits.setdefault(loop, []).append((index, rewrite))
+
     def lower_block(self, block: Block) -> None:
         for op in block.ops:
             if op.has_trait("terminator"):

@@ -356,11 +356,22 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     moved = {ld.result for ld in loads}
     shared_limit -= max([_scratch_bytes(dot, moved, buffers)
                          for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
-    while stages > 2 and sum(b.slot_bytes for b in slots) * stages > shared_limit:
+    # a dot whose reads stay in flight keeps a slot busy that long after its iteration: one
+    # more slot each, so the copy started ``stages - 1`` iterations ahead never lands on it;
+    # where even two stages and those slots do not fit, the dot waits for its reads instead
+    wanted = stages
+    extra = _reads_in_flight(slots)
+    while stages > 2 and _footprint(slots, stages + extra) > shared_limit:
         stages -= 1
-    if sum(b.slot_bytes for b in slots) * stages > shared_limit:
+    if extra and _footprint(slots, stages + extra) > shared_limit:
+        slots = [SharedBufferType(b.shape, b.elem, b.stages, b.layout.settled()) for b in slots]
+        stages, extra = wanted, 0
+        while stages > 2 and _footprint(slots, stages) > shared_limit:
+            stages -= 1
+    if _footprint(slots, stages + extra) > shared_limit:
         return 0
-    slots = [SharedBufferType(b.shape, b.elem, stages, b.layout) for b in slots]
+    count = stages + extra
+    slots = [SharedBufferType(b.shape, b.elem, count, b.layout) for b in slots]
     loc = loop.loc
 
     # before the loop: the buffers, then iterations 0 .. stages-2 in flight
@@ -383,7 +394,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     def emit(op: Op) -> Value:
         top.append(op)
         return op.result
-    n = emit(ops.ConstantOp(stages, result_types=[i32], loc=loc))
+    n = emit(ops.ConstantOp(count, result_types=[i32], loc=loc))
     read_slot = emit(ops.BinaryOp("rem", counter, n, loc=loc))
     later = emit(ops.ConstantOp(stages - 1, result_types=[i32], loc=loc))
     write_slot = emit(ops.BinaryOp("rem", emit(ops.BinaryOp("add", counter, later, loc=loc)), n, loc=loc))
@@ -413,6 +424,19 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # refills the slots while another still reads the last one
     parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, True, loc=loc))
     return len(loads)
+
+
+def _reads_in_flight(slots: list) -> int:
+    """The extra slots the buffers' readers need (``SharedBufferLayout.reads_in_flight``)."""
+    return max(b.layout.reads_in_flight for b in slots)
+
+
+def _footprint(slots: list, count: int) -> int:
+    """Bytes ``count`` slots of each buffer take, each buffer aligned as its layout says."""
+    total = 0
+    for b in sorted(slots, key=lambda t: -t.layout.alignment):
+        total = -(-total // b.layout.alignment) * b.layout.alignment + b.slot_bytes * count
+    return total
 
 
 def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts,

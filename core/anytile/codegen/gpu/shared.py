@@ -30,7 +30,7 @@ from .shared_ops import (AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
-__all__ = ["LOWERINGS", "SharedView", "plan_persistent_shared"]
+__all__ = ["LOWERINGS", "SharedView", "plan_persistent_shared", "shared_alignment"]
 
 
 @dataclass
@@ -42,13 +42,22 @@ class SharedView:
 
 
 def plan_persistent_shared(kernel: Any) -> tuple[dict, int]:
-    """An offset for every ``shared_alloc`` of ``kernel`` and the bytes they take."""
+    """An offset for every ``shared_alloc`` of ``kernel`` (a multiple of its layout's
+    ``alignment``, the most aligned first) and the bytes they take (a multiple of 128)."""
     offsets, total = {}, 0
-    for op in walk(kernel.body):
-        if isinstance(op, SharedAllocOp):
-            offsets[op] = total
-            total += (op.result.type.nbytes + 127) // 128 * 128
-    return offsets, total
+    allocs = [op for op in walk(kernel.body) if isinstance(op, SharedAllocOp)]
+    for op in sorted(allocs, key=lambda a: -a.result.type.alignment):
+        align = op.result.type.alignment
+        total = (total + align - 1) // align * align
+        offsets[op] = total
+        total += op.result.type.nbytes
+    return offsets, (total + 127) // 128 * 128
+
+
+def shared_alignment(kernel: Any) -> int:
+    """The alignment the start of the kernel's shared memory needs (its buffers' largest)."""
+    return max([16] + [op.result.type.alignment for op in walk(kernel.body)
+                       if isinstance(op, SharedAllocOp)])
 
 
 def lower_shared_alloc(ctx: "KernelLowering", op: SharedAllocOp) -> None:

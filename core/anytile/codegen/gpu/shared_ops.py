@@ -26,6 +26,7 @@ own buffer layouts register their text with ``register_buffer_layout``).
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -53,6 +54,14 @@ class SharedBufferLayout(abc.ABC):
     #: the slots are read in place by a unit outside the threads (a matrix unit reading by
     #: address): waiting for their copies adds the target's ``fence_async_shared``
     async_readers = False
+    #: bytes a slot's start is aligned to (a swizzled layout's pattern repeats every so many
+    #: bytes of the shared-memory address, so its slots start on that period)
+    alignment = 128
+    #: iterations a dot may still be reading a slot after the loop body that issued it moved
+    #: on (a matrix unit's reads kept in flight): a pipeline gives its buffers this many
+    #: extra slots, so a copy never overwrites one still being read.  A layout that sets it
+    #: makes it a dataclass field, which ``settled`` sets to 0
+    reads_in_flight = 0
 
     @abc.abstractmethod
     def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
@@ -73,6 +82,11 @@ class SharedBufferLayout(abc.ABC):
         """The dimension along which neighbouring elements are neighbours in the slot (what
         a vector copy into it may run along), or ``None``."""
         return len(shape) - 1
+
+    def settled(self) -> "SharedBufferLayout":
+        """This layout with no reads in flight: its dot waits for its own reads (what a
+        pipeline asks for when the extra slots do not fit)."""
+        return dataclasses.replace(self, reads_in_flight=0) if self.reads_in_flight else self
 
 
 #: the first word of a buffer layout's text -> its parser (``register_buffer_layout``)
@@ -192,6 +206,10 @@ class SharedBufferType:
     def nbytes(self) -> int:
         return self.slot_bytes * self.stages
 
+    @property
+    def alignment(self) -> int:
+        return self.layout.alignment
+
     def __str__(self) -> str:
         dims = "x".join(str(s) for s in self.shape)
         return f"shared<{self.stages}x{dims}x{self.elem}, {self.layout}>"
@@ -263,6 +281,9 @@ class SharedAllocOp(Op):
                f"shared buffer {t}: {t.layout!r} is not a shared buffer layout")
         problem = t.layout.problem(t.shape, t.elem)
         expect(problem is None, f"shared buffer {t}: {problem}")
+        expect(t.slot_bytes % t.alignment == 0,
+               f"shared buffer {t}: slots of {t.slot_bytes} bytes break the layout's "
+               f"{t.alignment}-byte alignment")
 
 
 @dataclass(eq=False)

@@ -41,7 +41,8 @@ from .fragments import FragmentLoader, lane_value
 from .matrix import TYPE_BITS, FragmentMap, MatrixInstr, geometry
 from .target import GpuTarget
 
-__all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation"]
+__all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation",
+           "add_callback", "shared_memory", "thread_state"]
 
 I32 = ir.IntType(32)
 F32 = ir.FloatType()
@@ -62,7 +63,10 @@ class _State:
         self.grid = (1, 1, 1)
         self.barrier: Optional[threading.Barrier] = None
         self.lock = threading.Lock()
-        self.shared = np.zeros(_SHARED_BYTES, np.uint8)
+        # page-aligned, as the GPU's shared window is: a layout aligned to its swizzle period
+        # is aligned here too
+        raw = np.zeros(_SHARED_BYTES + 4096, np.uint8)
+        self.shared = raw[(-raw.ctypes.data) % 4096:][:_SHARED_BYTES]
         self.scratch = np.zeros(_MAX_THREADS + _MATRIX_WORDS, np.uint32)
 
 
@@ -91,6 +95,24 @@ def _barrier() -> None:
 
 _CALLBACKS = {"anytile_sim_tid": _TID_T(_tid), "anytile_sim_pid": _AXIS_T(_pid),
               "anytile_sim_npid": _AXIS_T(_npid), "anytile_sim_barrier": _VOID_T(_barrier)}
+
+
+def add_callback(name: str, callback: Any) -> None:
+    """Make the ctypes function ``callback`` callable from simulated code as ``name`` (a
+    target's emulation of an instruction the host lacks); kept alive for the process."""
+    _CALLBACKS[name] = callback
+    _llvm().add_symbol(name, ctypes.cast(callback, ctypes.c_void_p).value)
+
+
+def shared_memory() -> np.ndarray:
+    """The simulated shared memory (bytes; a program's starts at element 0)."""
+    return _STATE.shared
+
+
+def thread_state() -> Any:
+    """The calling GPU thread's own state (a ``threading.local``: ``tid`` and whatever an
+    emulation keeps there)."""
+    return _STATE.local
 
 
 @lru_cache(maxsize=None)

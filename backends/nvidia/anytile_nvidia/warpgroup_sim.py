@@ -1,0 +1,164 @@
+"""Hopper's warpgroup MMA emulated on the host simulator, for tests without a GPU.
+
+``EmulatedWarpgroup`` has the methods of ``warpgroup.WarpgroupInstructions`` and emits calls
+to host functions instead of PTX.  Each GPU thread keeps its own queue of issued MMAs, as the
+hardware does: ``mma`` records the two descriptors and returns the accumulator unchanged,
+``commit`` closes a group, and ``wait(pending)`` runs the oldest groups until ``pending``
+are left, on the accumulator values passed through it.  Those reads of shared memory happen
+at the wait, the latest moment the hardware could make them, while the simulator's copies
+land at once, the earliest: so a pipeline that refilled a slot an MMA in flight still reads
+gives wrong results here.
+
+The descriptors are decoded as the PTX ISA describes them (start address, leading and
+stride byte offsets in 16-byte units, the swizzle mode), A K-major and B N-major, each
+operand byte's address swizzled as the hardware does (bits 4.. XOR bits 7..); the thread's
+accumulator elements follow the ``m64nNk16`` accumulator layout (warp ``w`` of the
+warpgroup: rows ``16 w + lane / 4`` and ``+ 8``, columns ``8 i + 2 (lane % 4)`` and ``+ 1``).
+The shared window's addresses are offsets from the start of the simulated shared memory.
+"""
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import numpy as np
+from llvmlite import ir
+
+from .warpgroup import SWIZZLE_MODES, WarpgroupDot, WarpgroupInstructions
+
+__all__ = ["EmulatedWarpgroup", "simulated_hopper_target"]
+
+I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+_WIDTHS = {mode: width for width, mode in SWIZZLE_MODES.items()}
+_TYPES = {"f16": 0, "bf16": 1}
+_ISSUE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32,
+                            ctypes.c_int32)
+_COMMIT_T = ctypes.CFUNCTYPE(None)
+_WAIT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+
+
+def _queues() -> Any:
+    from anytile.codegen.gpu.simulator import thread_state
+    state = thread_state()
+    if not hasattr(state, "wgmma_open"):
+        state.wgmma_open, state.wgmma_groups = [], []
+    return state
+
+
+def _issue(desc_a: int, desc_b: int, n: int, kind: int, place: int) -> None:
+    _queues().wgmma_open.append((desc_a, desc_b, n, kind, place))
+
+
+def _commit() -> None:
+    state = _queues()
+    state.wgmma_groups.append(state.wgmma_open)
+    state.wgmma_open = []
+
+
+def _wait(pending: int, address: int, count: int) -> None:
+    from anytile.codegen.gpu.simulator import thread_state
+    state = _queues()
+    acc = np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
+    while len(state.wgmma_groups) > pending:
+        for desc_a, desc_b, n, kind, place in state.wgmma_groups.pop(0):
+            _apply(thread_state().tid % 128, desc_a, desc_b, n, kind, acc[place:place + n // 2])
+
+
+def _decode(desc: int) -> tuple[int, int, int, int]:
+    """(start, leading, stride, width) of a matrix descriptor, in bytes."""
+    field = lambda shift: (desc >> shift & 0x3FFF) << 4  # noqa: E731
+    mode = desc >> 62 & 3
+    if mode not in _WIDTHS:
+        raise ValueError(f"the emulation reads swizzled operands only, found swizzle mode {mode}")
+    return field(0), field(16), field(32), _WIDTHS[mode]
+
+
+def _read(address: np.ndarray, width: int, kind: int) -> np.ndarray:
+    """The 16-bit elements at (unswizzled) byte ``address``es, as float64."""
+    from anytile.codegen.gpu.simulator import shared_memory
+    shared = shared_memory()
+    swizzled = address ^ (((address >> 7) & (width // 16 - 1)) << 4)
+    bits = shared[swizzled].astype(np.uint16) | (shared[swizzled + 1].astype(np.uint16) << 8)
+    if kind == _TYPES["f16"]:
+        return bits.view(np.float16).astype(np.float64)
+    return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _apply(thread: int, desc_a: int, desc_b: int, n: int, kind: int, acc: np.ndarray) -> None:
+    """One ``m64nNk16`` MMA's share of warpgroup thread ``thread``, added into ``acc``."""
+    warp, lane = divmod(thread, 32)
+    e = np.arange(n // 2)
+    rows = 16 * warp + lane // 4 + 8 * (e >> 1 & 1)
+    cols = 8 * (e >> 2) + 2 * (lane % 4) + (e & 1)
+    k = np.arange(16)
+    start, leading, stride, width = _decode(desc_a)          # A: K-major
+    a_bytes = 2 * k[None, :]
+    a = _read(start + rows[:, None] // 8 * stride + rows[:, None] % 8 * width
+              + a_bytes // width * leading + a_bytes % width, width, kind)
+    start, leading, stride, width = _decode(desc_b)          # B: N-major
+    b_bytes = 2 * cols[:, None]
+    b = _read(start + b_bytes // width * leading + k[None, :] // 8 * stride
+              + k[None, :] % 8 * width + b_bytes % width, width, kind)
+    acc += (a * b).sum(axis=1).astype(np.float32)
+
+
+class EmulatedWarpgroup(WarpgroupInstructions):
+    """The warpgroup MMA's instructions as calls into the emulation (see the module doc)."""
+
+    _registered = False
+
+    def __init__(self) -> None:
+        if not EmulatedWarpgroup._registered:
+            from anytile.codegen.gpu.simulator import add_callback
+            add_callback("anytile_sim_wgmma_issue", _ISSUE_T(_issue))
+            add_callback("anytile_sim_wgmma_commit", _COMMIT_T(_commit))
+            add_callback("anytile_sim_wgmma_wait", _WAIT_T(_wait))
+            EmulatedWarpgroup._registered = True
+
+    @staticmethod
+    def _call(b: ir.IRBuilder, name: str, args: list) -> None:
+        fn = b.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(b.module, ir.FunctionType(ir.VoidType(), [a.type for a in args]), name)
+        b.call(fn, args)
+
+    def descriptor(self, b: ir.IRBuilder, address: ir.Value, leading: int, width: int) -> ir.Value:
+        smem = b.module.globals["anytile_smem"]
+        offset = b.sub(b.ptrtoint(address, I64), b.ptrtoint(smem, I64))
+        start = b.lshr(b.and_(offset, ir.Constant(I64, 0x3FFFF)), ir.Constant(I64, 4))
+        fields = ((leading >> 4) << 16) | ((8 * width >> 4) << 32) | (SWIZZLE_MODES[width] << 62)
+        return b.or_(start, ir.Constant(I64, fields))
+
+    def fence(self, b: ir.IRBuilder) -> None:
+        pass
+
+    def mma(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value, desc_b: ir.Value,
+            acc: list, place: int) -> list:
+        self._call(b, "anytile_sim_wgmma_issue",
+                   [desc_a, desc_b, ir.Constant(I32, n), ir.Constant(I32, _TYPES[in_type]),
+                    ir.Constant(I32, place)])
+        return list(acc)
+
+    def commit(self, b: ir.IRBuilder) -> None:
+        self._call(b, "anytile_sim_wgmma_commit", [])
+
+    def wait(self, b: ir.IRBuilder, acc: list, pending: int) -> list:
+        entry = ir.IRBuilder(b.function.entry_basic_block)
+        entry.position_at_start(b.function.entry_basic_block)
+        buf = entry.alloca(ir.ArrayType(F32, len(acc)))
+        slots = [b.gep(buf, [ir.Constant(I32, 0), ir.Constant(I32, i)]) for i in range(len(acc))]
+        for v, slot in zip(acc, slots):
+            b.store(v, slot)
+        self._call(b, "anytile_sim_wgmma_wait",
+                   [ir.Constant(I32, pending), buf, ir.Constant(I32, len(acc))])
+        return [b.load(slot, typ=F32) for slot in slots]
+
+
+def simulated_hopper_target() -> Any:
+    """The host simulator's NVIDIA target (``simulated.simulated_nvidia_target``) with the
+    warpgroup MMA as its first dot strategy, emulated (see the module doc)."""
+    from .simulated import simulated_nvidia_target
+    target = simulated_nvidia_target()
+    strategy = WarpgroupDot(EmulatedWarpgroup())
+    target.dot_strategies = lambda: (strategy,)
+    return target

@@ -1,0 +1,192 @@
+"""Issue 14's matmul targets on the GPU, anytile beside Triton (and torch) in one process.
+
+    python3 benchmarks/gpu_matmul.py [--quick] [--out FILE]     # on the lent machine
+
+One kernel source per row, compiled by both (Triton's tutorial shapes written our own way):
+a grouped-order tiled matmul (fp16 and bf16 into fp32; fp16 out with a fused ReLU; int8 into
+int32) and a persistent one (programs loop over tiles ``num_programs`` apart).  Each side
+runs the same menu of block configurations and keeps its best (median of ``do_bench``);
+results are checked against torch first.  Prints a markdown table (ratio = anytile / Triton
+throughput) and each side's best configuration, registers and spills where known.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+os.environ.setdefault("ANYTILE_DEVICE", "cuda:0")
+
+import torch
+import triton
+import triton.language as ttl
+from triton.testing import do_bench
+
+import anytile as at
+import anytile.language as tl
+
+
+def make(jit, lang):
+    """The benchmark's kernels decorated with ``jit`` over the language module ``lang``."""
+
+    def tile_of(pid, M, N, BM: lang.constexpr, BN: lang.constexpr, GROUP: lang.constexpr):
+        num_m, num_n = lang.cdiv(M, BM), lang.cdiv(N, BN)
+        in_group = GROUP * num_n
+        first_m = pid // in_group * GROUP
+        rows = lang.minimum(num_m - first_m, GROUP)
+        return first_m + (pid % in_group) % rows, (pid % in_group) // rows
+
+    def matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr, BN: lang.constexpr,
+               BK: lang.constexpr, GROUP: lang.constexpr, RELU: lang.constexpr, INT: lang.constexpr):
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        rm = pid_m * BM + lang.arange(0, BM)
+        rn = pid_n * BN + lang.arange(0, BN)
+        rk = lang.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
+        acc = lang.zeros((BM, BN), dtype=lang.int32 if INT else lang.float32)
+        for _ in range(0, K, BK):
+            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
+            a_ptrs += BK
+            b_ptrs += BK * sbk
+        if RELU:
+            acc = lang.maximum(acc, 0.0)
+        c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :]
+        lang.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
+
+    def persistent(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
+                   BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        tiles = lang.cdiv(M, BM) * lang.cdiv(N, BN)
+        for tile in range(lang.program_id(0), tiles, lang.num_programs(0)):
+            pid_m, pid_n = tile_of(tile, M, N, BM, BN, GROUP)
+            rm = pid_m * BM + lang.arange(0, BM)
+            rn = pid_n * BN + lang.arange(0, BN)
+            rk = lang.arange(0, BK)
+            acc = lang.zeros((BM, BN), dtype=lang.float32)
+            for k in range(0, K, BK):
+                a = lang.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
+                b = lang.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
+                acc = lang.dot(a, b, acc)
+            lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+    tile_of = jit(tile_of)
+    return jit(matmul), jit(persistent)
+
+
+AT = make(at.jit, tl)
+TR = make(triton.jit, ttl)
+CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 32, 4, 3),
+           (64, 256, 32, 4, 4)]
+INT8_CONFIGS = [(128, 256, 128, 8, 3), (128, 128, 128, 8, 3), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]
+
+
+def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False):
+    M = N = K = size
+    gen = torch.Generator(device="cuda").manual_seed(size)
+    if dtype == torch.int8:
+        a = torch.randint(-8, 8, (M, K), device="cuda", dtype=torch.int8, generator=gen)
+        b = torch.randint(-8, 8, (K, N), device="cuda", dtype=torch.int8, generator=gen)
+        ref = torch._int_mm(a, b)
+        peer = ("torch._int_mm", lambda: torch._int_mm(a, b))
+    else:
+        a = torch.randn(M, K, device="cuda", dtype=dtype, generator=gen)
+        b = torch.randn(K, N, device="cuda", dtype=dtype, generator=gen)
+        ref = a.float() @ b.float()
+        if relu:
+            ref = ref.relu()
+        peer = ("torch", lambda: torch.relu(a @ b) if relu else a @ b)
+    c = torch.empty(M, N, device="cuda", dtype=out_dtype)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    flops = 2 * M * N * K
+    out = {"row": name, "size": size}
+    for side, kernels in (("anytile", AT), ("triton", TR)):
+        matmul, persist = kernels
+        best = None
+        for cfg in configs[:2] if quick else configs:
+            bm, bn, bk, w, s = cfg
+            if persistent:
+                grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+                launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                               GROUP=8, num_warps=w, num_stages=s)
+            else:
+                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+                launch = lambda: matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                              GROUP=8, RELU=relu, INT=dtype == torch.int8,
+                                              num_warps=w, num_stages=s)
+            try:
+                c.zero_()
+                t0 = time.perf_counter()
+                compiled = launch()
+                torch.cuda.synchronize()
+                compile_s = time.perf_counter() - t0
+                if dtype == torch.int8:
+                    ok = torch.equal(c, ref)
+                else:
+                    ok = torch.allclose(c.float(), ref, rtol=2e-2, atol=5e-2)
+                if not ok:
+                    print(f"  {side} {cfg}: WRONG RESULT (max err {(c.float() - ref.float()).abs().max().item():.3g})")
+                    continue
+                tflops = flops / do_bench(launch, return_mode="median") / 1e9
+            except Exception as exc:  # a config one side cannot run
+                print(f"  {side} {cfg}: {type(exc).__name__}: {str(exc).splitlines()[0][:150]}")
+                continue
+            print(f"  {side} {cfg}: {tflops:.0f} TFLOP/s (first call {compile_s:.2f} s, "
+                  f"{_registers(compiled)})")
+            if best is None or tflops > best[0]:
+                best = (tflops, cfg)
+        out[side] = best
+    out["peer"] = (peer[0], flops / do_bench(peer[1], return_mode="median") / 1e9)
+    return out
+
+
+def _registers(compiled) -> str:
+    """Registers and spilled bytes a thread of a compiled kernel (either side's) uses."""
+    meta = getattr(compiled, "metadata", None)
+    if isinstance(getattr(compiled, "n_regs", None), int):       # Triton's CompiledKernel
+        return f"{compiled.n_regs} registers, {compiled.n_spills} spilled"
+    try:
+        return f"{meta['registers']} registers, {meta.get('spills', 0)} bytes spilled"
+    except Exception:
+        return "registers unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="two configurations a side")
+    parser.add_argument("--out")
+    parser.add_argument("--rows", default="fp16,fp16-8192,bf16,relu,persistent,int8")
+    args = parser.parse_args()
+    rows = {
+        "fp16": lambda: run_row("fp16 -> fp32", 4096, torch.float16, torch.float32, quick=args.quick),
+        "fp16-8192": lambda: run_row("fp16 -> fp32", 8192, torch.float16, torch.float32, quick=args.quick),
+        "bf16": lambda: run_row("bf16 -> fp32", 4096, torch.bfloat16, torch.float32, quick=args.quick),
+        "relu": lambda: run_row("fp16, fused ReLU, fp16 out", 4096, torch.float16, torch.float16,
+                                relu=True, quick=args.quick),
+        "persistent": lambda: run_row("fp16 persistent (tiles num_programs apart)", 8192,
+                                      torch.float16, torch.float16, persistent=True, quick=args.quick),
+        "int8": lambda: run_row("int8 -> int32", 4096, torch.int8, torch.int32, configs=INT8_CONFIGS,
+                                quick=args.quick),
+    }
+    results = []
+    for key in args.rows.split(","):
+        print(f"== {key}", flush=True)
+        results.append(rows[key]())
+    lines = [f"{torch.cuda.get_device_name(0)}, Triton {triton.__version__}, torch {torch.__version__}",
+             "", "| matmul | size | anytile TFLOP/s (config) | Triton TFLOP/s (config) | torch | anytile / Triton |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    for r in results:
+        def cell(best):
+            return "failed" if best is None else f"{best[0]:.0f} ({'x'.join(map(str, best[1][:3]))} w{best[1][3]} s{best[1][4]})"
+        ratio = f"{r['anytile'][0] / r['triton'][0]:.2f}" if r["anytile"] and r["triton"] else "-"
+        lines.append(f"| {r['row']} | {r['size']}^3 | {cell(r['anytile'])} | {cell(r['triton'])} | "
+                     f"{r['peer'][1]:.0f} ({r['peer'][0]}) | {ratio} |")
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
