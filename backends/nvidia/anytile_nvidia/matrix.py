@@ -1,14 +1,17 @@
 """NVIDIA's matrix instructions as data (``mma.sync``), and ``ldmatrix`` as a fragment loader.
 
-The fragment maps are the PTX ISA's tables for ``mma.m16n8k16`` (f16, bf16) and
-``mma.m16n8k8`` (tf32) with ``.row.col`` operands, for lane ``4 g + t`` (``g`` = groupID,
-``t`` = threadID_in_group):
+The fragment maps are the PTX ISA's tables for ``mma.m16n8k16`` (f16, bf16),
+``mma.m16n8k8`` (tf32) and ``mma.m16n8k32`` (s8) with ``.row.col`` operands, for lane
+``4 g + t`` (``g`` = groupID, ``t`` = threadID_in_group):
 
 * m16n8k16: A register ``r`` holds row ``g + 8 (r & 1)``, columns ``2 t + 8 (r >> 1)`` and
   the next (low half first); B register ``r`` holds rows ``2 t + 8 r`` and the next, column
   ``g``; accumulator ``c`` is (``g + 8 (c >> 1)``, ``2 t + (c & 1)``);
 * m16n8k8.tf32: A ``r`` is (``g + 8 (r & 1)``, ``t + 4 (r >> 1)``), B ``r`` is
-  (``t + 4 r``, ``g``), one element a register; the accumulator as above.
+  (``t + 4 r``, ``g``), one element a register; the accumulator as above;
+* m16n8k32.s8: A register ``r`` holds row ``g + 8 (r & 1)``, columns ``4 t + 16 (r >> 1)``
+  and the next three; B register ``r`` holds rows ``4 t + 16 r`` .. ``+ 3``, column ``g``; the
+  s32 accumulator as above.
 
 ``LdmatrixFragments`` reads the 16-bit fragments with ``ldmatrix.x4`` (four 8 x 8 matrices of
 16-bit elements a call: a whole A fragment, or the B fragments of two n-tiles with
@@ -25,7 +28,7 @@ from llvmlite import ir
 from anytile.codegen.gpu import FragmentLoader, GpuTarget, MatrixDotPlan, MatrixInstr, OperandSource
 from anytile.codegen.gpu.registers import warp_coordinate
 
-__all__ = ["MMA_F16", "MMA_BF16", "MMA_TF32", "MATRIX_INSTRS", "LdmatrixFragments", "ldmatrix_x4",
+__all__ = ["MMA_F16", "MMA_BF16", "MMA_TF32", "MMA_S8", "MATRIX_INSTRS", "LdmatrixFragments", "ldmatrix_x4",
            "emulated_ldmatrix_x4", "emit_mma"]
 
 I32 = ir.IntType(32)
@@ -48,6 +51,16 @@ def _acc(lane: int, e: int) -> tuple[int, int]:
     return g + 8 * (e >> 1), 2 * t + (e & 1)
 
 
+def _a8(lane: int, e: int) -> tuple[int, int]:
+    g, t = lane >> 2, lane & 3
+    return g + 8 * (e >> 2 & 1), 4 * t + (e & 3) + 16 * (e >> 3)
+
+
+def _b8(lane: int, e: int) -> tuple[int, int]:
+    g, t = lane >> 2, lane & 3
+    return 4 * t + (e & 3) + 16 * (e >> 2), g
+
+
 def _a_tf32(lane: int, e: int) -> tuple[int, int]:
     g, t = lane >> 2, lane & 3
     return g + 8 * (e & 1), t + 4 * (e >> 1)
@@ -66,22 +79,30 @@ MMA_BF16 = MatrixInstr("mma.m16n8k16.bf16", 16, 8, 16, "bf16", "bf16", "f32", 32
 # A rows padded by 4 words, B rows by 8: a warp's fragment reads hit 32 distinct banks
 MMA_TF32 = MatrixInstr("mma.m16n8k8.tf32", 16, 8, 8, "tf32", "tf32", "f32", 32, _a_tf32, _b_tf32,
                        _acc, pad_bytes=(16, 32))
+# int8 into int32 (wrapping, as Triton's integer dot): four bytes a register
+MMA_S8 = MatrixInstr("mma.m16n8k32.s8", 16, 8, 32, "i8", "i8", "i32", 32, _a8, _b8, _acc,
+                     a_pack=4, b_pack=4)
 #: every supported architecture (sm_80+) has these
-MATRIX_INSTRS = (MMA_F16, MMA_BF16, MMA_TF32)
+MATRIX_INSTRS = (MMA_F16, MMA_BF16, MMA_TF32, MMA_S8)
+#: PTX's names of the instructions' types
+_PTX_TYPES = {"i8": "s8", "i32": "s32"}
 
 
 def emit_mma(b: ir.IRBuilder, instr: MatrixInstr, a: list, bregs: list, acc: list) -> list:
-    """``mma.sync.aligned.mMnNkK.row.col.f32.T.T.f32`` as inline PTX."""
-    f32 = ir.FloatType()
+    """``mma.sync.aligned.mMnNkK.row.col.D.A.B.D`` as inline PTX (D: f32 or s32)."""
+    integer = instr.acc_type == "i32"
+    acc_type = I32 if integer else ir.FloatType()
     n_acc, n_a, n_b = len(acc), len(a), len(bregs)
+    d, ta, tb = (_PTX_TYPES.get(t, t) for t in (instr.acc_type, instr.a_type, instr.b_type))
 
     def group(first: int, count: int) -> str:
         return "{" + ", ".join(f"${i}" for i in range(first, first + count)) + "}"
-    asm = (f"mma.sync.aligned.m{instr.m}n{instr.n}k{instr.k}.row.col.f32.{instr.a_type}."
-           f"{instr.b_type}.f32 {group(0, n_acc)}, {group(n_acc, n_a)}, {group(n_acc + n_a, n_b)}, "
+    asm = (f"mma.sync.aligned.m{instr.m}n{instr.n}k{instr.k}.row.col.{d}.{ta}.{tb}.{d} "
+           f"{group(0, n_acc)}, {group(n_acc, n_a)}, {group(n_acc + n_a, n_b)}, "
            f"{group(n_acc + n_a + n_b, n_acc)};")
-    constraints = ",".join(["=f"] * n_acc + ["r"] * (n_a + n_b) + [str(i) for i in range(n_acc)])
-    fty = ir.FunctionType(ir.LiteralStructType([f32] * n_acc), [I32] * (n_a + n_b) + [f32] * n_acc)
+    constraints = ",".join(["=r" if integer else "=f"] * n_acc + ["r"] * (n_a + n_b) +
+                           [str(i) for i in range(n_acc)])
+    fty = ir.FunctionType(ir.LiteralStructType([acc_type] * n_acc), [I32] * (n_a + n_b) + [acc_type] * n_acc)
     call = b.asm(fty, asm, constraints, list(a) + list(bregs) + list(acc), side_effect=False)
     return [b.extract_value(call, i) for i in range(n_acc)]
 
