@@ -69,7 +69,7 @@ def make_attention(jit, lang):
 
 AT_ATTN = make_attention(at.jit, tl)
 TR_ATTN = make_attention(triton.jit, ttl)
-CONFIGS = [(128, 64, 4, 3), (128, 64, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3), (64, 32, 4, 2)]
+CONFIGS = [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3), (64, 32, 4, 2)]
 
 
 def flops(B, H, N, D, causal) -> float:

@@ -29,16 +29,20 @@ own group.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional
 
 from llvmlite import ir
 
 from anytile.codegen.gpu import DotPlan, DotStrategy, SharedBufferLayout, acc_layout, acc_slots, geometry
-from anytile.codegen.gpu.registers import Regs
+from anytile.codegen.gpu.layouts import BlockedLayout, coordinates
+from anytile.codegen.gpu.pipeline import accumulates_in_place
+from anytile.codegen.gpu.registers import Regs, coords
+from anytile.codegen.gpu.scratch import reserve
+from anytile.codegen.gpu.shared import SharedView
 from anytile.codegen.gpu.shared_ops import SharedLoadOp, register_buffer_layout
 from anytile.ir import ops
-from anytile.ir.nodes import walk
 from anytile.ir.types import ScalarType, elem_type, shape_of
 
 from .matrix import MMA_F16
@@ -82,24 +86,33 @@ def swizzled_offset(row: int, col_byte: int, rows: int, width: int) -> int:
 class SwizzledPanels(SharedBufferLayout):
     """A warpgroup MMA operand's slot (see the module docstring): panels ``width`` bytes
     wide; ``warps`` > 0 permutes rows as ``warpgroup_row`` says for a program of that many
-    warps (the A operand), 0 keeps them (B)."""
+    warps (the A operand), 0 keeps them (B); ``columns``: the tile is kept transposed, its
+    columns as the panels' rows (a B read from global memory along K, which the MMA then
+    reads K-major)."""
 
     width: int
     warps: int = 0
     reads_in_flight: int = 1
+    columns: bool = False
     async_readers = True
     alignment = 1024
 
     def slot_bytes(self, shape: tuple[int, ...], elem: ScalarType) -> int:
         return -(-shape[0] * shape[1] * elem.nbytes // 1024) * 1024
 
+    def stored(self, shape: tuple[int, ...]) -> tuple[int, int]:
+        """(rows, columns) of the panels' rows: the tile's, or transposed with ``columns``."""
+        return (shape[1], shape[0]) if self.columns else (shape[0], shape[1])
+
     def emit_address(self, b: Any, slot: Any, coord: tuple, shape: tuple[int, ...],
                      storage: Any) -> Any:
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
-        row = self._row(b, coord[0]) if self.warps else coord[0]
+        row, col = (coord[1], coord[0]) if self.columns else (coord[0], coord[1])
+        row = self._row(b, row) if self.warps else row
         per_row = self.width // 2                         # elements of a panel's row
-        panel, inside = b.lshr(coord[1], k32(per_row.bit_length() - 1)), b.and_(coord[1], k32(per_row - 1))
-        linear = b.add(b.add(b.mul(panel, k32(shape[0] * self.width)), b.mul(row, k32(self.width))),
+        panel, inside = b.lshr(col, k32(per_row.bit_length() - 1)), b.and_(col, k32(per_row - 1))
+        rows = self.stored(shape)[0]
+        linear = b.add(b.add(b.mul(panel, k32(rows * self.width)), b.mul(row, k32(self.width))),
                        b.shl(inside, k32(1)))
         phase = b.and_(b.lshr(linear, k32(7)), k32(self.width // 16 - 1))
         return b.gep(slot, [b.xor(linear, b.shl(phase, k32(4)))], source_etype=I8)
@@ -115,12 +128,24 @@ class SwizzledPanels(SharedBufferLayout):
         block = b.add(b.mul(tile, k32(warps // 4)), group)
         return b.add(b.add(b.mul(block, k32(64)), b.mul(w, k32(16))), b.add(b.mul(half, k32(8)), g))
 
+    def contiguous_dim(self, shape: tuple[int, ...]) -> Optional[int]:
+        return 0 if self.columns else 1
+
+    def along_columns(self, shape: tuple[int, ...]) -> SharedBufferLayout:
+        width = swizzle_width(2 * shape[0]) if len(shape) == 2 else None
+        if self.warps or self.columns or width is None:
+            return self            # A stays M-major: its transposed reads go element-wise
+        return dataclasses.replace(self, width=width, columns=True)
+
     def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
         if self.width not in SWIZZLE_MODES:
             return f"panels are 32, 64 or 128 bytes wide, not {self.width}"
         if len(shape) != 2 or elem.nbytes != 2:
             return f"holds 2-D tiles of 16-bit elements, not {len(shape)}-D ones of {elem}"
-        if shape[0] % 8 or shape[1] * 2 % self.width:
+        if self.warps and self.columns:
+            return "an A operand (rows permuted for the warps) is kept row-major"
+        rows, cols = self.stored(shape)
+        if rows % 8 or cols * 2 % self.width:
             return f"a {shape[0]} x {shape[1]} tile is not whole 8-row atoms of {self.width}-byte panels"
         if self.warps and (self.warps % 4 or shape[0] % 64):
             return f"needs whole warpgroups (a multiple of 4 warps) and 64-row M-tiles, " \
@@ -128,19 +153,23 @@ class SwizzledPanels(SharedBufferLayout):
         return None
 
     def __str__(self) -> str:
-        return f"swizzle {self.width}" + (f" warps {self.warps}" if self.warps else "") + \
-            f" in-flight {self.reads_in_flight}"
+        return f"swizzle {self.width}" + (" columns" if self.columns else "") + \
+            (f" warps {self.warps}" if self.warps else "") + f" in-flight {self.reads_in_flight}"
 
     @classmethod
     def parse(cls, text: str) -> "SwizzledPanels":
         words = text.split()
+        columns = "columns" in words[2:3]
+        if columns:
+            words = words[:2] + words[3:]
         fields = dict(zip(words[2::2], words[3::2]))
         if len(words) % 2 or words[0] != "swizzle" or not words[1].isdigit() or \
                 not set(fields) <= {"warps", "in-flight"} or \
                 not all(v.isdigit() for v in fields.values()):
             raise ValueError(f"malformed buffer layout {text!r}: expected "
-                             f"'swizzle W [warps N] [in-flight K]'")
-        return cls(int(words[1]), int(fields.get("warps", 0)), int(fields.get("in-flight", 1)))
+                             f"'swizzle W [columns] [warps N] [in-flight K]'")
+        return cls(int(words[1]), int(fields.get("warps", 0)), int(fields.get("in-flight", 1)),
+                   columns)
 
 
 register_buffer_layout("swizzle", SwizzledPanels.parse)
@@ -181,22 +210,31 @@ class WarpgroupInstructions:
         b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
               side_effect=True)
 
-    def mma(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value, desc_b: ir.Value,
-            acc: list, place: int) -> list:
-        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile, A K-major and
-        B N-major in shared memory; ``acc``: the thread's ``n / 2`` floats, found from
-        ``place`` on in the list the group's ``wait`` passes (what an emulation needs)."""
+    def mma(self, b: ir.IRBuilder, in_type: str, n: int, a: Any, desc_b: ir.Value,
+            b_k_major: bool, acc: list, place: int) -> list:
+        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile: ``a`` is A's
+        descriptor (K-major in shared memory) or the thread's four A registers (two 16-bit
+        elements each, the ``mma.m16n8k16`` A fragment of its warp's 16 rows); B in shared
+        memory, K-major with ``b_k_major``, else N-major.  ``acc``: the thread's ``n / 2``
+        floats, found from ``place`` on in the list the group's ``wait`` passes (what an
+        emulation needs)."""
         f32 = ir.FloatType()
         count = n // 2
         regs = ", ".join(f"${i}" for i in range(count))
-        # scale-d is a predicate: always accumulate; A K-major (0), B N-major (1)
-        asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(count + 2) + ", 0; "
+        in_registers = isinstance(a, list)
+        a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}" if in_registers else f"${count}"
+        b_at = count + (4 if in_registers else 1)
+        # scale-d is a predicate: always accumulate; A K-major (trans-a 0), B as said
+        trans = f"1, 1, {0 if b_k_major else 1}" if in_registers else f"1, 1, 0, {0 if b_k_major else 1}"
+        asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(b_at + 1) + ", 0; "
                f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{in_type}.{in_type} "
-               f"{{{regs}}}, ${count}, ${count + 1}, p, 1, 1, 0, 1; }}")
-        constraint = ",".join(["=f"] * count + ["l", "l", "r"] + [str(i) for i in range(count)])
+               f"{{{regs}}}, {a_text}, ${b_at}, p, {trans}; }}")
+        a_args = list(a) if in_registers else [a]
+        constraint = ",".join(["=f"] * count + (["r"] * 4 if in_registers else ["l"]) + ["l", "r"] +
+                              [str(i) for i in range(count)])
         fty = ir.FunctionType(ir.LiteralStructType([f32] * count),
-                              [ir.IntType(64)] * 2 + [I32] + [f32] * count)
-        call = b.asm(fty, asm, constraint, [desc_a, desc_b, ir.Constant(I32, 1)] + list(acc),
+                              [x.type for x in a_args] + [ir.IntType(64), I32] + [f32] * count)
+        call = b.asm(fty, asm, constraint, a_args + [desc_b, ir.Constant(I32, 1)] + list(acc),
                      side_effect=True)
         return [b.extract_value(call, i) for i in range(count)]
 
@@ -219,38 +257,50 @@ class WarpgroupInstructions:
 
 
 class WarpgroupDot(DotStrategy):
-    """Dots whose operands both sit in ``SwizzledPanels`` pipeline buffers (A's rows permuted),
-    emitted with ``unit``'s instructions (PTX by default)."""
+    """fp16/bf16 dots on the warpgroup MMA when the pipeline keeps an operand in a
+    ``SwizzledPanels`` buffer (see the module docstring), emitted with ``unit``'s
+    instructions (PTX by default).  A may come from registers instead, when every thread
+    already holds its fragments (a chained dot's ``p``); an operand in neither place is
+    written to the scratch space, swizzled, first."""
 
     def __init__(self, unit: Optional[WarpgroupInstructions] = None) -> None:
         self.unit = unit or WarpgroupInstructions()
 
     def plan(self, op: ops.DotOp, num_warps: int) -> Optional[DotPlan]:
         a, b = _buffer_layout(op.a), _buffer_layout(op.b)
-        if isinstance(a, SwizzledPanels) and a.warps and isinstance(b, SwizzledPanels) and not b.warps:
-            return DotPlan(self, acc_layout(MMA_F16, (num_warps, 1)))
-        return None
+        if a is None and b is None or not warpgroup_fits(op, num_warps):
+            return None
+        a_ok = a is None or isinstance(a, SwizzledPanels) and a.warps == num_warps
+        b_ok = b is None or isinstance(b, SwizzledPanels) and not b.warps
+        return DotPlan(self, acc_layout(MMA_F16, (num_warps, 1))) if a_ok and b_ok else None
 
     def operand_buffers(self, op: ops.DotOp, num_warps: int, both: bool) -> Optional[tuple]:
-        if both and warpgroup_fits(op, num_warps):
-            (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
-            return SwizzledPanels(swizzle_width(2 * k), num_warps), SwizzledPanels(swizzle_width(2 * n))
-        return None
+        if not warpgroup_fits(op, num_warps):
+            return None
+        (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+        return SwizzledPanels(swizzle_width(2 * k), num_warps), SwizzledPanels(swizzle_width(2 * n))
 
     def lower(self, ctx: Any, op: ops.DotOp, plan: DotPlan) -> None:
-        """Each warpgroup runs ``wgmma.m64nNk16`` per 64-row M-tile and K step, reading A and
-        B by descriptor, then commits them as one group; it waits for that group here, or,
-        when the loop around carries the accumulator through this dot alone, for the previous
-        iteration's (the loop's exit waits for the last)."""
+        """Each warpgroup runs ``wgmma.m64nNk16`` per 64-row M-tile and K step, then commits
+        them as one group; it waits for that group here, or, when both operands are pipeline
+        slots and the loop around carries the accumulator through this dot alone, for the
+        previous iteration's (the loop's exit waits for the last)."""
         b, unit = ctx.b, self.unit
         ctx.features.add("wgmma")
         layout = plan.layout
-        groups = ctx.laid.num_warps // 4
+        warps = ctx.laid.num_warps
+        groups = warps // 4
         elem = elem_type(op.a.type)
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
         acc = ctx.tile(op.acc, layout)
-        a_view, b_view = ctx.shared_views[op.a], ctx.shared_views[op.b]
-        wa, wb = a_view.layout.width, b_view.layout.width
+        a_view, b_view = ctx.shared_views.get(op.a), ctx.shared_views.get(op.b)
+        a_regs = None if a_view is not None else _a_fragments(ctx, op, warps)
+        staged = [(v, SwizzledPanels(swizzle_width(2 * shape_of(v.type)[1]), w, 0))
+                  for v, w, needed in ((op.a, warps, a_view is None and a_regs is None),
+                                       (op.b, 0, b_view is None)) if needed]
+        views = _stage(ctx, staged)
+        a_view, b_view = views.get(op.a, a_view), views.get(op.b, b_view)
+        wb, b_k_major = b_view.layout.width, b_view.layout.columns
         geo = geometry(MMA_F16)
         regs_along_n = layout.registers_along((M, N), 1)
         group = b.lshr(ctx.warp, ir.Constant(I32, 2))
@@ -262,19 +312,30 @@ class WarpgroupDot(DotStrategy):
             for s in range(N // 8):
                 slots += acc_slots(geo, i, s, regs_along_n)
             current = [values[x] for x in slots]
-            block = b.add(b.mul(ir.Constant(I32, i), ir.Constant(I32, groups)), group)
-            a_tile = _at(b, a_view.base, b.mul(block, ir.Constant(I32, 64 * wa)))
+            if a_regs is None:
+                wa = a_view.layout.width
+                block = b.add(b.mul(ir.Constant(I32, i), ir.Constant(I32, groups)), group)
+                a_tile = _at(b, a_view.base, b.mul(block, ir.Constant(I32, 64 * wa)))
             for kk in range(0, K, 16):
-                panel, inside = divmod(2 * kk, wa)
-                a_at = _at(b, a_tile, ir.Constant(I32, panel * M * wa + inside))
-                b_at = _at(b, b_view.base, ir.Constant(I32, kk * wb))
-                current = unit.mma(b, elem.name, N, unit.descriptor(b, a_at, M * wa, wa),
-                                   unit.descriptor(b, b_at, K * wb, wb), current, len(touched))
+                if a_regs is None:
+                    panel, inside = divmod(2 * kk, wa)
+                    a = unit.descriptor(b, _at(b, a_tile, ir.Constant(I32, panel * M * wa + inside)),
+                                        M * wa, wa)
+                else:
+                    a = _pack_fragment(ctx, a_regs, i, kk)
+                if b_k_major:        # N rows of K: like A's
+                    panel, inside = divmod(2 * kk, wb)
+                    b_at = _at(b, b_view.base, ir.Constant(I32, panel * N * wb + inside))
+                    desc_b = unit.descriptor(b, b_at, N * wb, wb)
+                else:
+                    desc_b = unit.descriptor(b, _at(b, b_view.base, ir.Constant(I32, kk * wb)), K * wb, wb)
+                current = unit.mma(b, elem.name, N, a, desc_b, b_k_major, current, len(touched))
             for x, v in zip(slots, current):
                 values[x] = v
             touched += slots
-        in_flight = min(a_view.layout.reads_in_flight, b_view.layout.reads_in_flight) > 0
-        loop = _carrying_loop(ctx, op) if in_flight else None
+        pipelined = a_regs is None and not views and \
+            min(a_view.layout.reads_in_flight, b_view.layout.reads_in_flight) > 0
+        loop = _carrying_loop(ctx, op) if pipelined else None
         unit.commit(b)
 
         def wait(regs: list, pending: int) -> list:
@@ -291,20 +352,84 @@ class WarpgroupDot(DotStrategy):
                                                             wait(list(regs.values), 0)))
 
 
+def _a_fragments(ctx: Any, op: ops.DotOp, warps: int) -> Optional[tuple]:
+    """(A's registers, the register of A's layout holding element ``e`` of the fragment of
+    M-tile ``i`` at K offset ``kk``: a dict keyed ``(i, kk, e)``) when every thread already
+    holds its warpgroup MMA A fragments -- the ``mma.m16n8k16`` A fragment of its warp's 16
+    rows of each 64-row M-tile, rows in ``warpgroup_row``'s order -- else ``None``."""
+    layout = op.a.type.layout
+    if not isinstance(layout, BlockedLayout):
+        return None
+    (M, K) = shape_of(op.a.type)
+    logical = {warpgroup_row(m, warps): m for m in range(M)}
+    groups = warps // 4
+    table: dict = {}
+    for warp in range(warps):
+        group, w = divmod(warp, 4)
+        for lane in range(32):
+            held = {c: j for j, c in enumerate(coordinates(layout, (M, K), lane, warp))}
+            g, t = lane >> 2, lane & 3
+            for i in range(M // (64 * groups)):
+                for kk in range(0, K, 16):
+                    for e in range(8):
+                        row = (i * groups + group) * 64 + 16 * w + g + 8 * (e >> 1 & 1)
+                        j = held.get((logical[row], kk + 2 * t + (e & 1) + 8 * (e >> 2)))
+                        if j is None or table.setdefault((i, kk, e), j) != j:
+                            return None
+    return ctx.tile(op.a), table, elem_type(op.a.type)
+
+
+def _pack_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:
+    """The four A registers of M-tile ``i`` at K offset ``kk`` (``_a_fragments``): two
+    16-bit elements each, the first in the low half."""
+    b = ctx.b
+    regs, table, elem = source
+    out = []
+    for r in range(4):
+        halves = []
+        for h in (0, 1):
+            v = ctx.ew.to_storage(elem, regs.values[table[(i, kk, 2 * r + h)]])
+            halves.append(v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(16)))
+        out.append(b.or_(b.zext(halves[0], I32), b.shl(b.zext(halves[1], I32), ir.Constant(I32, 16))))
+    return out
+
+
+def _stage(ctx: Any, operands: list) -> dict:
+    """Write each (value, layout) of ``operands`` from registers into the scratch space, in
+    ``layout`` from a 1024-byte aligned start; returns value -> ``SharedView``."""
+    if not operands:
+        return {}
+    b = ctx.b
+    i64 = ir.IntType(64)
+    sizes = [layout.slot_bytes(shape_of(v.type), elem_type(v.type)) for v, layout in operands]
+    reserve(ctx, sum(sizes) + 1024)
+    start = b.ptrtoint(ctx.smem_base, i64)
+    aligned = b.and_(b.add(start, ir.Constant(i64, 1023)), ir.Constant(i64, -1024))
+    base = b.gep(ctx.smem_base, [b.sub(aligned, start)], source_etype=I8)
+    ctx.target.barrier(b)            # whoever used the scratch space before is done with it
+    views, offset = {}, 0
+    for (v, layout), size in zip(operands, sizes):
+        slot = _at(b, base, ir.Constant(I32, offset))
+        regs = ctx.tile(v)
+        storage = ctx.types.storage(elem_type(v.type))
+        for value, coord in zip(regs.values, coords(ctx, regs.layout, regs.shape)):
+            b.store(ctx.ew.to_storage(elem_type(v.type), value),
+                    layout.emit_address(b, slot, coord, regs.shape, storage))
+        views[v] = SharedView(slot, layout)
+        offset += size
+    ctx.target.fence_async_shared(b)
+    ctx.target.barrier(b)
+    return views
+
+
 def _carrying_loop(ctx: Any, op: ops.DotOp) -> Optional[ops.ForOp]:
-    """The ``for`` loop being lowered whose body carries its accumulator through ``op``
-    alone -- ``acc`` a carried argument only ``op`` reads, ``op``'s result only yielded in its
-    place, in the same layout -- so ``op``'s MMAs may stay in flight into the next
-    iteration; else ``None``."""
+    """The ``for`` loop being lowered when it carries its accumulator through ``op`` alone
+    (``pipeline.accumulates_in_place``) in one layout, so ``op``'s MMAs may stay in flight
+    into the next iteration; else ``None``."""
     loop = ctx.loops[-1] if ctx.loops else None
-    if loop is None or op not in loop.body.ops or op.acc not in loop.body.args[1:]:
+    if loop is None or not accumulates_in_place(loop, op) or op.acc.type != op.result.type:
         return None
-    yielded = loop.body.terminator.values
-    place = loop.body.args.index(op.acc) - 1
-    if yielded[place] is not op.result or op.acc.type != op.result.type:
-        return None
-    uses = [v for inner in walk(loop.body) for v in inner.operands if v in (op.acc, op.result)]
-    return loop if len(uses) == 2 else None
+    return loop
 
 
 def _at(b: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.Value:

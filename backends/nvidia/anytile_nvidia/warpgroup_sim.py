@@ -10,8 +10,10 @@ land at once, the earliest: so a pipeline that refilled a slot an MMA in flight 
 gives wrong results here.
 
 The descriptors are decoded as the PTX ISA describes them (start address, leading and
-stride byte offsets in 16-byte units, the swizzle mode), A K-major and B N-major, each
-operand byte's address swizzled as the hardware does (bits 4.. XOR bits 7..); the thread's
+stride byte offsets in 16-byte units, the swizzle mode), A K-major and B K- or N-major, each
+operand byte's address swizzled as the hardware does (bits 4.. XOR bits 7..).  An A given in
+registers is published by every thread at the issue (a barrier of the program: the
+instruction is warpgroup-wide) and gathered from its warp's threads at the wait.  The thread's
 accumulator elements follow the ``m64nNk16`` accumulator layout (warp ``w`` of the
 warpgroup: rows ``16 w + lane / 4`` and ``+ 8``, columns ``8 i + 2 (lane % 4)`` and ``+ 1``).
 The shared window's addresses are offsets from the start of the simulated shared memory.
@@ -32,21 +34,36 @@ I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 _WIDTHS = {mode: width for width, mode in SWIZZLE_MODES.items()}
 _TYPES = {"f16": 0, "bf16": 1}
 _ISSUE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32,
-                            ctypes.c_int32)
+                            ctypes.c_int32, ctypes.c_int32)
+_ISSUE_REGS_T = ctypes.CFUNCTYPE(None, *[ctypes.c_uint32] * 4, ctypes.c_uint64, ctypes.c_int32,
+                                 ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
 _COMMIT_T = ctypes.CFUNCTYPE(None)
 _WAIT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+#: (program, thread, issue number) -> the four A registers a thread gave an MMA
+_FRAGMENTS: dict = {}
 
 
 def _queues() -> Any:
     from anytile.codegen.gpu.simulator import thread_state
     state = thread_state()
     if not hasattr(state, "wgmma_open"):
-        state.wgmma_open, state.wgmma_groups = [], []
+        state.wgmma_open, state.wgmma_groups, state.wgmma_issued = [], [], 0
     return state
 
 
-def _issue(desc_a: int, desc_b: int, n: int, kind: int, place: int) -> None:
-    _queues().wgmma_open.append((desc_a, desc_b, n, kind, place))
+def _issue(desc_a: int, desc_b: int, n: int, kind: int, place: int, b_k_major: int) -> None:
+    _queues().wgmma_open.append((desc_a, None, desc_b, n, kind, place, b_k_major))
+
+
+def _issue_registers(a0: int, a1: int, a2: int, a3: int, desc_b: int, n: int, kind: int,
+                     place: int, b_k_major: int) -> None:
+    from anytile.codegen.gpu.simulator import current_program, program_barrier, thread_state
+    state = _queues()
+    key = (current_program(), thread_state().tid, state.wgmma_issued)
+    _FRAGMENTS[key] = (a0, a1, a2, a3)
+    state.wgmma_issued += 1
+    program_barrier()              # every thread's fragment is there before any wait reads it
+    state.wgmma_open.append((None, key, desc_b, n, kind, place, b_k_major))
 
 
 def _commit() -> None:
@@ -60,8 +77,9 @@ def _wait(pending: int, address: int, count: int) -> None:
     state = _queues()
     acc = np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
     while len(state.wgmma_groups) > pending:
-        for desc_a, desc_b, n, kind, place in state.wgmma_groups.pop(0):
-            _apply(thread_state().tid % 128, desc_a, desc_b, n, kind, acc[place:place + n // 2])
+        for desc_a, key, desc_b, n, kind, place, b_k_major in state.wgmma_groups.pop(0):
+            _apply(thread_state().tid, desc_a, key, desc_b, n, kind, bool(b_k_major),
+                   acc[place:place + n // 2])
 
 
 def _decode(desc: int) -> tuple[int, int, int, int]:
@@ -84,21 +102,49 @@ def _read(address: np.ndarray, width: int, kind: int) -> np.ndarray:
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-def _apply(thread: int, desc_a: int, desc_b: int, n: int, kind: int, acc: np.ndarray) -> None:
-    """One ``m64nNk16`` MMA's share of warpgroup thread ``thread``, added into ``acc``."""
-    warp, lane = divmod(thread, 32)
+def _register_a(key: tuple, tid: int, rows: np.ndarray, kind: int) -> np.ndarray:
+    """A[rows, 0..15] gathered from the registers the threads of ``tid``'s warpgroup gave
+    the MMA issued as ``key`` (the ``mma.m16n8k16`` A fragment of each warp's 16 rows)."""
+    program, _, issued = key
+    first = tid - tid % 128
+    k = np.arange(16)
+    out = np.empty((len(rows), 16), np.uint16)
+    for x, row in enumerate(rows):
+        warp, local = divmod(int(row), 16)
+        for kk in k:
+            lane = 4 * (local % 8) + kk % 8 // 2
+            e = (kk & 1) + 2 * (local // 8) + 4 * (kk // 8)
+            word = _FRAGMENTS[(program, first + 32 * warp + lane, issued)][e // 2]
+            out[x, kk] = word >> 16 * (e % 2) & 0xFFFF
+    if kind == _TYPES["f16"]:
+        return out.view(np.float16).astype(np.float64)
+    return (out.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+def _apply(tid: int, desc_a: Any, key: Any, desc_b: int, n: int, kind: int, b_k_major: bool,
+           acc: np.ndarray) -> None:
+    """One ``m64nNk16`` MMA's share of thread ``tid`` (of its warpgroup), added into ``acc``."""
+    warp, lane = divmod(tid % 128, 32)
     e = np.arange(n // 2)
     rows = 16 * warp + lane // 4 + 8 * (e >> 1 & 1)
     cols = 8 * (e >> 2) + 2 * (lane % 4) + (e & 1)
     k = np.arange(16)
-    start, leading, stride, width = _decode(desc_a)          # A: K-major
-    a_bytes = 2 * k[None, :]
-    a = _read(start + rows[:, None] // 8 * stride + rows[:, None] % 8 * width
-              + a_bytes // width * leading + a_bytes % width, width, kind)
-    start, leading, stride, width = _decode(desc_b)          # B: N-major
-    b_bytes = 2 * cols[:, None]
-    b = _read(start + b_bytes // width * leading + k[None, :] // 8 * stride
-              + k[None, :] % 8 * width + b_bytes % width, width, kind)
+    if desc_a is None:
+        a = _register_a(key, tid, rows, kind)
+    else:
+        start, leading, stride, width = _decode(desc_a)      # A: K-major
+        a_bytes = 2 * k[None, :]
+        a = _read(start + rows[:, None] // 8 * stride + rows[:, None] % 8 * width
+                  + a_bytes // width * leading + a_bytes % width, width, kind)
+    start, leading, stride, width = _decode(desc_b)
+    if b_k_major:                                           # N rows of K bytes, as A
+        k_bytes = 2 * k[None, :]
+        b = _read(start + cols[:, None] // 8 * stride + cols[:, None] % 8 * width
+                  + k_bytes // width * leading + k_bytes % width, width, kind)
+    else:                                                   # K rows of N bytes
+        b_bytes = 2 * cols[:, None]
+        b = _read(start + b_bytes // width * leading + k[None, :] // 8 * stride
+                  + k[None, :] % 8 * width + b_bytes % width, width, kind)
     acc += (a * b).sum(axis=1).astype(np.float32)
 
 
@@ -111,6 +157,7 @@ class EmulatedWarpgroup(WarpgroupInstructions):
         if not EmulatedWarpgroup._registered:
             from anytile.codegen.gpu.simulator import add_callback
             add_callback("anytile_sim_wgmma_issue", _ISSUE_T(_issue))
+            add_callback("anytile_sim_wgmma_issue_registers", _ISSUE_REGS_T(_issue_registers))
             add_callback("anytile_sim_wgmma_commit", _COMMIT_T(_commit))
             add_callback("anytile_sim_wgmma_wait", _WAIT_T(_wait))
             EmulatedWarpgroup._registered = True
@@ -132,11 +179,14 @@ class EmulatedWarpgroup(WarpgroupInstructions):
     def fence(self, b: ir.IRBuilder) -> None:
         pass
 
-    def mma(self, b: ir.IRBuilder, in_type: str, n: int, desc_a: ir.Value, desc_b: ir.Value,
-            acc: list, place: int) -> list:
-        self._call(b, "anytile_sim_wgmma_issue",
-                   [desc_a, desc_b, ir.Constant(I32, n), ir.Constant(I32, _TYPES[in_type]),
-                    ir.Constant(I32, place)])
+    def mma(self, b: ir.IRBuilder, in_type: str, n: int, a: Any, desc_b: ir.Value,
+            b_k_major: bool, acc: list, place: int) -> list:
+        tail = [desc_b, ir.Constant(I32, n), ir.Constant(I32, _TYPES[in_type]),
+                ir.Constant(I32, place), ir.Constant(I32, int(b_k_major))]
+        if isinstance(a, list):
+            self._call(b, "anytile_sim_wgmma_issue_registers", list(a) + tail)
+        else:
+            self._call(b, "anytile_sim_wgmma_issue", [a] + tail)
         return list(acc)
 
     def commit(self, b: ir.IRBuilder) -> None:
@@ -149,8 +199,9 @@ class EmulatedWarpgroup(WarpgroupInstructions):
         slots = [b.gep(buf, [ir.Constant(I32, 0), ir.Constant(I32, i)]) for i in range(len(acc))]
         for v, slot in zip(acc, slots):
             b.store(v, slot)
-        self._call(b, "anytile_sim_wgmma_wait",
-                   [ir.Constant(I32, pending), buf, ir.Constant(I32, len(acc))])
+        self._call(b, "anytile_sim_wgmma_wait", [ir.Constant(I32, pending),
+                                                 b.bitcast(buf, ir.IntType(8).as_pointer()),
+                                                 ir.Constant(I32, len(acc))])
         return [b.load(slot, typ=F32) for slot in slots]
 
 

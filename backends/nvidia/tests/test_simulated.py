@@ -566,7 +566,7 @@ def test_attention_chain(gpusim, rng, causal):
                       signature={"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16",
                                  "O": "*fp16:16", "sm_scale": "fp32", "N_CTX": "i32:16"},
                       constexprs={"BM": 128, "BN": 64, "D": 64, "CAUSAL": causal},
-                      num_stages=3).asm
+                      num_stages=3, wgmma=False).asm       # test_warpgroup.py: with it
     text = laid["laid-out ir"]
     dots = [line for line in text.splitlines() if " = dot " in line]
     assert len(dots) == 2 and all("wpc=[4,1]" in line for line in dots)

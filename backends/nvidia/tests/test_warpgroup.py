@@ -10,6 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import anytile as at
+import anytile.language as tl
 from anytile.codegen.gpu import pipeline
 from anytile.codegen.gpu.simulator import simulate_kernel
 from anytile.ir.types import f16
@@ -93,3 +95,82 @@ def test_mmas_in_flight_need_the_pipelines_extra_slot(monkeypatch):
     monkeypatch.setattr(pipeline, "_reads_in_flight", lambda slots: 0)
     _, c, want = _run(ts.k_loop_matmul, 64, 32, 32, 4, 160, programs=(1, 1))
     assert np.abs(c - want).max() > 1.0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("BM,BN,D,num_warps", [(64, 32, 64, 4), (128, 64, 32, 8)])
+def test_attention_on_the_emulated_warpgroup_mma(causal, BM, BN, D, num_warps):
+    """Both of attention's dots on the warpgroup MMA: q.k with q copied once into its own
+    swizzled buffer and K (read along D) kept K-major in column panels; p.v with p's
+    fragments straight from the first dot's accumulator registers and V N-major."""
+    N = 2 * BM
+    rng = np.random.default_rng(D + BN)
+    q, k, v = (rng.standard_normal((N, D)).astype(np.float16) for _ in range(3))
+    out = np.zeros((N, D), np.float16)
+    sig = {"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16", "O": "*fp16:16", "sm_scale": "fp32",
+           "N_CTX": "i32:16"}
+    module = ts.ir_of(ts.attention_kernel, sig, {"BM": BM, "BN": BN, "D": D, "CAUSAL": causal},
+                      num_warps=num_warps)
+    text = simulate_kernel(module, (N // BM,), [q, k, v, out, 0.125 * 1.44269504, N], num_warps,
+                           target=simulated_hopper_target())
+    assert '@"anytile_sim_wgmma_issue"(' in text and '@"anytile_sim_wgmma_issue_registers"(' in text
+    s = q.astype(np.float32) @ k.astype(np.float32).T * 0.125
+    if causal:
+        s = np.where(np.tril(np.ones((N, N), bool)), s, -np.inf)
+    p = np.exp(s - s.max(1, keepdims=True))
+    ref = (p / p.sum(1, keepdims=True)) @ v.astype(np.float32)
+    np.testing.assert_allclose(out.astype(np.float32), ref, atol=2e-3, rtol=1e-2)
+
+
+def test_attentions_buffers_on_sm_90():
+    """q in one swizzled buffer (rows permuted), K in column panels, V row panels; with no
+    accumulator carried through a dot alone, no slot is kept for reads in flight."""
+    sig = {"Q": "*fp16:16", "K": "*fp16:16", "V": "*fp16:16", "O": "*fp16:16", "sm_scale": "fp32",
+           "N_CTX": "i32:16"}
+    compiled = at.compile(ts.attention_kernel, target="nvidia:sm_90", signature=sig,
+                          constexprs={"BM": 128, "BN": 64, "D": 64, "CAUSAL": False}, num_stages=3)
+    text = compiled.asm["laid-out ir"]
+    assert "shared<1x128x64xf16, swizzle 128 warps 4 in-flight 1>" in text
+    assert "shared<3x64x64xf16, swizzle 128 columns in-flight 0>" in text
+    assert "shared<3x64x64xf16, swizzle 128 in-flight 0>" in text
+    ptx = compiled.asm["ptx"]
+    assert "mma.sync" not in ptx and "ldmatrix" not in ptx
+    assert ptx.count("wgmma.mma_async") == 8 + 8      # q.k: 4 K steps x 2 M-tiles; p.v alike
+
+
+@at.jit
+def _scaled_operand_matmul(a_ptr, b_ptr, c_ptr, K, SCALE_A: tl.constexpr, BM: tl.constexpr,
+                           BN: tl.constexpr, BK: tl.constexpr):
+    # one operand loaded (pipelined), the other computed in registers
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        if SCALE_A:
+            a = (a * 2.0).to(tl.float16)
+        else:
+            b = (b * 2.0).to(tl.float16)
+        acc = tl.dot(a, b, acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("scale_a", [True, False])
+def test_an_operand_in_registers_is_staged_swizzled(scale_a):
+    """A computed A (not laid out as MMA fragments) or a computed B goes to the scratch space,
+    swizzled (A's rows permuted), and the dot waits for its own MMAs there."""
+    BM, BN, BK, K = 64, 32, 32, 96
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((BM, K)).astype(np.float16)
+    b = rng.standard_normal((K, BN)).astype(np.float16)
+    c = ts.poisoned((BM, BN), np.float32)
+    module = ts.ir_of(_scaled_operand_matmul, {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16",
+                                               "c_ptr": "*fp32:16", "K": "i32:16"},
+                      {"SCALE_A": scale_a, "BM": BM, "BN": BN, "BK": BK}, num_warps=4)
+    text = simulate_kernel(module, (1,), [a, b, c, K], 4, target=simulated_hopper_target())
+    assert '@"anytile_sim_wgmma_issue"(' in text
+    assert '@"anytile_sim_wgmma_wait"(i32 1' not in text
+    want = (2.0 * a.astype(np.float64)) @ b if scale_a else a.astype(np.float64) @ (2.0 * b.astype(np.float64))
+    np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)

@@ -24,11 +24,11 @@ from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.types import TileType, elem_type, i1, i32
 from .axis_info import analyse_function, vector_width_of_access
-from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedColumns,
+from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
                          SharedLoadOp)
 
-__all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands"]
+__all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place"]
 
 # loops holding these are not pipelined.  Assertions write no memory, but in checked mode the
 # bounds tests make every copy's mask per element, so its 16-byte copies would become 2-byte
@@ -358,8 +358,11 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
                          for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
     # a dot whose reads stay in flight keeps a slot busy that long after its iteration: one
     # more slot each, so the copy started ``stages - 1`` iterations ahead never lands on it;
-    # where even two stages and those slots do not fit, the dot waits for its reads instead
+    # where no dot accumulates in place (nothing can stay in flight), or even two stages and
+    # those slots do not fit, the dot waits for its reads instead
     wanted = stages
+    if not any(accumulates_in_place(loop, u) for ld in loads for u in uses.get(ld.result, [])):
+        slots = [SharedBufferType(b.shape, b.elem, b.stages, b.layout.settled()) for b in slots]
     extra = _reads_in_flight(slots)
     while stages > 2 and _footprint(slots, stages + extra) > shared_limit:
         stages -= 1
@@ -426,6 +429,21 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     return len(loads)
 
 
+def accumulates_in_place(loop: ops.ForOp, dot: Op) -> bool:
+    """Whether ``loop``'s body carries an accumulator through the dot ``dot`` alone:
+    ``dot.acc`` a carried argument only ``dot`` reads, and ``dot``'s result yielded in that
+    argument's place and used nowhere else -- so the dot's work may still be running when the
+    next iteration starts (a matrix unit kept in flight)."""
+    body = loop.body
+    if not isinstance(dot, ops.DotOp) or dot not in body.ops or dot.acc not in body.args[1:] \
+            or body.terminator is None:
+        return False
+    if body.terminator.values[body.args.index(dot.acc) - 1] is not dot.result:
+        return False
+    uses = [v for op in walk(body) for v in op.operands if v is dot.acc or v is dot.result]
+    return len(uses) == 2
+
+
 def _reads_in_flight(slots: list) -> int:
     """The extra slots the buffers' readers need (``SharedBufferLayout.reads_in_flight``)."""
     return max(b.layout.reads_in_flight for b in slots)
@@ -458,9 +476,7 @@ def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts,
 
 def _oriented(load: ops.LoadOp, layout: SharedBufferLayout,
               transposed: frozenset) -> SharedBufferLayout:
-    if load in transposed and isinstance(layout, PaddedRows):
-        return PaddedColumns(load.result.type.shape[0] + PAD_ELEMENTS)
-    return layout
+    return layout.along_columns(load.result.type.shape) if load in transposed else layout
 
 
 def transposed_loads(fn: Function) -> frozenset:

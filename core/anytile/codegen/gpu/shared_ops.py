@@ -83,6 +83,12 @@ class SharedBufferLayout(abc.ABC):
         a vector copy into it may run along), or ``None``."""
         return len(shape) - 1
 
+    def along_columns(self, shape: tuple[int, ...]) -> "SharedBufferLayout":
+        """This layout for a ``shape`` tile read from global memory along its first
+        dimension (a transposed read): one whose slots keep those runs contiguous, so copies
+        stay 16-byte ones, or ``self`` (the copies then go element by element)."""
+        return self
+
     def settled(self) -> "SharedBufferLayout":
         """This layout with no reads in flight: its dot waits for its own reads (what a
         pipeline asks for when the extra slots do not fit)."""
@@ -133,6 +139,9 @@ class PaddedRows(SharedBufferLayout):
         if self.row < shape[-1]:
             return f"rows of {self.row} elements cannot hold {shape[-1]}"
         return None
+
+    def along_columns(self, shape: tuple[int, ...]) -> "SharedBufferLayout":
+        return PaddedColumns(shape[0] + PAD_ELEMENTS) if len(shape) == 2 else self
 
     def __str__(self) -> str:
         return f"row {self.row}"

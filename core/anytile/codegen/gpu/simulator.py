@@ -42,7 +42,7 @@ from .matrix import TYPE_BITS, FragmentMap, MatrixInstr, geometry
 from .target import GpuTarget
 
 __all__ = ["SimulatedGpuTarget", "SimulatedKernel", "simulate_kernel", "lower_for_simulation",
-           "add_callback", "shared_memory", "thread_state"]
+           "add_callback", "shared_memory", "thread_state", "program_barrier", "current_program"]
 
 I32 = ir.IntType(32)
 F32 = ir.FloatType()
@@ -107,6 +107,17 @@ def add_callback(name: str, callback: Any) -> None:
 def shared_memory() -> np.ndarray:
     """The simulated shared memory (bytes; a program's starts at element 0)."""
     return _STATE.shared
+
+
+def program_barrier() -> None:
+    """Wait for every thread of the running program (an emulation's exchange between
+    threads; every thread must call it the same number of times)."""
+    _STATE.barrier.wait()
+
+
+def current_program() -> tuple[int, int, int]:
+    """The id of the program being run."""
+    return _STATE.program
 
 
 def thread_state() -> Any:
