@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Issue 14's whole check on the lent GPU machine in one call (~6 min):
+#   run(command="bash benchmarks/gpu_issue14.sh", carry=[".whl"])
+# gpu_check.sh (device tests, tests/kernels and tests/language on cuda:0, checked mode, the
+# full conformance suite, gpu.py beside Triton and torch), then the matmul targets
+# (gpu_matmul.py) and attention (gpu_attention.py), each beside Triton in the same call.
+set -u
+OUT=${OUT:-/tmp/anytile-gpu-issue14}
+mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+OUT="$OUT/check" bash benchmarks/gpu_check.sh 2>&1 | tail -14
+source benchmarks/device_env.sh
+step "matmul targets"
+timeout 240 python3 benchmarks/gpu_matmul.py ${MATMUL_ARGS:-} --out "$OUT/matmul.md" >"$OUT/matmul.log" 2>&1
+tail -9 "$OUT/matmul.log"
+step "attention"
+timeout 200 python3 benchmarks/gpu_attention.py --out "$OUT/attention.md" >"$OUT/attention.log" 2>&1
+grep -A8 "^| D |" "$OUT/attention.log"
+step "done"
