@@ -1,19 +1,40 @@
-"""CPU benchmarks: anytile's cpu backend beside NumPy and numba, measured in the same run.
+"""CPU benchmarks: anytile's cpu backend beside NumPy, numba and a hand-written C loop,
+measured in the same run.
 
     make bench-cpu            # or: .venv/bin/python benchmarks/cpu.py [--quick] [--out FILE]
 
-Median wall time of repeated runs after a warm-up; every result is checked against NumPy
-before it is timed.  Prints a markdown table (ratio = peer time / anytile time, so > 1 means
-anytile is faster)."""
+Peers: NumPy in its ``out=`` forms (no allocation in the timed code), numba
+``@njit(parallel=True)`` loops, and for vector add the machine's limit: a C loop on all
+cores, compiled here with ``cc -O3 -march=native`` (non-temporal stores, the best a
+hand-written loop does; the row says why when there is no C compiler).  Each row is
+timed in interleaved rounds (anytile, then each peer, again and again), so a busy neighbour
+slows everyone alike: a cell is the median of the rounds' medians, a ratio (peer time /
+anytile time, > 1: anytile is faster) the median of the rounds' ratios with their range.
+Every result is checked against NumPy before it is timed.
+
+``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` slow NumPy's BLAS on some machines: the script
+runs itself again without them (``--keep-openblas-env`` keeps them)."""
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import os
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
+import textwrap
 import time
+
+_OPENBLAS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+if "--keep-openblas-env" not in sys.argv and any(v in os.environ for v in _OPENBLAS):
+    print(f"note: running without {', '.join(v for v in _OPENBLAS if v in os.environ)} "
+          "(fair to NumPy's BLAS)", flush=True)
+    env = {k: v for k, v in os.environ.items() if k not in _OPENBLAS}
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 # numba's OpenMP/TBB workers spin after a parallel region and would steal the cores from
 # whatever is timed next; its workqueue layer sleeps instead
@@ -54,8 +75,102 @@ if numba is not None:
             rstd = 1.0 / np.sqrt((d * d).sum() / n + eps)
             out[r] = d * rstd * w + b
 
+    @njit(parallel=True)
+    def numba_matmul(a, b, out):
+        # rows in parallel, i-k-j order: the inner loop runs along rows of b and out (SIMD)
+        n, kk = a.shape
+        m = b.shape[1]
+        for i in prange(n):
+            row = np.zeros(m, np.float32)
+            for k in range(kk):
+                aik = a[i, k]
+                for j in range(m):
+                    row[j] += aik * b[k, j]
+            out[i, :] = row
 
-def median_time(fn, repeat: int, warmup: int = 2) -> float:
+
+# -- the C limit of vector add ----------------------------------------------------------------
+C_ADD = textwrap.dedent("""
+    #include <pthread.h>
+    #include <stddef.h>
+    #include <stdint.h>
+    #if defined(__x86_64__) || defined(__i386__)
+    #include <immintrin.h>
+    #endif
+
+    typedef struct { const float *x, *y; float *z; long lo, hi; int streaming; } part;
+
+    static void *add_part(void *arg) {
+        const part *p = (const part *)arg;
+        const float *x = p->x, *y = p->y;
+        float *z = p->z;
+        long i = p->lo, hi = p->hi;
+        if (!p->streaming) {
+            for (; i < hi; i++) z[i] = x[i] + y[i];
+            return 0;
+        }
+    #if defined(__AVX512F__)
+        for (; i < hi && ((uintptr_t)(z + i) & 63); i++) z[i] = x[i] + y[i];
+        for (; i + 16 <= hi; i += 16)
+            _mm512_stream_ps(z + i, _mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+        _mm_sfence();
+    #elif defined(__AVX__)
+        for (; i < hi && ((uintptr_t)(z + i) & 31); i++) z[i] = x[i] + y[i];
+        for (; i + 8 <= hi; i += 8)
+            _mm256_stream_ps(z + i, _mm256_add_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+        _mm_sfence();
+    #endif
+        for (; i < hi; i++) z[i] = x[i] + y[i];
+        return 0;
+    }
+
+    /* z = x + y on `threads` threads (the caller is one), split at 64-byte boundaries;
+       `streaming`: non-temporal stores (past the caches) */
+    void add_limit(const float *x, const float *y, float *z, long n, int threads, int streaming) {
+        part parts[64];
+        pthread_t ids[64];
+        if (threads > 64) threads = 64;
+        long lo = 0;
+        for (int t = 0; t < threads; t++) {
+            long hi = n * (t + 1) / threads;
+            if (t + 1 < threads) hi -= ((uintptr_t)(z + hi) & 63) / sizeof(float);
+            if (hi < lo) hi = lo;
+            parts[t] = (part){x, y, z, lo, hi, streaming};
+            lo = hi;
+        }
+        for (int t = 1; t < threads; t++) pthread_create(&ids[t], 0, add_part, &parts[t]);
+        add_part(&parts[0]);
+        for (int t = 1; t < threads; t++) pthread_join(ids[t], 0);
+    }
+""")
+
+
+def c_add_limit() -> tuple[object, str]:
+    """``(add_limit(x, y, z), how it was built)``, or ``(None, why not)``."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if cc is None:
+        return None, "skipped: no C compiler (cc, gcc or clang) on PATH"
+    folder = tempfile.mkdtemp(prefix="anytile-bench-")
+    src, lib = os.path.join(folder, "add.c"), os.path.join(folder, "add.so")
+    with open(src, "w") as f:
+        f.write(C_ADD)
+    flags = ["-O3", "-march=native", "-shared", "-fPIC", "-pthread"]
+    done = subprocess.run([cc, *flags, src, "-o", lib], capture_output=True, text=True)
+    if done.returncode:
+        return None, f"skipped: {cc} failed: {done.stderr.strip()[:200]}"
+    fn = ctypes.CDLL(lib).add_limit
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_long, ctypes.c_int, ctypes.c_int]
+    fn.restype = None
+    threads = at.device("cpu").info.props.get("cores", os.cpu_count() or 1)
+
+    def run(x: np.ndarray, y: np.ndarray, z: np.ndarray, streaming: bool) -> None:
+        fn(x.ctypes.data, y.ctypes.data, z.ctypes.data, x.size, threads, int(streaming))
+    return run, (f"{os.path.basename(cc)} {' '.join(flags[:2])}, {threads} threads (a thread "
+                 f"started per call), the faster of plain and non-temporal stores in each round")
+
+
+# -- timing -----------------------------------------------------------------------------------
+def median_time(fn, repeat: int, warmup: int = 1) -> float:
     for _ in range(warmup):
         fn()
     times = []
@@ -66,77 +181,155 @@ def median_time(fn, repeat: int, warmup: int = 2) -> float:
     return statistics.median(times)
 
 
+def interleaved(fns: dict, rounds: int, repeat: int) -> dict:
+    """``name -> [median time of each round]``: every function once per round, in turn."""
+    times: dict = {name: [] for name, fn in fns.items() if fn is not None}
+    for _ in range(rounds):
+        for name in times:
+            times[name].append(median_time(fns[name], repeat))
+    return times
+
+
 def check(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> None:
     err = float(np.max(np.abs(got.astype(np.float64) - ref)))
     if not err <= tol:
         raise AssertionError(f"{name}: max abs error {err:.3g} > {tol}")
 
 
+PEERS = ("numpy", "numba", "C limit")
+
+
+class Table:
+    def __init__(self) -> None:
+        self.rows: list[tuple] = []
+        self.notes: list[str] = []
+
+    def add(self, kernel: str, size: str, times: dict) -> None:
+        at_rounds = times.pop("anytile")
+        cells = {}
+        for peer, rounds in times.items():
+            ratios = [p / a for p, a in zip(rounds, at_rounds)]
+            cells[peer] = (statistics.median(rounds), statistics.median(ratios), min(ratios),
+                           max(ratios))
+        self.rows.append((kernel, size, statistics.median(at_rounds), cells))
+        text = ", ".join(f"{peer} {c[0] * 1e3:.2f} ms ({c[1]:.2f}x, {c[2]:.2f}-{c[3]:.2f})"
+                         for peer, c in cells.items())
+        print(f"{kernel:<20} {size:<10} anytile {statistics.median(at_rounds) * 1e3:8.2f} ms | "
+              f"{text}", flush=True)
+
+    def markdown(self, header: str) -> str:
+        lines = [header, "", "| kernel | size | anytile cpu | " + " | ".join(PEERS) + " | " +
+                 " | ".join(f"vs {p}" for p in PEERS) + " |", "|" + " --- |" * (3 + 2 * len(PEERS))]
+        for kernel, size, t_at, cells in self.rows:
+            unit, scale = ("us", 1e6) if t_at < 1e-4 else ("ms", 1e3)
+            times = [f"{cells[p][0] * scale:.2f} {unit}" if p in cells else "n/a" for p in PEERS]
+            ratios = [f"{cells[p][1]:.2f}x ({cells[p][2]:.2f}-{cells[p][3]:.2f})" if p in cells
+                      else "n/a" for p in PEERS]
+            lines.append(f"| {kernel} | {size} | {t_at * scale:.2f} {unit} | " +
+                         " | ".join(times) + " | " + " | ".join(ratios) + " |")
+        lines += [""] + [f"- {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="smaller sizes, fewer repeats")
     parser.add_argument("--out", help="also write the markdown table here")
+    parser.add_argument("--rounds", type=int,
+                        help="interleaved rounds per row (default 5, 3 with --quick)")
+    parser.add_argument("--keep-openblas-env", action="store_true",
+                        help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (see the docstring)")
     args = parser.parse_args()
     dev = at.device("cpu")
     rng = np.random.default_rng(0)
-    rep = 5 if args.quick else 15
-    rows = []
-
-    def row(kernel, size, t_at, peers):
-        rows.append((kernel, size, t_at, peers))
-        cells = ", ".join(f"{k} {v * 1e3:.2f} ms ({v / t_at:.2f}x)" if v else f"{k} n/a"
-                          for k, v in peers.items())
-        print(f"{kernel:<22} {size:<14} anytile {t_at * 1e3:8.2f} ms | {cells}", flush=True)
+    rep = 3 if args.quick else 5
+    rounds = args.rounds or (3 if args.quick else 5)
+    table = Table()
+    c_limit, c_how = c_add_limit()
+    table.notes.append(f"C limit (vector add): {c_how}")
 
     # vector add
-    n = 2**20 if args.quick else 2**24
-    x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
-    out = np.full(n, np.nan, np.float32)
-    xa, ya, oa = (at.asarray(a, device=dev) for a in (x, y, out))
-    grid = (at.cdiv(n, 4096),)
-    add_kernel[grid](xa, ya, oa, n, BLOCK=4096)
-    check("vector add", oa.numpy(), x.astype(np.float64) + y, 1e-6)
-    t_at = median_time(lambda: add_kernel[grid](xa, ya, oa, n, BLOCK=4096), rep)
-    t_np = median_time(lambda: np.add(x, y, out=out), rep)
-    t_nb = median_time(lambda: numba_add(x, y, out), rep) if numba else None
-    row("vector add fp32", f"2^{n.bit_length() - 1}", t_at, {"numpy": t_np, "numba": t_nb})
+    for lg in ((20,) if args.quick else (24, 26)):
+        n = 2 ** lg
+        x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+        out = np.full(n, np.nan, np.float32)
+        xa, ya, oa = (at.asarray(a, device=dev) for a in (x, y, out))
+        grid = (at.cdiv(n, 4096),)
+        add_kernel[grid](xa, ya, oa, n, BLOCK=4096)
+        check("vector add", oa.numpy(), x.astype(np.float64) + y, 1e-6)
+        peers = {"numpy": lambda: np.add(x, y, out=out)}
+        if numba:
+            peers["numba"] = lambda: numba_add(x, y, out)
+        if c_limit:
+            for streaming in (False, True):
+                out[:] = np.nan
+                c_limit(x, y, out, streaming)
+                check("C limit", out, x.astype(np.float64) + y, 1e-6)
+            peers["C plain"] = lambda: c_limit(x, y, out, False)
+            peers["C streaming"] = lambda: c_limit(x, y, out, True)
+        times = interleaved({"anytile": lambda: add_kernel[grid](xa, ya, oa, n, BLOCK=4096),
+                             **peers}, rounds, rep)
+        if c_limit:
+            times["C limit"] = [min(p, q) for p, q in zip(times.pop("C plain"),
+                                                          times.pop("C streaming"))]
+        table.add("vector add fp32", f"2^{lg}", times)
+        del x, y, out, xa, ya, oa
 
     # fused softmax
     R, C = (1024, 1024) if args.quick else (4096, 4096)
     xs = rng.standard_normal((R, C), dtype=np.float32)
     outs = np.full((R, C), np.nan, np.float32)
     xsa, osa = at.asarray(xs, device=dev), at.asarray(outs, device=dev)
-    softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=at.next_power_of_2(C))
+    B = at.next_power_of_2(C)
+    softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=B)
     x64 = xs.astype(np.float64)
     ref = np.exp(x64 - x64.max(1, keepdims=True))
     check("softmax", osa.numpy(), ref / ref.sum(1, keepdims=True), 1e-6)
+    row_tmp = np.empty((R, 1), np.float32)
+    tmp = np.empty((R, C), np.float32)
 
     def np_softmax():
-        e = np.exp(xs - xs.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
-    t_at = median_time(lambda: softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=at.next_power_of_2(C)), rep)
-    t_np = median_time(np_softmax, rep)
-    t_nb = median_time(lambda: numba_softmax(xs, outs), rep) if numba else None
-    row("fused softmax fp32", f"{R}x{C}", t_at, {"numpy": t_np, "numba": t_nb})
+        np.max(xs, axis=1, keepdims=True, out=row_tmp)
+        np.subtract(xs, row_tmp, out=tmp)
+        np.exp(tmp, out=tmp)
+        np.sum(tmp, axis=1, keepdims=True, out=row_tmp)
+        np.divide(tmp, row_tmp, out=outs)
+    np_softmax()
+    check("numpy softmax", outs, ref / ref.sum(1, keepdims=True), 1e-6)
+    times = interleaved({"anytile": lambda: softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=B),
+                         "numpy": np_softmax,
+                         "numba": (lambda: numba_softmax(xs, outs)) if numba else None},
+                        rounds, rep)
+    table.add("fused softmax fp32", f"{R}x{C}", times)
 
     # layer norm
     w = rng.standard_normal(C, dtype=np.float32)
     b = rng.standard_normal(C, dtype=np.float32)
     wa, ba = at.asarray(w, device=dev), at.asarray(b, device=dev)
     yl = at.asarray(np.full((R, C), np.nan, np.float32), device=dev)
-    layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5, BLOCK=at.next_power_of_2(C))
+    layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5, BLOCK=B)
     refl = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5) * w + b
     check("layernorm", yl.numpy(), refl, 1e-3)
 
     def np_layernorm():
-        mean = xs.mean(axis=1, keepdims=True)
-        d = xs - mean
-        return d / np.sqrt((d * d).mean(axis=1, keepdims=True) + 1e-5) * w + b
-    t_at = median_time(lambda: layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5,
-                                                      BLOCK=at.next_power_of_2(C)), rep)
-    t_np = median_time(np_layernorm, rep)
-    t_nb = median_time(lambda: numba_layernorm(xs, w, b, 1e-5, outs), rep) if numba else None
-    row("layer norm fp32", f"{R}x{C}", t_at, {"numpy": t_np, "numba": t_nb})
+        np.mean(xs, axis=1, keepdims=True, out=row_tmp)
+        np.subtract(xs, row_tmp, out=tmp)
+        np.multiply(tmp, tmp, out=outs)
+        np.mean(outs, axis=1, keepdims=True, out=row_tmp)
+        np.add(row_tmp, 1e-5, out=row_tmp)
+        np.sqrt(row_tmp, out=row_tmp)
+        np.divide(tmp, row_tmp, out=tmp)
+        np.multiply(tmp, w, out=tmp)
+        np.add(tmp, b, out=outs)
+    np_layernorm()
+    check("numpy layernorm", outs, refl, 1e-3)
+    times = interleaved({"anytile": lambda: layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5,
+                                                                   BLOCK=B),
+                         "numpy": np_layernorm,
+                         "numba": (lambda: numba_layernorm(xs, w, b, 1e-5, outs)) if numba
+                         else None},
+                        rounds, rep)
+    table.add("layer norm fp32", f"{R}x{C}", times)
 
     # matmul
     for S in ((512,) if args.quick else (1024, 2048)):
@@ -147,49 +340,63 @@ def main() -> int:
         BM, BN, BK = 128, 128, 32   # best of a small sweep on this machine (see BENCHMARKS.md)
         g = (S // BM, S // BN)
         matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
-        check("matmul", cc.numpy(), a.astype(np.float64) @ bm, 1e-2 * np.sqrt(S))
-        t_at = median_time(lambda: matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S,
-                                                    BM=BM, BN=BN, BK=BK), max(3, rep // 3), 1)
-        t_np = median_time(lambda: np.matmul(a, bm, out=c), max(3, rep // 3), 1)
-        row("matmul fp32", f"{S}^3", t_at, {"numpy": t_np})
+        ref = a.astype(np.float64) @ bm
+        check("matmul", cc.numpy(), ref, 1e-2 * np.sqrt(S))
+        peers = {"numpy": lambda: np.matmul(a, bm, out=c)}
+        if numba:
+            cn = np.full((S, S), np.nan, np.float32)
+            numba_matmul(a, bm, cn)
+            check("numba matmul", cn, ref, 1e-2 * np.sqrt(S))
+            peers["numba"] = lambda: numba_matmul(a, bm, cn)
+        times = interleaved({"anytile": lambda: matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S,
+                                                                 BM=BM, BN=BN, BK=BK), **peers},
+                            max(3, rounds - 2), 3)
+        table.add("matmul fp32", f"{S}^3", times)
 
     # compile time of a new kernel (cold: a fresh JITFunction, no cache), and launch overhead
+    n = 1 << 20
+    xa = at.asarray(rng.standard_normal(n, dtype=np.float32), device=dev)
     src_fn = add_kernel.fn
     t0 = time.perf_counter()
     fresh = at.jit(src_fn)
-    fresh.warmup(xa, ya, oa, n, BLOCK=1024, grid=(1,))
+    fresh.warmup(xa, xa, xa, n, BLOCK=1024, grid=(1,))
     t_compile = time.perf_counter() - t0
     nb_compile = None
     if numba:
+        small = np.ones(16, np.float32)
         t0 = time.perf_counter()
-        njit(parallel=True)(numba_add.py_func)(x[:16], y[:16], out[:16])
+        njit(parallel=True)(numba_add.py_func)(small, small, small)
         nb_compile = time.perf_counter() - t0
     print(f"compile, new vector-add kernel: anytile {t_compile * 1e3:.0f} ms, "
           f"numba {nb_compile * 1e3 if nb_compile else float('nan'):.0f} ms")
-    tiny = at.asarray(np.ones(16, np.float32), device=dev)
-    add_kernel[(1,)](tiny, tiny, tiny, 16, BLOCK=16)
-    t_launch = median_time(lambda: [add_kernel[(1,)](tiny, tiny, tiny, 16, BLOCK=16) for _ in range(100)],
-                           rep) / 100
-    print(f"launch overhead, tiny kernel: {t_launch * 1e6:.1f} us")
+    table.notes.append(f"compile, new vector-add kernel (cold, no cache): anytile "
+                       f"{t_compile * 1e3:.0f} ms, numba "
+                       f"{f'{nb_compile * 1e3:.0f} ms' if nb_compile else 'n/a'}")
+    tiny_np, tiny_out = np.ones(16, np.float32), np.empty(16, np.float32)
+    tiny = at.asarray(tiny_np, device=dev)
+    tiny_at = at.asarray(tiny_out, device=dev)
+    add_kernel[(1,)](tiny, tiny, tiny_at, 16, BLOCK=16)
 
-    header = (f"CPU benchmarks, {datetime.date.today()}, {platform.processor() or platform.machine()} "
+    def per_call(fn):
+        return lambda: [fn() for _ in range(100)]
+    launches = {"anytile": per_call(lambda: add_kernel[(1,)](tiny, tiny, tiny_at, 16, BLOCK=16)),
+                "numpy": per_call(lambda: np.add(tiny_np, tiny_np, out=tiny_out))}
+    if numba:
+        launches["numba"] = per_call(lambda: numba_add(tiny_np, tiny_np, tiny_out))
+    times = interleaved(launches, rounds, rep)
+    table.add("launch, 16 elements", "grid (1,)",
+              {k: [t / 100 for t in v] for k, v in times.items()})
+
+    machine = platform.processor() or platform.machine()
+    header = (f"CPU benchmarks, {datetime.date.today()}, {machine} "
               f"({dev.info.description}), {os.cpu_count()} cores, numpy {np.__version__}, "
-              f"numba {numba.__version__ if numba else 'not installed'}")
-    lines = [header, "", "| kernel | size | anytile cpu | numpy | numba | vs numpy | vs numba |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for kernel, size, t_at, peers in rows:
-        tn, tb = peers.get("numpy"), peers.get("numba")
-        lines.append(f"| {kernel} | {size} | {t_at * 1e3:.2f} ms | {tn * 1e3:.2f} ms | "
-                     f"{f'{tb * 1e3:.2f} ms' if tb else 'n/a'} | {tn / t_at:.2f}x | "
-                     f"{f'{tb / t_at:.2f}x' if tb else 'n/a'} |")
-    lines.append(f"| compile, new vector-add kernel | - | {t_compile * 1e3:.0f} ms | - | "
-                 f"{f'{nb_compile * 1e3:.0f} ms' if nb_compile else 'n/a'} | - | - |")
-    lines.append(f"| launch overhead, tiny kernel | - | {t_launch * 1e6:.1f} us | - | - | - | - |")
-    table = "\n".join(lines)
-    print("\n" + table)
+              f"numba {numba.__version__ if numba else 'not installed'}; {rounds} interleaved "
+              f"rounds, ratio = peer time / anytile time (> 1: anytile faster), median (range)")
+    text = table.markdown(header)
+    print("\n" + text)
     if args.out:
         with open(args.out, "w") as f:
-            f.write(table + "\n")
+            f.write(text + "\n")
     return 0
 
 

@@ -18,7 +18,8 @@ from anytile.errors import BackendError
 from anytile.ir import Module
 
 from . import llvm_host
-from .launch import EntryPoint, LoadedKernel, cpu_count
+from .launch import (ClaimingEntryPoint, EntryPoint, LoadedKernel, cpu_count,
+                     register_read_only)
 from .layout import annotate_layouts
 from anytile.codegen.pointers import written_pointer_params
 
@@ -102,6 +103,7 @@ class CpuBackend(Backend):
             metadata["checked"] = options.debug
             metadata["asserts"] = out.asserts
             metadata["stack_bytes"] = lowered.stack_bytes
+            metadata["stream_bytes"] = lowered.stream_bytes
             return out
 
         def asm(text: OptimizedLLVM, metadata: dict) -> HostAssembly:
@@ -132,11 +134,17 @@ class CpuBackend(Backend):
         return LoadedKernel(kernel.name, library, entry, arg_types, asserts,
                             kernel.metadata.get("stack_bytes", 0), arg_names,
                             written_pointer_params(kernel.module.kernel),
-                            kernel.metadata.get("checked", False))
+                            kernel.metadata.get("checked", False),
+                            ClaimingEntryPoint(library.address_of("run_claiming")),
+                            kernel.metadata.get("stream_bytes", 0))
 
     def launch(self, loaded: LoadedKernel, grid: tuple[int, int, int], args: Sequence[KernelArg],
                device: DeviceInfo, stream: Any = None) -> None:
         loaded.launch(grid, args)
+
+    def launcher(self, loaded: LoadedKernel, device: DeviceInfo) -> Optional[Any]:
+        """The fast path's launcher (``LoadedKernel.raw_launcher``; none in checked mode)."""
+        return loaded.raw_launcher()
 
     # -- memory ----------------------------------------------------------------------------------
     def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
@@ -178,6 +186,8 @@ class CpuBackend(Backend):
         if view is None:
             return None
         buffer = Buffer(device, view.span.size, view.span, address=view.address, owner=obj)
+        if not view.span.flags.writeable:
+            register_read_only(buffer)
         return ImportedArray(buffer, view.offset, view.shape, view.strides, view.dtype)
 
 

@@ -2,10 +2,13 @@
 
 The native entry ``run(args, gx, gy, gz, begin, end, error)`` (see ``lowering.kernel``) is
 called through ctypes, which releases the GIL, so worker threads run programs truly in
-parallel.  The grid's linear program ids are cut into one contiguous range per worker; the
-calling thread waits (so Ctrl-C stops the launch after each worker's current program) and
-runs a launch of one program itself.  Argument converters are prepared once per
-loaded kernel, so a launch costs a few microseconds plus the programs' own time.
+parallel.  The workers claim the grid's linear program ids from a shared counter, a
+contiguous run at a time (``run_claiming``); the calling thread waits (so Ctrl-C stops the
+launch after each worker's current program) and runs a launch of one program itself, with
+no hand-off to the pool.  Argument converters are prepared once per loaded kernel.
+``LoadedKernel.raw_launcher`` is the fast path's launcher (``Backend.launcher``): generated
+per kernel, it packs raw values with one ``struct`` call, so a launch of one small program
+costs about two microseconds.
 """
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ import math
 import os
 import struct
 import threading
+import time
+import weakref
 from typing import Any, Callable, Collection, Optional, Sequence
 
 import ml_dtypes
@@ -26,10 +31,39 @@ from anytile.ir import PointerType, ScalarType
 
 from .failures import CheckRecord, checked_failure, span_of
 
-__all__ = ["EntryPoint", "ProgramPool", "make_arg_packer", "LoadedKernel", "cpu_count"]
+__all__ = ["EntryPoint", "ClaimingEntryPoint", "ProgramPool", "make_arg_packer", "LoadedKernel",
+           "cpu_count", "register_read_only", "launch_counts", "STREAM_LAUNCH_BYTES"]
 
 EntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                               ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+ClaimingEntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
+                                      ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64,
+                                      ctypes.c_void_p, ctypes.c_int64)
+CLAIMS_PER_WORKER = 8              # a launch's programs come in about this many claims a worker
+CALLER_WORK_SECONDS = 50e-6        # a launch expected to take less runs on the caller alone...
+CALLER_SLICES = 8                  # ...in this many calls (Ctrl-C is heard between them)
+
+
+def _last_level_cache_bytes() -> int:
+    """The largest CPU cache's size (Linux sysfs; 32 MiB where it cannot be read)."""
+    sizes = []
+    for index in range(8):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as f:
+                text = f.read().strip()
+        except OSError:
+            break
+        scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+        try:
+            sizes.append(int(text.rstrip("KMG")) * scale)
+        except ValueError:
+            continue
+    return max(sizes, default=32 << 20)
+
+
+#: a launch streams its stores past the caches (``lowering.streaming``) from this many bytes:
+#: a smaller output may well be read again from the cache
+STREAM_LAUNCH_BYTES = 3 * _last_level_cache_bytes() // 4
 _U64 = (1 << 64) - 1
 WORKER_STACK_BYTES = 64 << 20      # tiles live on the stack; reserved, committed on use
 CALLER_STACK_LIMIT = 2 << 20       # bigger frames never run on the caller's (8 MiB) stack
@@ -86,6 +120,26 @@ def _bf16_bits(v: Any) -> int:
 
 _WRITEABLE = np.zeros(1).flags     # what a handle without NumPy flags counts as
 
+# id(buffer) -> (first address, end) of the read-only host memory imported in place: the raw
+# launcher sees only addresses, and refuses a store into these (the general path reads the
+# buffer's flags)
+_READ_ONLY: dict[int, tuple[int, int]] = {}
+
+
+def register_read_only(buffer: Any) -> None:
+    """Remember ``buffer`` (read-only imported memory) until it is collected."""
+    if buffer.address is None or not buffer.nbytes:
+        return
+    _READ_ONLY[id(buffer)] = (buffer.address, buffer.address + buffer.nbytes)
+    weakref.finalize(buffer, _READ_ONLY.pop, id(buffer), None)
+
+
+def _refuse_read_only(address: Any, name: str) -> None:
+    """The raw launcher's read-only check of a pointer the kernel may store through."""
+    if address and any(lo <= address < hi for lo, hi in list(_READ_ONLY.values())):
+        raise LaunchError(f"argument '{name}' is a read-only array, but the kernel may store "
+                          f"through it; pass a writeable array (e.g. a copy)")
+
 
 def _check_usable(buffer: Any, name: str, written: bool) -> None:
     if buffer.freed:
@@ -96,17 +150,17 @@ def _check_usable(buffer: Any, name: str, written: bool) -> None:
 
 
 def make_arg_packer(arg_types: Sequence[Any], names: Sequence[str] = (),
-                    written: Collection[int] = (),
-                    spans: bool = False) -> Callable[[Sequence[KernelArg]], Any]:
+                    written: Collection[int] = (), spans: bool = False,
+                    extra: int = 0) -> Callable[[Sequence[KernelArg]], Any]:
     """The packer of launch arguments into 64-bit slots; ``names`` are the parameters'
     names, ``written`` the indices of the pointer parameters the kernel may write through;
     ``spans`` (checked mode): then two slots per pointer parameter, its memory's address
-    and size (``failures.span_of``)."""
+    and size (``failures.span_of``); ``extra`` slots more, left 0, follow."""
     names = list(names) or [f"#{i}" for i in range(len(arg_types))]
     converters = [_slot_converter(t, names[i], i in written) for i, t in enumerate(arg_types)]
     n = len(converters)
     pointers = [i for i, t in enumerate(arg_types) if isinstance(t, PointerType)] if spans else []
-    array_type = ctypes.c_uint64 * max(n + 2 * len(pointers), 1)
+    array_type = ctypes.c_uint64 * max(n + 2 * len(pointers) + extra, 1)
 
     def pack(args: Sequence[KernelArg]) -> Any:
         if len(args) != n:
@@ -121,7 +175,8 @@ def make_arg_packer(arg_types: Sequence[Any], names: Sequence[str] = (),
 
 
 class ProgramPool:
-    """``workers`` threads (large stacks) that each run one range of programs per launch."""
+    """``workers`` threads (large stacks) that each run one job per launch; ``handoff`` is
+    the seconds an empty launch on them takes (waking the threads and hearing back)."""
 
     def __init__(self, workers: int) -> None:
         self._jobs: list[Any] = []
@@ -141,6 +196,12 @@ class ProgramPool:
         finally:
             threading.stack_size(previous)
         self._launch_lock = threading.Lock()
+        self.handoff = min(self._time_empty_launch() for _ in range(5))
+
+    def _time_empty_launch(self) -> float:
+        start = time.perf_counter()
+        self.run([_nothing] * self.size, cancel=_nothing)
+        return time.perf_counter() - start
 
     @property
     def size(self) -> int:
@@ -190,6 +251,10 @@ class ProgramPool:
                 raise self._errors[0]
 
 
+def _nothing() -> None:
+    pass
+
+
 _POOL: Optional[ProgramPool] = None
 _POOL_LOCK = threading.Lock()
 
@@ -202,19 +267,35 @@ def _pool() -> ProgramPool:
         return _POOL
 
 
+#: launches by the way they ran (``direct``: on the caller's thread; ``pool``: handed to the
+#: workers) -- read by tests
+launch_counts = {"direct": 0, "pool": 0}
+
+
 class LoadedKernel:
     """A kernel ready to run: the JIT library (kept alive), its entry and packer."""
 
     def __init__(self, name: str, library: Any, entry: Any, arg_types: Sequence[Any],
                  asserts: Sequence[tuple], stack_bytes: int = 0, arg_names: Sequence[str] = (),
-                 written: Collection[int] = (), checked: bool = False) -> None:
+                 written: Collection[int] = (), checked: bool = False,
+                 claiming_entry: Any = None, stream_bytes: int = 0) -> None:
         self.name = name
         self.library = library
         self.entry = entry
+        self.claiming_entry = claiming_entry   # None: each worker runs one fixed range
+        self.arg_types = list(arg_types)
         self.arg_names = list(arg_names) or [f"#{i}" for i in range(len(arg_types))]
-        self.pack = make_arg_packer(arg_types, arg_names, frozenset(written), checked)
+        self.written = frozenset(written)
+        self.checked = checked
+        # a kernel with streaming stores has a slot after its arguments saying whether they
+        # may be used: when this many programs write at least STREAM_LAUNCH_BYTES that way
+        self.stream_programs = -(-STREAM_LAUNCH_BYTES // stream_bytes) if stream_bytes else 0
+        self.pack = make_arg_packer(arg_types, arg_names, self.written, checked,
+                                    1 if stream_bytes else 0)
         self.asserts = list(asserts)
         self.on_caller_stack = stack_bytes < CALLER_STACK_LIMIT
+        # seconds one program took in the last multi-program launch (unknown: the pool)
+        self.program_seconds = math.inf
         if stack_bytes > WORKER_STACK_BYTES // 2:
             raise LaunchError(f"kernel '{name}' needs {stack_bytes >> 20} MiB of tiles per "
                               "program; the cpu backend allows 32 MiB: use smaller blocks")
@@ -229,20 +310,137 @@ class LoadedKernel:
         if max(gx, gy, gz) >= 2 ** 31:
             raise LaunchError(f"grid {grid} is too large: each axis must be below 2**31")
         slots = self.pack(args)
+        if self.stream_programs and total >= self.stream_programs:
+            slots[len(self.arg_types)] = 1
         error = CheckRecord()
-        err_ptr = ctypes.addressof(error)
-        addr = ctypes.addressof(slots)
-        if total == 1 and self.on_caller_stack:     # one program: no hand-off to a worker
-            self.entry(addr, gx, gy, gz, 0, total, err_ptr)
-        else:
-            pool = _pool()
-            parts = min(total, pool.size)
-            bounds = [total * i // parts for i in range(parts + 1)]
-            jobs = [(lambda lo=lo, hi=hi: self.entry(addr, gx, gy, gz, lo, hi, err_ptr))
-                    for lo, hi in zip(bounds, bounds[1:])]
-            pool.run(jobs, cancel=lambda: setattr(error, "word", CANCELLED))
+        self.run_programs(gx, gy, gz, total, ctypes.addressof(slots), error)
         if error.word:
             raise self._check_failure(error, args)
+
+    def run_programs(self, gx: int, gy: int, gz: int, total: int, slots: Any, error: Any) -> None:
+        """Run the ``total`` programs of the grid with the packed arguments ``slots`` (an
+        address or a ``bytes``); ``error`` (a ctypes word or ``CheckRecord``) receives the
+        error word.  One program, or programs that took less than the pool's hand-off last
+        time (``runs_on_caller``), run on the caller's thread; more on the pool."""
+        err_ptr = ctypes.addressof(error)
+        if total == 1 and self.on_caller_stack:     # one program: no hand-off to a worker
+            launch_counts["direct"] += 1
+            self.entry(slots, gx, gy, gz, 0, 1, err_ptr)
+            return
+        pool = _pool()
+        start = time.perf_counter()
+        if self.runs_on_caller(total, pool):
+            launch_counts["direct"] += 1
+            step = -(-total // CALLER_SLICES)
+            for lo in range(0, total, step):
+                self.entry(slots, gx, gy, gz, lo, min(lo + step, total), err_ptr)
+            self.program_seconds = (time.perf_counter() - start) / total
+            return
+        launch_counts["pool"] += 1
+        parts = min(total, pool.size)
+        claiming = self.claiming_entry
+        if claiming is not None:
+            counter = ctypes.c_int64(0)
+            at, grain = ctypes.addressof(counter), max(1, total // (parts * CLAIMS_PER_WORKER))
+            jobs = [lambda: claiming(slots, gx, gy, gz, at, total, err_ptr, grain)] * parts
+        else:
+            bounds = [total * i // parts for i in range(parts + 1)]
+            entry = self.entry
+            jobs = [(lambda lo=lo, hi=hi: entry(slots, gx, gy, gz, lo, hi, err_ptr))
+                    for lo, hi in zip(bounds, bounds[1:])]
+        word = "value" if isinstance(error, ctypes.c_int32) else "word"
+        pool.run(jobs, cancel=lambda: setattr(error, word, CANCELLED))
+        busy = time.perf_counter() - start - pool.handoff
+        self.program_seconds = max(0.0, busy) * parts / total
+
+    def runs_on_caller(self, total: int, pool: ProgramPool) -> bool:
+        """Whether ``total`` programs run on the caller's thread alone: their last launch
+        says they take less than ``CALLER_WORK_SECONDS`` (and twice the pool's hand-off)
+        there, so waking the workers would cost more than it saves.  A first launch goes to
+        the pool; Ctrl-C is heard between the caller's ``CALLER_SLICES`` calls."""
+        if not self.on_caller_stack:
+            return False
+        return total * self.program_seconds < min(CALLER_WORK_SECONDS, 2 * pool.handoff)
+
+    def raw_launcher(self) -> Optional[Callable[..., None]]:
+        """``run(gx, gy, gz, stream, owner, *values)`` for ``Backend.launcher``: one raw value
+        per parameter (an ``int`` address or ``None`` for a pointer), packed by one
+        ``struct`` call; ``None`` in checked mode (its spans need the buffers)."""
+        if self.checked:
+            return None
+        codes, values, checks = ["<"], [], []
+        for i, t in enumerate(self.arg_types):
+            v = f"v{i}"
+            if isinstance(t, PointerType):
+                codes.append("Q")
+                values.append(f"{v} or 0")
+                if i in self.written:
+                    checks.append(f"    if _read_only and {v}: _refuse({v}, {self.arg_names[i]!r})")
+            elif t.is_bool:
+                codes.append("Q")
+                values.append(f"1 if {v} else 0")
+            elif t.is_int:
+                codes.append("Q")
+                values.append(f"{v} & {_U64}")
+            elif t.name == "f64":
+                codes.append("d")
+                values.append(v)
+            elif t.name == "f32":
+                codes.append("f4x")
+                values.append(v)
+            else:                   # f16, bf16, fp8: rounded by the general converter
+                codes.append("Q")
+                values.append(f"_conv{i}({v})")
+        if self.stream_programs:
+            codes.append("Q")
+            values.append("total >= _stream_programs")
+        names = [f"v{i}" for i in range(len(self.arg_types))]
+        params = "".join(", " + n for n in names)
+        src = "\n".join([
+            f"def run(gx, gy, gz, stream, owner{params}):",
+            *checks,
+            "    total = gx * gy * gz",
+            "    try:",
+            f"        slots = _pack({', '.join(values)})" if values else "        slots = _pack()",
+            "    except (TypeError, ValueError, OverflowError, struct.error):",
+            f"        slots = _slow(({''.join(n + ', ' for n in names)}), total)",
+            "    error = _Word()",
+            "    if total == 1 and _direct:",
+            "        _counts['direct'] += 1",
+            "        _entry(slots, gx, gy, gz, 0, 1, _addressof(error))",
+            "    else:",
+            "        _many(gx, gy, gz, total, slots, error)",
+            "    if error.value:",
+            f"        raise _failure(error, ({''.join(n + ', ' for n in names)}))",
+            "",
+        ])
+        namespace: dict[str, Any] = {
+            "_pack": struct.Struct("".join(codes)).pack, "_entry": self.entry,
+            "_Word": ctypes.c_int32, "_addressof": ctypes.addressof,
+            "_direct": self.on_caller_stack,
+            "_many": self.run_programs, "_counts": launch_counts, "_read_only": _READ_ONLY,
+            "_refuse": _refuse_read_only, "_slow": self._pack_raw, "_failure": self._raw_failure,
+            "_stream_programs": self.stream_programs,
+            "struct": struct,
+            **{f"_conv{i}": _slot_converter(t) for i, t in enumerate(self.arg_types)
+               if isinstance(t, ScalarType)}}
+        exec(compile(src, f"<cpu launcher of {self.name}>", "exec"), namespace)
+        return namespace["run"]
+
+    def _pack_raw(self, values: tuple, total: int) -> Any:
+        """The raw values packed by the general converters (their errors are the general
+        path's), for what the ``struct`` packing refused (a float out of f32's range)."""
+        slots = self.pack([KernelArg(t, v) for t, v in zip(self.arg_types, values)])
+        if self.stream_programs and total >= self.stream_programs:
+            slots[len(self.arg_types)] = 1
+        return bytes(slots)
+
+    def _raw_failure(self, error: Any, values: tuple) -> LaunchError:
+        """The error for a raw launch whose error word is set (never in checked mode)."""
+        record = CheckRecord()
+        record.word = error.value
+        args = [KernelArg(t, v) for t, v in zip(self.arg_types, values)]
+        return self._check_failure(record, args)
 
     def _check_failure(self, record: CheckRecord, args: Sequence[KernelArg]) -> LaunchError:
         """The error for the failed runtime check the record names (see

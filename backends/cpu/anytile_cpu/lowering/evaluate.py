@@ -248,6 +248,13 @@ class ChunkEvaluator:
         b.store(value, b.gep(buf.ptr, [off], source_etype=bt), align=align)
 
     # -- global memory -------------------------------------------------------------------------
+    def when_all_on(self, mask: ir.Value):
+        """``b.if_else`` on every lane of the vector ``mask`` being on: contiguous accesses
+        then use plain vector loads and stores, which stream far faster than masked ones
+        (measured 1.5x on vector add, Zen 5) -- most chunks of a masked tile are whole."""
+        fn = intrinsic(self.module, "llvm.vector.reduce.and", I1, [mask.type], [mask.type])
+        return self.b.if_else(self.b.call(fn, [mask]), likely=True)
+
     def masked_gather(self, ptrs: ir.Value, et: ir.Type, align: int,
                       mask: Optional[ir.Value]) -> ir.Value:
         w = ptrs.type.count
@@ -286,7 +293,17 @@ class ChunkEvaluator:
                 mt = mask.type
                 fn = intrinsic(self.module, "llvm.masked.load", vt, [p.value.type, I32, mt, vt],
                                [vt, p.value.type])
-                raw = b.call(fn, [p.value, ir.Constant(I32, align), mask, ir.Constant(vt, None)])
+                with self.when_all_on(mask) as (full, partial):
+                    with full:
+                        whole = b.load(p.value, typ=vt, align=align)
+                        whole_block = b.block
+                    with partial:
+                        some = b.call(fn, [p.value, ir.Constant(I32, align), mask,
+                                           ir.Constant(vt, None)])
+                        some_block = b.block
+                raw = b.phi(vt)
+                raw.add_incoming(whole, whole_block)
+                raw.add_incoming(some, some_block)
         else:
             ptrs = self.vec(p, elem_type(op.ptr.type), w)
             raw = self.masked_gather(ptrs, st, align, mask)
@@ -343,7 +360,11 @@ class ChunkEvaluator:
                 return
             fn = intrinsic(self.module, "llvm.masked.store", ir.VoidType(),
                            [raw.type, p.value.type, I32, mt], [raw.type, p.value.type])
-            b.call(fn, [raw, p.value, ir.Constant(I32, align), mask])
+            with self.when_all_on(mask) as (full, partial):
+                with full:
+                    b.store(raw, p.value, align=align)
+                with partial:
+                    b.call(fn, [raw, p.value, ir.Constant(I32, align), mask])
             return
         ptrs = self.vec(p, ptr_elem, w)
         mask = mask if mask is not None else ir.Constant(mt, [1] * w)

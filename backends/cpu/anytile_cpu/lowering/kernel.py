@@ -1,4 +1,5 @@
-"""The LLVM module of a kernel: the program function plus the native entry ``run``.
+"""The LLVM module of a kernel: the program function plus the native entries ``run`` and
+``run_claiming``.
 
 ``void run(u64 *args, i32 gx, i32 gy, i32 gz, i64 begin, i64 end, i32 *error)`` runs the
 programs whose linear ids are in ``[begin, end)`` (x fastest, then y, then z).  ``args``
@@ -8,6 +9,14 @@ launcher packs arguments with no per-kernel C code; ``error`` receives ``i + 1``
 0 (the launcher writes ``CANCELLED`` there to stop a launch on Ctrl-C).  In checked mode
 (``debug=True``) ``args`` also holds two slots per pointer parameter after the others, the
 address and size of its argument's memory, and ``error`` points to a ``failures.CheckRecord``.
+A kernel with streaming stores (``streaming``; never in checked mode) has one more slot
+after the arguments: 1 when the launch is big enough for them to be used.
+
+``void run_claiming(u64 *args, i32 gx, i32 gy, i32 gz, i64 *next, i64 end, i32 *error,
+i64 grain)`` is what each worker of a launch runs: it claims ``grain`` programs at a time
+from the shared counter ``*next`` (an atomic add) and runs them, until ``end``.  A worker that
+gets less of the machine (another process on its core) then claims fewer programs instead
+of holding the whole launch up.
 """
 from __future__ import annotations
 
@@ -16,14 +25,15 @@ from dataclasses import dataclass
 from llvmlite import ir
 
 from anytile.codegen.llvm import ElementwiseLowering, LLVMTypes, MathLowering
-from anytile.codegen.llvm.types import I8, I32, I64
+from anytile.codegen.llvm.types import I1, I8, I32, I64
 from anytile.ir import Module, PointerType, ScalarType
 
 from .program import ProgramLowering
 
-__all__ = ["LoweredKernel", "lower_kernel", "ENTRY_NAME"]
+__all__ = ["LoweredKernel", "lower_kernel", "ENTRY_NAME", "CLAIMING_ENTRY_NAME"]
 
 ENTRY_NAME = "run"
+CLAIMING_ENTRY_NAME = "run_claiming"
 
 
 @dataclass
@@ -34,6 +44,7 @@ class LoweredKernel:
     llvm_ir: str
     asserts: list
     stack_bytes: int          # tile buffers in one program's stack frame
+    stream_bytes: int = 0     # bytes one program may store non-temporally (``streaming``)
 
 
 def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str,
@@ -46,12 +57,14 @@ def lower_kernel(module: Module, lanes: int, triple: str, data_layout: str,
     types = LLVMTypes()
     lowering = ProgramLowering(m, kernel, lanes, types, checked)
     program = lowering.build("program")
-    _build_entry(m, program, [a.type for a in kernel.args], types, checked)
-    return LoweredKernel(str(m), lowering.asserts, lowering.stack_bytes)
+    run = _build_entry(m, program, [a.type for a in kernel.args], types, checked,
+                       lowering.stream_bytes > 0)
+    _build_claiming_entry(m, run)
+    return LoweredKernel(str(m), lowering.asserts, lowering.stack_bytes, lowering.stream_bytes)
 
 
 def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLVMTypes,
-                 checked: bool) -> None:
+                 checked: bool, streams: bool = False) -> ir.Function:
     ptr = ir.PointerType()
     fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ptr, I32, I32, I32, I64, I64, ptr]),
                      ENTRY_NAME)
@@ -67,6 +80,9 @@ def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLV
         else:
             assert isinstance(t, ScalarType)
             values.append(ew.from_storage(t, b.load(slot, typ=types.storage(t), align=8)))
+    # a kernel with streaming stores takes one more slot: whether they may be used
+    stream_slot = b.gep(args, [ir.Constant(I64, 8 * len(arg_types))], source_etype=I8) \
+        if streams else None
     spans = []
     if checked:
         count = sum(isinstance(t, PointerType) for t in arg_types)
@@ -91,8 +107,40 @@ def _build_entry(m: ir.Module, program: ir.Function, arg_types: list, types: LLV
     y = b.urem(rest, gy64)
     z = b.udiv(rest, gy64)
     ids = [b.trunc(v, I32) for v in (x, y, z)]
-    b.call(program, values + ids + [gx, gy, gz, error] + spans)
+    may_stream = ir.Constant(I1, 0)
+    if stream_slot is not None:
+        # read per program (an atomic read stays in the loop): a flag read once would be
+        # unswitched out of the loop, compiling every program twice
+        may_stream = b.trunc(b.load_atomic(stream_slot, "monotonic", 8, typ=I64), I1)
+    b.call(program, values + ids + [gx, gy, gz, error, may_stream] + spans)
     pid.add_incoming(b.add(pid, ir.Constant(I64, 1)), b.block)
     b.branch(header)
+    b.position_at_end(done)
+    if streams:      # non-temporal stores are weakly ordered: visible before the launch ends
+        b.fence("seq_cst")
+    b.ret_void()
+    return fn
+
+
+def _build_claiming_entry(m: ir.Module, run: ir.Function) -> None:
+    ptr = ir.PointerType()
+    fn = ir.Function(m, ir.FunctionType(ir.VoidType(), [ptr, I32, I32, I32, ptr, I64, ptr, I64]),
+                     CLAIMING_ENTRY_NAME)
+    args, gx, gy, gz, counter, end, error, grain = fn.args
+    run.attributes.add("noinline")       # one copy of the programs' code, called per claim
+    entry = fn.append_basic_block("entry")
+    claim = fn.append_basic_block("claim")
+    body = fn.append_basic_block("claimed")
+    done = fn.append_basic_block("done")
+    b = ir.IRBuilder(entry)
+    b.branch(claim)
+    b.position_at_end(claim)
+    first = b.atomic_rmw("add", counter, grain, "monotonic")
+    b.cbranch(b.icmp_signed("<", first, end), body, done)
+    b.position_at_end(body)
+    last = b.add(first, grain)
+    last = b.select(b.icmp_signed("<", last, end), last, end)
+    b.call(run, [args, gx, gy, gz, first, last, error])
+    b.branch(claim)
     b.position_at_end(done)
     b.ret_void()

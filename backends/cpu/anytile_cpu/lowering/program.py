@@ -1,10 +1,11 @@
 """``ProgramLowering``: one kernel ``Function`` -> an LLVM function running one program.
 
 The generated function takes the kernel's runtime arguments (compute form), the program id
-and grid size per axis, and a pointer to the launch's error word (in checked mode also the
-span of each pointer parameter's memory, see ``checked``).  Scalars become SSA
-values; tiles follow ``values``/``plan``: lazy tiles are evaluated inside their consumer's
-loop, the others live in 64-byte-aligned stack buffers allocated in the entry block.
+and grid size per axis, a pointer to the launch's error word, whether streaming stores may
+be used (``streaming``) and in checked mode the span of each pointer parameter's memory
+(see ``checked``).  Scalars become SSA values; tiles follow ``values``/``plan``: lazy tiles
+are evaluated inside their consumer's loop, the others live in 64-byte-aligned stack
+buffers allocated in the entry block.
 Structured control flow and run-time checks are in ``control``.
 """
 from __future__ import annotations
@@ -28,13 +29,14 @@ from .checked import CheckedMode
 from .control import ControlFlowLowering, PrintLowering, RuntimeCheck
 from .evaluate import ChunkEvaluator
 from .plan import ELEMENTWISE_OPS, SHAPE_OPS, FusionPlan
+from .streaming import StreamingStores
 from .values import Index, Lazy, Point, TileBuffer
 
 __all__ = ["ProgramLowering", "RuntimeCheck"]
 
 
 class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlowLowering,
-                      PrintLowering):
+                      PrintLowering, StreamingStores):
     """Lowers ``fn`` into ``module`` as function ``name``; ``lanes`` is the SIMD width
     (in 32-bit lanes) that loops over tiles are chunked by; ``checked``: with the checks of
     ``debug=True`` (``checked.CheckedMode``)."""
@@ -58,7 +60,7 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
     # -- entry ---------------------------------------------------------------------------------
     def build(self, name: str) -> ir.Function:
         args = self.fn.args
-        params = [self.ctype(a.type) for a in args] + [I32] * 6 + [ir.PointerType()]
+        params = [self.ctype(a.type) for a in args] + [I32] * 6 + [ir.PointerType(), I1]
         pointers = [i for i, a in enumerate(args) if isinstance(a.type, PointerType)]
         if self.checked:
             params += [I64, I64] * len(pointers)
@@ -77,8 +79,9 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
         self.program_ids = list(func.args[n:n + 3])
         self.grid = list(func.args[n + 3:n + 6])
         self.error_word = func.args[n + 6]
+        self.may_stream = func.args[n + 7]      # the launch is big enough for streaming stores
         if self.checked:
-            spans = func.args[n + 7:]
+            spans = func.args[n + 8:]
             self.checks = CheckedMode(self, {k: (spans[2 * j], spans[2 * j + 1])
                                              for j, k in enumerate(pointers)})
         self.lower_block(self.fn.body)
@@ -268,7 +271,11 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
                 self.check_access(op, self.chunk(op.ptr, p), m, elem.nbytes, p)
             self.emit_store(elem, self.chunk(op.ptr, p), self.chunk(op.value, p), m, ptr_elem,
                             mask_elem, p.width)
-        self.for_each_point(shape_of(op.ptr.type), body)
+
+        def ordinary() -> None:
+            self.for_each_point(shape_of(op.ptr.type), body)
+        if not self.lower_streaming_store(op, ordinary):
+            ordinary()
 
     def lower_reshape(self, op: ReshapeOp) -> None:
         src = self.buffer_of(op.src)

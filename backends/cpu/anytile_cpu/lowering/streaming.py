@@ -1,0 +1,182 @@
+"""Streaming stores: a large 1-d store into memory the kernel never reads, written past the
+caches (non-temporal stores), a mixin of ``ProgramLowering``.
+
+A plain store first reads each cache line it writes (read for ownership): for an output the
+kernel only writes, a quarter of vector add's memory traffic is that read.  Non-temporal
+stores skip it, but they must be whole aligned vectors (x86: ``vmovntps`` of a 64-byte
+register needs a 64-byte-aligned address).  So a store qualifies when its tile is 1-d and
+at least ``STREAM_MIN_BYTES``, its elements are 4 or 8 bytes, its pointer and mask are index
+math (evaluating them twice costs no memory traffic), and every parameter its pointer may
+come from is written only by stores (no load, atomic or unknown pointer may read it).
+At run time, when the mask is on for the whole tile and the first address is a whole
+number of elements, the program stores:
+
+* head: the lanes before the first aligned address (masked, cached store);
+* body: aligned vectors, non-temporal;
+* tail: the lanes after the last whole aligned vector (masked, cached store);
+
+and otherwise the ordinary loop.  Streaming only pays when the launch writes more than the
+caches hold (a smaller output is better left in cache for whoever reads it next): the
+launcher passes ``may_stream`` when the grid's programs store at least
+``launch.STREAM_LAUNCH_BYTES`` this way (``stream_bytes`` per program).  Non-temporal
+stores are weakly ordered: the native entry ends with a fence once any may have been made.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from anytile.codegen.llvm.types import I1, I32, I64, intrinsic, splat
+from anytile.ir import (AtomicCASOp, AtomicRMWOp, LoadOp, PointerType, StoreOp, TileType,
+                        elem_type, shape_of)
+from anytile.ir.types import i1
+from anytile.codegen.pointers import param_indices, pointer_origins
+
+from .values import Chunk, Index, Point, TileBuffer
+
+__all__ = ["StreamingStores", "STREAM_MIN_BYTES", "streamable_params"]
+
+STREAM_MIN_BYTES = 4096     # smaller tiles: the head and tail would cost more than they save
+
+
+def streamable_params(fn) -> frozenset[int]:
+    """Indices of the pointer parameters that only stores write through and nothing reads
+    (empty when some load or atomic's pointer cannot be traced to parameters)."""
+    index_of = param_indices(fn)
+    stored: set[int] = set()
+    read: set[int] = set()
+    for op in fn.walk():
+        if isinstance(op, (LoadOp, AtomicRMWOp, AtomicCASOp, StoreOp)):
+            if not isinstance(op.ptr.type, (TileType, PointerType)):
+                continue
+            origins = pointer_origins(op.ptr, index_of)
+            if origins is None:
+                if not isinstance(op, StoreOp):
+                    return frozenset()
+                continue
+            (stored if isinstance(op, StoreOp) else read).update(origins)
+    return frozenset(stored - read)
+
+
+class StreamingStores:
+    """Mixin: needs ``b``, ``ew``, ``module``, ``fn``, ``plan``, ``tiles``, ``memo``,
+    ``chunk``, ``vec``, ``emit_store``, ``for_each_point``, ``chunk_width``, ``checks``,
+    ``stack_slot`` and ``may_stream`` (the program's flag: the launch is big enough)."""
+
+    stream_bytes = 0           # bytes a program may store non-temporally (0: none)
+    _streamable: Optional[frozenset] = None
+
+    def lower_streaming_store(self, op: StoreOp, fallback) -> bool:
+        """Emit ``op`` as a streaming store around ``fallback()`` (the ordinary loop) and
+        return True, or return False when ``op`` does not qualify."""
+        shape = shape_of(op.ptr.type)
+        elem = elem_type(op.value.type)
+        if self.checks is not None or len(shape) != 1 or not hasattr(elem, "nbytes") or \
+                elem.nbytes not in (4, 8):
+            return False
+        n, e = shape[0], elem.nbytes
+        w = self.chunk_width(n)
+        if not w or n * e < STREAM_MIN_BYTES or w * e < 16 or n < 2 * w:
+            return False
+        if not (self._index_math(op.ptr) and (op.mask is None or self._index_math(op.mask))):
+            return False
+        if self._streamable is None:
+            self._streamable = streamable_params(self.fn)
+        origins = pointer_origins(op.ptr, param_indices(self.fn))
+        if not origins or not origins <= self._streamable:
+            return False
+        b = self.b
+        self.memo = {}
+        first = self.chunk(op.ptr, Point((Index(ir.Constant(I64, 0), True),), w))
+        if first.kind != "ramp":
+            return False
+        vector_bytes = w * e
+        address = b.ptrtoint(first.value, I64)
+        misaligned = b.and_(address, ir.Constant(I64, vector_bytes - 1))
+        whole_elements = b.icmp_unsigned("==", b.and_(address, ir.Constant(I64, e - 1)),
+                                         ir.Constant(I64, 0))
+        go = self._mask_all_on(op, n, w, b.and_(self.may_stream, whole_elements))
+        head = b.udiv(b.and_(b.sub(ir.Constant(I64, vector_bytes), misaligned),
+                             ir.Constant(I64, vector_bytes - 1)), ir.Constant(I64, e))
+        with b.if_else(go) as (streaming, ordinary):
+            with streaming:
+                self._stream(op, n, w, head)
+            with ordinary:
+                fallback()
+        self.memo = {}
+        self.stream_bytes += n * e
+        return True
+
+    def _index_math(self, value) -> bool:
+        """Whether ``value`` costs no memory access to evaluate again (cheap or buffered)."""
+        ref = self.tiles.get(value)
+        return isinstance(ref, TileBuffer) or (
+            ref is not None and id(ref.op) in self.plan.cheap)
+
+    def _mask_all_on(self, op: StoreOp, n: int, w: int, wanted: ir.Value) -> ir.Value:
+        """i1: ``wanted`` and ``op``'s mask is on for every lane of its tile (looked at only
+        when ``wanted``)."""
+        if op.mask is None:
+            return wanted
+        b = self.b
+        slot = self.stack_slot(I1)
+        b.store(ir.Constant(I1, 0), slot)
+        mask_elem = elem_type(op.mask.type)
+
+        def body(p: Point) -> None:
+            m = self.vec(self.chunk(op.mask, p), mask_elem, p.width)
+            if isinstance(m.type, ir.VectorType):
+                fn = intrinsic(self.module, "llvm.vector.reduce.and", I1, [m.type], [m.type])
+                m = b.call(fn, [m])
+            b.store(b.and_(b.load(slot, typ=I1), m), slot)
+        with b.if_then(wanted):
+            b.store(ir.Constant(I1, 1), slot)
+            self.for_each_point((n,), body)
+        return b.load(slot, typ=I1)
+
+    def _stream(self, op: StoreOp, n: int, w: int, head: ir.Value) -> None:
+        b = self.b
+        elem = elem_type(op.value.type)
+        lanes = ir.Constant(ir.VectorType(I32, w), list(range(w)))
+        head32 = splat(b, b.trunc(head, I32), w)
+        # head: lanes [0, head) of the first vector; tail: lanes [head, w) of the last
+        self._store_lanes(op, ir.Constant(I64, 0), b.icmp_unsigned("<", lanes, head32), w)
+        has_head = b.icmp_unsigned("!=", head, ir.Constant(I64, 0))
+        count = b.sub(ir.Constant(I64, n // w), b.zext(has_head, I64))
+        pre = b.block
+        loop = b.append_basic_block("stream")
+        body = b.append_basic_block("stream.body")
+        done = b.append_basic_block("stream.end")
+        b.branch(loop)
+        b.position_at_end(loop)
+        k = b.phi(I64)
+        k.add_incoming(ir.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_unsigned("<", k, count), body, done)
+        b.position_at_end(body)
+        point = self._whole_mask_point(op, b.add(head, b.mul(k, ir.Constant(I64, w))), w)
+        p = self.chunk(op.ptr, point)
+        raw = self.ew.to_storage(elem, self.vec(self.chunk(op.value, point), elem, w))
+        store = b.store(raw, p.value, align=w * elem.nbytes)
+        store.set_metadata("nontemporal", self.module.add_metadata([ir.Constant(I32, 1)]))
+        k.add_incoming(b.add(k, ir.Constant(I64, 1)), b.block)
+        b.branch(loop)
+        b.position_at_end(done)
+        tail = b.and_(b.icmp_unsigned(">=", lanes, head32), splat(b, has_head, w))
+        self._store_lanes(op, ir.Constant(I64, n - w), tail, w)
+
+    def _store_lanes(self, op: StoreOp, base: ir.Value, lanes_on: ir.Value, w: int) -> None:
+        """A cached, masked store of the vector of ``op`` at ``base``, lanes ``lanes_on``."""
+        point = self._whole_mask_point(op, base, w)
+        elem, ptr_elem = elem_type(op.value.type), elem_type(op.ptr.type)
+        self.emit_store(elem, self.chunk(op.ptr, point), self.chunk(op.value, point),
+                        Chunk.vector(lanes_on), ptr_elem, i1, w)
+
+    def _whole_mask_point(self, op: StoreOp, base: ir.Value, w: int) -> Point:
+        """The point at ``base``, where the store's mask (on everywhere on this path) is a
+        constant: loads masked by the same value become plain vector loads."""
+        self.memo = {}
+        point = Point((Index(base, True),), w)
+        if op.mask is not None:
+            self.memo[(id(op.mask), point.key)] = Chunk.uniform(ir.Constant(I1, 1))
+        return point
