@@ -7,6 +7,7 @@
 # test ids (relative to python/test/unit), one per line:
 #   run(command="TRITON_SRC=.triton-src TESTS=collect:1200 bash benchmarks/triton_compat_gpu.sh",
 #       carry=[".whl", ".triton-src"])
+# SKIP_TUTORIALS=1 leaves the tutorials out; FILTER=test_dot draws only from the ids matching it.
 set -u
 RESULTS=${OUT:-}                 # the lent machine's $OUT: only the summaries are copied there
 OUT=/tmp/anytile-triton-compat
@@ -55,7 +56,7 @@ collect:*)
     n=${TESTS#collect:}
     ( cd "$SRC/python/test/unit" && python3 -m pytest --co -q language/test_core.py --device cuda \
         -p no:cacheprovider 2>/dev/null ) | grep "::" | sed 's|^.*language/test_core.py::|language/test_core.py::|' \
-        >"$OUT/collected.txt"
+        | grep -E -- "${FILTER:-.}" >"$OUT/collected.txt"     # FILTER: a regex over the ids
     python3 -c "import random,sys; ids=open(sys.argv[1]).read().split(chr(10)); ids=[i for i in ids if i]; random.Random(5).shuffle(ids); print(chr(10).join(sorted(ids[:int(sys.argv[2])])))" \
         "$OUT/collected.txt" "$n" >"$OUT/sample.txt"
     echo "collected $(wc -l <"$OUT/collected.txt") tests on cuda; sampled $(wc -l <"$OUT/sample.txt")"
