@@ -242,6 +242,42 @@ def test_int8_dot_on_tensor_cores(rng, M, N, K, num_warps):
     assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx
 
 
+@at.jit
+def dot_store16_kernel(a_ptr, b_ptr, c_ptr, M_LIM, N_LIM, M: tl.constexpr, N: tl.constexpr,
+                       K: tl.constexpr, MASKED: tl.constexpr):
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    acc = tl.dot(tl.load(a_ptr + rm[:, None] * K + rk[None, :]), tl.load(b_ptr + rk[:, None] * N + rn[None, :]))
+    mask = (rm[:, None] < M_LIM) & (rn[None, :] < N_LIM) if MASKED else None
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=mask)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+@pytest.mark.parametrize("num_warps", [1, 4])
+def test_16_bit_dot_results_are_stored_8_bytes_a_lane(rng, masked, num_warps):
+    """A 16-bit result in the accumulator layout (two elements a lane, four lanes over 16
+    bytes of a row): neighbour lanes trade one word so each stores 8 contiguous bytes, and a
+    warp's stores fill whole 32-byte sectors; masks travel with the words."""
+    M, N, K, m_lim, n_lim = 64, 64, 32, 40, 48
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), -7.0, np.float16)
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M_LIM": "i32:16",
+           "N_LIM": "i32:16"}
+    consts = {"M": M, "N": N, "K": K, "MASKED": masked}
+    module = ir_of(dot_store16_kernel, sig, consts, num_warps=num_warps)
+    simulate(module, (1,), [a, b, c, m_lim, n_lim], num_warps)
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    if masked:
+        keep = (np.arange(M)[:, None] < m_lim) & (np.arange(N)[None, :] < n_lim)
+        want = np.where(keep, want, np.float16(-7.0))
+    np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    ptx = at.compile(dot_store16_kernel, target="nvidia:sm_80", signature=sig, constexprs=consts,
+                     num_warps=num_warps).asm["ptx"]
+    assert "st.global.v2.b32" in ptx and "shfl.sync.bfly" in ptx and "st.global.b32" not in ptx
+
+
 def _tf32(x):
     bits = x.astype(np.float32).view(np.uint32).astype(np.uint64)
     return ((bits + 0x1000) & 0xFFFFE000).astype(np.uint32).view(np.float32)

@@ -17,7 +17,7 @@ from llvmlite import ir
 from ...ir import ops
 from ...ir.types import TileType, bf16, elem_type, shape_of
 from ..llvm.types import I32
-from .layouts import BlockedLayout, Layout, register_indices
+from .layouts import BlockedLayout, Layout, coordinates, register_indices
 from .registers import Regs, first_thread, owner_predicate, register_is_replica
 from .scratch import broadcast_from_first_thread
 
@@ -148,6 +148,10 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
     owner = owner_predicate(ctx, layout, shape)
     width, groups = access_groups(ctx, op, layout, shape)
     indices = register_indices(layout, shape)
+    pairs = _lane_pairs(ctx, op, layout, shape, width, groups) if owner is None else None
+    if pairs is not None:
+        _store_lane_pairs(ctx, pairs, groups, ptrs, vals, masks, pointee)
+        return
     for group in groups:
         first = group[0]
         if register_is_replica(layout, shape, indices[first]):
@@ -164,6 +168,84 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
                 vec = b.insert_element(vec, ctx.ew.to_storage(pointee, vals[i]), ir.Constant(I32, k))
             st = b.store(vec, ptrs[first])
             st.align = width * pointee.nbytes
+            return []
+        guarded(ctx, pred, emit, [])
+
+
+def _lane_pairs(ctx: "KernelLowering", op: ops.StoreOp, layout: Layout, shape: tuple,
+                width: int, groups: list) -> Optional[list[tuple[int, int]]]:
+    """Pairs of a thread's 4-byte runs (two 16-bit elements) to store as one 8-byte run with
+    its neighbour lane (``_store_lane_pairs``), when the access may be 4 elements wide and,
+    in every warp, each run of lane ``2i + 1`` continues the same run of lane ``2i`` (a
+    tensor-core accumulator's layout: four lanes cover 16 contiguous bytes of a row, so a
+    warp's 4-byte stores fill half of each 32-byte sector); else ``None``."""
+    pointee = elem_type(op.ptr.type).pointee
+    if width != 2 or pointee.nbytes != 2 or ctx.laid.vector.get(op, 1) < 4 or len(groups) % 2 \
+            or not isinstance(layout, BlockedLayout) or layout.order[0] != len(shape) - 1 \
+            or ctx.laid.warp_size % 2:
+        return None
+    key = (layout, tuple(shape), ctx.laid.num_warps, ctx.laid.warp_size, width)
+    known = _PAIRED.get(key)
+    if known is None:
+        known = _PAIRED[key] = _continues_across_lane_pairs(layout, shape, ctx.laid.num_warps,
+                                                          ctx.laid.warp_size, groups)
+    if not known:
+        return None
+    return [(a, a + 1) for a in range(0, len(groups), 2)]
+
+
+#: (layout, shape, warps, lanes, width) -> whether lane pairs continue each other's runs
+_PAIRED: dict = {}
+
+
+def _continues_across_lane_pairs(layout: Layout, shape: tuple, warps: int, lanes: int,
+                                 groups: list) -> bool:
+    last = len(shape) - 1
+    for warp in range(warps):
+        for lane in range(0, lanes, 2):
+            here = coordinates(layout, shape, lane, warp)
+            there = coordinates(layout, shape, lane + 1, warp)
+            for group in groups:
+                a, b = here[group[0]], there[group[0]]
+                if b[:last] != a[:last] or b[last] != a[last] + 2 or a[last] % 4:
+                    return False
+    return True
+
+
+def _store_lane_pairs(ctx: "KernelLowering", pairs: list, groups: list, ptrs: list, vals: list,
+                      masks: Optional[list], pointee) -> None:
+    """Store runs (a, b) of ``pairs`` with the neighbour lane: lanes trade one 4-byte word
+    (``shuffle_xor``), then the even lane stores its run a with the odd lane's a after it,
+    and the odd lane the even lane's run b with its own b after it -- 8 bytes a lane, a
+    warp's stores filling whole 32-byte sectors."""
+    b = ctx.b
+    storage = ctx.types.storage(pointee)
+    odd = b.trunc(b.and_(ctx.lane, ir.Constant(I32, 1)), ir.IntType(1))
+
+    def word(group: list) -> ir.Value:
+        vec = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
+        for k, i in enumerate(group):
+            vec = b.insert_element(vec, ctx.ew.to_storage(pointee, vals[i]), ir.Constant(I32, k))
+        return b.bitcast(vec, I32)
+    for a, c in pairs:
+        ga, gc = groups[a], groups[c]
+        mine_a, mine_c = word(ga), word(gc)
+        got = ctx.target.shuffle_xor(b, b.select(odd, mine_a, mine_c), 1)
+        first = b.select(odd, got, mine_a)
+        second = b.select(odd, mine_c, got)
+        ptr = b.select(odd, b.gep(ptrs[gc[0]], [ir.Constant(I32, -2)], source_etype=storage), ptrs[ga[0]])
+        pred = None
+        if masks is not None:
+            m_a, m_c = masks[ga[0]], masks[gc[0]]
+            sent = b.zext(b.select(odd, m_a, m_c), I32)
+            other = b.trunc(ctx.target.shuffle_xor(b, sent, 1), ir.IntType(1))
+            pred = b.select(odd, b.and_(other, m_c), b.and_(m_a, other))
+        vt = ir.VectorType(I32, 2)
+
+        def emit(first=first, second=second, ptr=ptr) -> list:
+            vec = b.insert_element(ir.Constant(vt, ir.Undefined), first, ir.Constant(I32, 0))
+            vec = b.insert_element(vec, second, ir.Constant(I32, 1))
+            b.store(vec, ptr).align = 8
             return []
         guarded(ctx, pred, emit, [])
 
