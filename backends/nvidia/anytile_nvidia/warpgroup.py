@@ -381,17 +381,11 @@ def _a_fragments(ctx: Any, op: ops.DotOp, warps: int) -> Optional[tuple]:
 
 def _pack_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:
     """The four A registers of M-tile ``i`` at K offset ``kk`` (``_a_fragments``): two
-    16-bit elements each, the first in the low half."""
+    16-bit elements each, the first in the low half, converted two at a time."""
     b = ctx.b
     regs, table, elem = source
-    out = []
-    for r in range(4):
-        halves = []
-        for h in (0, 1):
-            v = ctx.ew.to_storage(elem, regs.values[table[(i, kk, 2 * r + h)]])
-            halves.append(v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(16)))
-        out.append(b.or_(b.zext(halves[0], I32), b.shl(b.zext(halves[1], I32), ir.Constant(I32, 16))))
-    return out
+    return [b.bitcast(ctx.ew.pack_storage(elem, [regs.values[table[(i, kk, 2 * r + h)]] for h in (0, 1)]), I32)
+            for r in range(4)]
 
 
 def _stage(ctx: Any, operands: list) -> dict:

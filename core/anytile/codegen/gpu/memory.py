@@ -223,10 +223,7 @@ def _store_lane_pairs(ctx: "KernelLowering", pairs: list, groups: list, ptrs: li
     odd = b.trunc(b.and_(ctx.lane, ir.Constant(I32, 1)), ir.IntType(1))
 
     def word(group: list) -> ir.Value:
-        vec = ir.Constant(ir.VectorType(storage, 2), ir.Undefined)
-        for k, i in enumerate(group):
-            vec = b.insert_element(vec, ctx.ew.to_storage(pointee, vals[i]), ir.Constant(I32, k))
-        return b.bitcast(vec, I32)
+        return b.bitcast(ctx.ew.pack_storage(pointee, [vals[i] for i in group]), I32)
     for a, c in pairs:
         ga, gc = groups[a], groups[c]
         mine_a, mine_c = word(ga), word(gc)

@@ -22,6 +22,16 @@ from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, 
 __all__ = ["ElementwiseLowering", "like"]
 
 
+def _unwidened(v: ir.Value) -> ir.Value:
+    """``x`` when ``v`` is ``fpext(fptrunc(x))`` of an f32 ``x`` through f16, else ``v``."""
+    if isinstance(v, ir.CastInstr) and v.opname == "fpext":
+        inner = v.operands[0]
+        if isinstance(inner, ir.CastInstr) and inner.opname == "fptrunc" and \
+                inner.type == F16 and inner.operands[0].type == v.type:
+            return inner.operands[0]
+    return v
+
+
 def like(t: ir.Type, value: ir.Value) -> ir.Type:
     """``t`` as a vector of ``value``'s width (``t`` itself when ``value`` is a scalar)."""
     n = vector_width(value)
@@ -212,6 +222,19 @@ class ElementwiseLowering:
         if elem.is_float8:
             return self._float8_bits(elem, v)
         return v
+
+    def pack_storage(self, elem: ScalarType, values: list) -> ir.Value:
+        """The storage bits of ``values`` (compute form) as one ``<n x storage>`` vector,
+        converted together: n f32 values to f16 in one vector conversion (NVPTX:
+        ``cvt.rn.f16x2.f32``).  A value that is already ``elem`` rounded and widened back
+        (``fpext(fptrunc(x))``) is taken as ``x``: rounding it again gives the same bits."""
+        b = self.b
+        if elem.name == "f16":
+            values = [_unwidened(v) for v in values]
+        vec = ir.Constant(ir.VectorType(values[0].type, len(values)), ir.Undefined)
+        for k, v in enumerate(values):
+            vec = b.insert_element(vec, v, ir.Constant(I32, k))
+        return self.to_storage(elem, vec)
 
     # -- arithmetic ----------------------------------------------------------------------------
     def binary(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
