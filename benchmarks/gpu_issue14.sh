@@ -16,4 +16,10 @@ tail -9 "$OUT/matmul.log"
 step "attention"
 timeout 200 python3 benchmarks/gpu_attention.py --out "$OUT/attention.md" >"$OUT/attention.log" 2>&1
 grep -A8 "^| D |" "$OUT/attention.log"
+if [ -n "${FUZZ:-}" ]; then     # FUZZ=N: N random kernels on cuda:0 against the interpreter
+step "fuzz"
+timeout 150 python3 -m anytile conformance --device cuda:0 --fuzz "$FUZZ" --seed ${SEED:-8} \
+    >"$OUT/fuzz.log" 2>&1
+tail -3 "$OUT/fuzz.log"
+fi
 step "done"

@@ -180,7 +180,8 @@ def warpgroup_fits(op: ops.DotOp, num_warps: int) -> bool:
     fp16/bf16 into f32, M a multiple of 64 per warpgroup, N a multiple of 16 up to 256, K of
     16 (so both operands' rows fill whole swizzle panels)."""
     a, acc = elem_type(op.a.type), elem_type(op.acc.type)
-    if a.name not in ("f16", "bf16") or elem_type(op.b.type) != a or acc.name != "f32":
+    if a.name not in ("f16", "bf16") or elem_type(op.b.type) != a or acc.name != "f32" or \
+            len(shape_of(op.a.type)) != 2:        # batched (3-D) dots: mma.sync
         return False
     (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
     return num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 16 == 0 and n <= 256 and \
