@@ -8,7 +8,8 @@ set -u
 OUT=${OUT:-/tmp/anytile-gpu-issue14}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
-OUT="$OUT/check" bash benchmarks/gpu_check.sh 2>&1 | tail -14
+OUT=/tmp/anytile-gpu-check bash benchmarks/gpu_check.sh >"$OUT/check.log" 2>&1   # its files stay there
+grep -E "passed|failed|VERDICT|CONFORMANT|^\| " "$OUT/check.log" | grep -v "^| ---" | head -40
 source benchmarks/device_env.sh
 step "matmul targets"
 timeout 240 python3 benchmarks/gpu_matmul.py ${MATMUL_ARGS:-} --out "$OUT/matmul.md" >"$OUT/matmul.log" 2>&1

@@ -129,7 +129,9 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
                     continue
                 tflops = flops / do_bench(launch, return_mode="median") / 1e9
             except Exception as exc:  # a config one side cannot run
-                print(f"  {side} {cfg}: {type(exc).__name__}: {' | '.join(str(exc).strip().splitlines()[-3:])[:400]}")
+                cause = f" (caused by {exc.__cause__!r})"[:300] if exc.__cause__ is not None else ""
+                print(f"  {side} {cfg}: {type(exc).__name__}: "
+                      f"{' | '.join(str(exc).strip().splitlines()[-3:])[:400]}{cause}")
                 continue
             print(f"  {side} {cfg}: {tflops:.0f} TFLOP/s (first call {compile_s:.2f} s, "
                   f"{_registers(compiled)})")
