@@ -30,6 +30,7 @@ own group.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -174,6 +175,9 @@ class SwizzledPanels(SharedBufferLayout):
 
 register_buffer_layout("swizzle", SwizzledPanels.parse)
 
+#: a number for each lowered warpgroup dot (``WarpgroupInstructions.mma``'s ``site``)
+_SITES = itertools.count()
+
 
 def warpgroup_fits(op: ops.DotOp, num_warps: int) -> bool:
     """Whether a warpgroup MMA can compute ``op`` with ``num_warps`` warps, all along M:
@@ -212,13 +216,13 @@ class WarpgroupInstructions:
               side_effect=True)
 
     def mma(self, b: ir.IRBuilder, in_type: str, n: int, a: Any, desc_b: ir.Value,
-            b_k_major: bool, acc: list, place: int) -> list:
+            b_k_major: bool, acc: list, place: int, site: int) -> list:
         """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile: ``a`` is A's
         descriptor (K-major in shared memory) or the thread's four A registers (two 16-bit
         elements each, the ``mma.m16n8k16`` A fragment of its warp's 16 rows); B in shared
         memory, K-major with ``b_k_major``, else N-major.  ``acc``: the thread's ``n / 2``
-        floats, found from ``place`` on in the list the group's ``wait`` passes (what an
-        emulation needs)."""
+        floats, found from ``place`` on in the list the waits of the dot ``site`` (a number
+        for each lowered dot) pass (what an emulation needs)."""
         f32 = ir.FloatType()
         count = n // 2
         regs = ", ".join(f"${i}" for i in range(count))
@@ -244,10 +248,10 @@ class WarpgroupInstructions:
         b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.commit_group.sync.aligned;", "~{memory}",
               [], side_effect=True)
 
-    def wait(self, b: ir.IRBuilder, acc: list, pending: int) -> list:
-        """Wait until at most ``pending`` groups are in flight, the accumulator registers
-        passed through (so nothing reads them before; once waited for, their values are
-        those the MMAs wrote)."""
+    def wait(self, b: ir.IRBuilder, acc: list, pending: int, site: int) -> list:
+        """Wait until at most ``pending`` groups are in flight, the accumulator registers of
+        the dot ``site`` passed through (so nothing reads them before; once waited for, their
+        values are those the MMAs wrote)."""
         f32 = ir.FloatType()
         count = len(acc)
         asm = f"wgmma.wait_group.sync.aligned {pending};"
@@ -307,6 +311,10 @@ class WarpgroupDot(DotStrategy):
         group = b.lshr(ctx.warp, ir.Constant(I32, 2))
         values = list(acc.values)
         touched: list[int] = []
+        site = next(_SITES)
+        # A's registers are written before the fence that orders them before the MMAs
+        a_frags = {(i, kk): _pack_fragment(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
+                   for kk in range(0, K, 16)} if a_regs is not None else {}
         unit.fence(b)
         for i in range(M // (64 * groups)):
             slots = []
@@ -323,14 +331,14 @@ class WarpgroupDot(DotStrategy):
                     a = unit.descriptor(b, _at(b, a_tile, ir.Constant(I32, panel * M * wa + inside)),
                                         M * wa, wa)
                 else:
-                    a = _pack_fragment(ctx, a_regs, i, kk)
+                    a = a_frags[(i, kk)]
                 if b_k_major:        # N rows of K: like A's
                     panel, inside = divmod(2 * kk, wb)
                     b_at = _at(b, b_view.base, ir.Constant(I32, panel * N * wb + inside))
                     desc_b = unit.descriptor(b, b_at, N * wb, wb)
                 else:
                     desc_b = unit.descriptor(b, _at(b, b_view.base, ir.Constant(I32, kk * wb)), K * wb, wb)
-                current = unit.mma(b, elem.name, N, a, desc_b, b_k_major, current, len(touched))
+                current = unit.mma(b, elem.name, N, a, desc_b, b_k_major, current, len(touched), site)
             for x, v in zip(slots, current):
                 values[x] = v
             touched += slots
@@ -342,7 +350,7 @@ class WarpgroupDot(DotStrategy):
         def wait(regs: list, pending: int) -> list:
             """``regs`` once at most ``pending`` groups are left (passed in issue order)."""
             out = list(regs)
-            for x, v in zip(touched, unit.wait(b, [regs[x] for x in touched], pending)):
+            for x, v in zip(touched, unit.wait(b, [regs[x] for x in touched], pending, site)):
                 out[x] = v
             return out
         values = wait(values, 0 if loop is None else 1)

@@ -3,11 +3,13 @@
 ``EmulatedWarpgroup`` has the methods of ``warpgroup.WarpgroupInstructions`` and emits calls
 to host functions instead of PTX.  Each GPU thread keeps its own queue of issued MMAs, as the
 hardware does: ``mma`` records the two descriptors and returns the accumulator unchanged,
-``commit`` closes a group, and ``wait(pending)`` runs the oldest groups until ``pending``
-are left, on the accumulator values passed through it.  Those reads of shared memory happen
-at the wait, the latest moment the hardware could make them, while the simulator's copies
-land at once, the earliest: so a pipeline that refilled a slot an MMA in flight still reads
-gives wrong results here.
+``commit`` closes a group, and ``wait(pending)`` retires the oldest groups until
+``pending`` are left.  Those reads of shared memory happen at the wait that retires them,
+the latest moment the hardware could make them, while the simulator's copies land at once,
+the earliest: so a pipeline that refilled a slot an MMA in flight still reads gives wrong
+results here.  Each MMA belongs to one lowered dot (its ``site``): its products go into the
+registers the next wait of that same dot passes, which may be a later wait than the one
+that retired it (two dots in one loop, each waiting for what the other issued).
 
 The descriptors are decoded as the PTX ISA describes them (start address, leading and
 stride byte offsets in 16-byte units, the swizzle mode), A K-major and B K- or N-major, each
@@ -33,12 +35,10 @@ __all__ = ["EmulatedWarpgroup", "simulated_hopper_target"]
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 _WIDTHS = {mode: width for width, mode in SWIZZLE_MODES.items()}
 _TYPES = {"f16": 0, "bf16": 1}
-_ISSUE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int32, ctypes.c_int32,
-                            ctypes.c_int32, ctypes.c_int32)
-_ISSUE_REGS_T = ctypes.CFUNCTYPE(None, *[ctypes.c_uint32] * 4, ctypes.c_uint64, ctypes.c_int32,
-                                 ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+_ISSUE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, *[ctypes.c_int32] * 5)
+_ISSUE_REGS_T = ctypes.CFUNCTYPE(None, *[ctypes.c_uint32] * 4, ctypes.c_uint64, *[ctypes.c_int32] * 5)
 _COMMIT_T = ctypes.CFUNCTYPE(None)
-_WAIT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+_WAIT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
 #: (program, thread, issue number) -> the four A registers a thread gave an MMA
 _FRAGMENTS: dict = {}
 
@@ -48,22 +48,24 @@ def _queues() -> Any:
     state = thread_state()
     if not hasattr(state, "wgmma_open"):
         state.wgmma_open, state.wgmma_groups, state.wgmma_issued = [], [], 0
+        state.wgmma_done = {}       # dot site -> products retired by another dot's wait
     return state
 
 
-def _issue(desc_a: int, desc_b: int, n: int, kind: int, place: int, b_k_major: int) -> None:
-    _queues().wgmma_open.append((desc_a, None, desc_b, n, kind, place, b_k_major))
+def _issue(desc_a: int, desc_b: int, n: int, kind: int, place: int, b_k_major: int,
+           site: int) -> None:
+    _queues().wgmma_open.append((desc_a, None, desc_b, n, kind, place, b_k_major, site))
 
 
 def _issue_registers(a0: int, a1: int, a2: int, a3: int, desc_b: int, n: int, kind: int,
-                     place: int, b_k_major: int) -> None:
+                     place: int, b_k_major: int, site: int) -> None:
     from anytile.codegen.gpu.simulator import current_program, program_barrier, thread_state
     state = _queues()
     key = (current_program(), thread_state().tid, state.wgmma_issued)
     _FRAGMENTS[key] = (a0, a1, a2, a3)
     state.wgmma_issued += 1
     program_barrier()              # every thread's fragment is there before any wait reads it
-    state.wgmma_open.append((None, key, desc_b, n, kind, place, b_k_major))
+    state.wgmma_open.append((None, key, desc_b, n, kind, place, b_k_major, site))
 
 
 def _commit() -> None:
@@ -72,14 +74,20 @@ def _commit() -> None:
     state.wgmma_open = []
 
 
-def _wait(pending: int, address: int, count: int) -> None:
+def _wait(site: int, pending: int, address: int, count: int) -> None:
+    """Retire the oldest groups until ``pending`` are left (their reads of shared memory
+    happen now); the products of dot ``site``'s MMAs go into ``acc`` (its registers), those of
+    another dot's wait until that dot's next wait passes its registers."""
     from anytile.codegen.gpu.simulator import thread_state
     state = _queues()
     acc = np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
+    tid = thread_state().tid
     while len(state.wgmma_groups) > pending:
-        for desc_a, key, desc_b, n, kind, place, b_k_major in state.wgmma_groups.pop(0):
-            _apply(thread_state().tid, desc_a, key, desc_b, n, kind, bool(b_k_major),
-                   acc[place:place + n // 2])
+        for desc_a, key, desc_b, n, kind, place, b_k_major, owner in state.wgmma_groups.pop(0):
+            products = _products(tid, desc_a, key, desc_b, n, kind, bool(b_k_major))
+            state.wgmma_done.setdefault(owner, []).append((place, products))
+    for place, products in state.wgmma_done.pop(site, []):
+        acc[place:place + len(products)] += products
 
 
 def _decode(desc: int) -> tuple[int, int, int, int]:
@@ -121,9 +129,10 @@ def _register_a(key: tuple, tid: int, rows: np.ndarray, kind: int) -> np.ndarray
     return (out.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
 
 
-def _apply(tid: int, desc_a: Any, key: Any, desc_b: int, n: int, kind: int, b_k_major: bool,
-           acc: np.ndarray) -> None:
-    """One ``m64nNk16`` MMA's share of thread ``tid`` (of its warpgroup), added into ``acc``."""
+def _products(tid: int, desc_a: Any, key: Any, desc_b: int, n: int, kind: int,
+              b_k_major: bool) -> np.ndarray:
+    """One ``m64nNk16`` MMA's share of thread ``tid`` (of its warpgroup): its ``n / 2``
+    accumulator elements' sums of products, read from shared memory now."""
     warp, lane = divmod(tid % 128, 32)
     e = np.arange(n // 2)
     rows = 16 * warp + lane // 4 + 8 * (e >> 1 & 1)
@@ -145,7 +154,7 @@ def _apply(tid: int, desc_a: Any, key: Any, desc_b: int, n: int, kind: int, b_k_
         b_bytes = 2 * cols[:, None]
         b = _read(start + b_bytes // width * leading + k[None, :] // 8 * stride
                   + k[None, :] % 8 * width + b_bytes % width, width, kind)
-    acc += (a * b).sum(axis=1).astype(np.float32)
+    return (a * b).sum(axis=1).astype(np.float32)
 
 
 class EmulatedWarpgroup(WarpgroupInstructions):
@@ -180,9 +189,8 @@ class EmulatedWarpgroup(WarpgroupInstructions):
         pass
 
     def mma(self, b: ir.IRBuilder, in_type: str, n: int, a: Any, desc_b: ir.Value,
-            b_k_major: bool, acc: list, place: int) -> list:
-        tail = [desc_b, ir.Constant(I32, n), ir.Constant(I32, _TYPES[in_type]),
-                ir.Constant(I32, place), ir.Constant(I32, int(b_k_major))]
+            b_k_major: bool, acc: list, place: int, site: int) -> list:
+        tail = [desc_b] + [ir.Constant(I32, v) for v in (n, _TYPES[in_type], place, int(b_k_major), site)]
         if isinstance(a, list):
             self._call(b, "anytile_sim_wgmma_issue_registers", list(a) + tail)
         else:
@@ -192,14 +200,14 @@ class EmulatedWarpgroup(WarpgroupInstructions):
     def commit(self, b: ir.IRBuilder) -> None:
         self._call(b, "anytile_sim_wgmma_commit", [])
 
-    def wait(self, b: ir.IRBuilder, acc: list, pending: int) -> list:
+    def wait(self, b: ir.IRBuilder, acc: list, pending: int, site: int) -> list:
         entry = ir.IRBuilder(b.function.entry_basic_block)
         entry.position_at_start(b.function.entry_basic_block)
         buf = entry.alloca(ir.ArrayType(F32, len(acc)))
         slots = [b.gep(buf, [ir.Constant(I32, 0), ir.Constant(I32, i)]) for i in range(len(acc))]
         for v, slot in zip(acc, slots):
             b.store(v, slot)
-        self._call(b, "anytile_sim_wgmma_wait", [ir.Constant(I32, pending),
+        self._call(b, "anytile_sim_wgmma_wait", [ir.Constant(I32, site), ir.Constant(I32, pending),
                                                  b.bitcast(buf, ir.IntType(8).as_pointer()),
                                                  ir.Constant(I32, len(acc))])
         return [b.load(slot, typ=F32) for slot in slots]

@@ -4,6 +4,7 @@ each MMA reads shared memory at the wait that retires it, the latest moment the 
 could), so the descriptors, the swizzle, the row permutation of A, the extra pipeline slot
 and the waits kept in flight are all checked against NumPy.  The same kernels run on an H100
 and H200 in test_device.py."""
+import re
 import sys
 from pathlib import Path
 
@@ -20,6 +21,9 @@ from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_simulated as ts  # noqa: E402
+
+#: a wait of the emulated MMA (dot site, pending) leaving one group in flight
+WAIT_ONE = re.compile(r'@"anytile_sim_wgmma_wait"\(i32 \d+, i32 1,')
 
 
 @pytest.mark.parametrize("rows,cols", [(64, 16), (64, 32), (128, 64), (16, 128), (64, 256), (8, 96)])
@@ -79,7 +83,7 @@ def _run(kernel, BM, BN, BK, num_warps, K, dtype=np.float16, programs=(1, 2)):
 def test_pipelined_matmul_on_the_emulated_warpgroup_mma(kernel, BM, BN, BK, num_warps, K, in_flight):
     text, c, want = _run(kernel, BM, BN, BK, num_warps, K)
     assert "anytile_sim_wgmma_issue" in text
-    assert ('@"anytile_sim_wgmma_wait"(i32 1' in text) == in_flight
+    assert bool(WAIT_ONE.search(text)) == in_flight
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
 
 
@@ -171,6 +175,41 @@ def test_an_operand_in_registers_is_staged_swizzled(scale_a):
                       {"SCALE_A": scale_a, "BM": BM, "BN": BN, "BK": BK}, num_warps=4)
     text = simulate_kernel(module, (1,), [a, b, c, K], 4, target=simulated_hopper_target())
     assert '@"anytile_sim_wgmma_issue"(' in text
-    assert '@"anytile_sim_wgmma_wait"(i32 1' not in text
+    assert not WAIT_ONE.search(text)
     want = (2.0 * a.astype(np.float64)) @ b if scale_a else a.astype(np.float64) @ (2.0 * b.astype(np.float64))
     np.testing.assert_allclose(c, want, rtol=1e-4, atol=1e-4)
+
+
+@at.jit
+def _two_accumulators(a_ptr, b_ptr, d_ptr, c_ptr, e_ptr, K, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr):
+    # two dots in one loop, each accumulating in place: both kept in flight, each wait
+    # retiring the other's group of the previous iteration
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    other = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        d = tl.load(d_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(a, b, acc)
+        other = tl.dot(a, d, other)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+    tl.store(e_ptr + rm[:, None] * BN + rn[None, :], other)
+
+
+def test_two_dots_in_flight_in_one_loop():
+    BM, BN, BK, K = 64, 32, 32, 160
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((BM, K)).astype(np.float16)
+    b, d = (rng.standard_normal((K, BN)).astype(np.float16) for _ in range(2))
+    c, e = ts.poisoned((BM, BN), np.float32), ts.poisoned((BM, BN), np.float32)
+    sig = {n: "*fp16:16" for n in ("a_ptr", "b_ptr", "d_ptr")}
+    sig.update({"c_ptr": "*fp32:16", "e_ptr": "*fp32:16", "K": "i32:16"})
+    module = ts.ir_of(_two_accumulators, sig, {"BM": BM, "BN": BN, "BK": BK}, num_warps=4)
+    text = simulate_kernel(module, (1,), [a, b, d, c, e, K], 4, target=simulated_hopper_target())
+    assert len(WAIT_ONE.findall(text)) == 2             # each dot waits for one group less
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(e, a.astype(np.float64) @ d, rtol=1e-4, atol=1e-4)

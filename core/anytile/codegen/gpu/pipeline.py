@@ -497,10 +497,12 @@ def transposed_loads(fn: Function) -> frozenset:
 
 
 def _scratch_bytes(dot: ops.DotOp, moved: set, buffers: BufferLayouts) -> int:
-    """Shared bytes ``dot``'s operands that stay in registers take in the scratch space."""
+    """Shared bytes ``dot``'s operands that stay in registers take in the scratch space
+    (with room to align their start as their layout asks)."""
     layouts = buffers(dot, False) or _padded_rows(dot, False)
-    return sum(layout.slot_bytes(v.type.shape, elem_type(v.type))
-               for v, layout in zip((dot.a, dot.b), layouts) if v not in moved)
+    staged = [(v, layout) for v, layout in zip((dot.a, dot.b), layouts) if v not in moved]
+    return sum(layout.slot_bytes(v.type.shape, elem_type(v.type)) for v, layout in staged) + \
+        max([layout.alignment for _, layout in staged if layout.alignment > 16], default=0)
 
 
 def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[Op]:
