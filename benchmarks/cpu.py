@@ -46,6 +46,11 @@ import anytile as at  # noqa: E402
 from kernels import add_kernel, layernorm_kernel, matmul_kernel, softmax_kernel  # noqa: E402
 
 try:
+    import ml_dtypes
+except ImportError:  # the bf16 matmul row needs it
+    ml_dtypes = None
+
+try:
     import numba
     from numba import njit, prange
 except ImportError:  # numba is optional: its columns then say so
@@ -331,27 +336,51 @@ def main() -> int:
                         rounds, rep)
     table.add("layer norm fp32", f"{R}x{C}", times)
 
-    # matmul
+    # matmul: the GPU benchmarks' 128x128x32 tiles, and the cpu's own (what a user tuning for
+    # this cpu picks: the best of 128/256 x 128/256 x 32/64 on Zen 5, 2 cores; a core's
+    # 1 MiB L2 holds a 256x256 fp32 accumulator, and bigger tiles read A and B fewer times)
     for S in ((512,) if args.quick else (1024, 2048)):
         a = rng.standard_normal((S, S), dtype=np.float32)
         bm = rng.standard_normal((S, S), dtype=np.float32)
         c = np.full((S, S), np.nan, np.float32)
         aa, bb, cc = (at.asarray(v, device=dev) for v in (a, bm, c))
-        BM, BN, BK = 128, 128, 32   # best of a small sweep on this machine (see BENCHMARKS.md)
-        g = (S // BM, S // BN)
-        matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
         ref = a.astype(np.float64) @ bm
-        check("matmul", cc.numpy(), ref, 1e-2 * np.sqrt(S))
-        peers = {"numpy": lambda: np.matmul(a, bm, out=c)}
-        if numba:
-            cn = np.full((S, S), np.nan, np.float32)
-            numba_matmul(a, bm, cn)
-            check("numba matmul", cn, ref, 1e-2 * np.sqrt(S))
-            peers["numba"] = lambda: numba_matmul(a, bm, cn)
-        times = interleaved({"anytile": lambda: matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S,
-                                                                 BM=BM, BN=BN, BK=BK), **peers},
-                            max(3, rounds - 2), 3)
-        table.add("matmul fp32", f"{S}^3", times)
+        for BM, BN, BK in ((128, 128, 32), (256, 256, 32)):
+            g = (S // BM, S // BN)
+            cc.numpy()[...] = np.nan
+            matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
+            check("matmul", cc.numpy(), ref, 1e-2 * np.sqrt(S))
+            peers = {"numpy": lambda: np.matmul(a, bm, out=c)}
+            if numba:
+                cn = np.full((S, S), np.nan, np.float32)
+                numba_matmul(a, bm, cn)
+                check("numba matmul", cn, ref, 1e-2 * np.sqrt(S))
+                peers["numba"] = lambda: numba_matmul(a, bm, cn)
+            times = interleaved({"anytile": lambda: matmul_kernel[g](
+                aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK), **peers}, max(3, rounds - 2), 3)
+            table.add(f"matmul fp32, {BM}x{BN}x{BK} tiles", f"{S}^3", times)
+    table.notes.append("matmul: 128x128x32 are the GPU benchmarks' tiles, 256x256x32 the cpu's "
+                       "(best of 128/256 x 128/256 x 32/64 here)")
+
+    # bf16 inputs, f32 accumulation (AVX-512 BF16's vdpbf16ps where the cpu has it).  NumPy has
+    # no bf16 matmul: its peer is np.matmul on float32 copies of the same values
+    if ml_dtypes is not None:
+        for S in ((512,) if args.quick else (1024, 2048)):
+            a = rng.standard_normal((S, S), dtype=np.float32).astype(ml_dtypes.bfloat16)
+            bm = rng.standard_normal((S, S), dtype=np.float32).astype(ml_dtypes.bfloat16)
+            a32, b32 = a.astype(np.float32), bm.astype(np.float32)
+            c = np.full((S, S), np.nan, np.float32)
+            aa, bb, cc = (at.asarray(v, device=dev) for v in (a, bm, c))
+            BM, BN, BK = 256, 256, 32
+            g = (S // BM, S // BN)
+            matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
+            check("bf16 matmul", cc.numpy(), a32.astype(np.float64) @ b32, 1e-2 * np.sqrt(S))
+            times = interleaved({"anytile": lambda: matmul_kernel[g](
+                aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK),
+                "numpy": lambda: np.matmul(a32, b32, out=c)}, max(3, rounds - 2), 3)
+            table.add(f"matmul bf16 -> fp32, {BM}x{BN}x{BK} tiles", f"{S}^3", times)
+        table.notes.append("matmul bf16: NumPy has no bf16 matmul; its column is np.matmul on "
+                           "float32 copies of the same bf16 values (OpenBLAS sgemm)")
 
     # compile time of a new kernel (cold: a fresh JITFunction, no cache), and launch overhead
     n = 1 << 20

@@ -95,7 +95,8 @@ class CpuBackend(Backend):
         def llir(module: Module, metadata: dict) -> OptimizedLLVM:
             from .lowering.kernel import lower_kernel
             tm = llvm_host.target_machine(cpu)
-            lowered = lower_kernel(module, lanes, cpu.triple, str(tm.target_data), options.debug)
+            lowered = lower_kernel(module, lanes, cpu.triple, str(tm.target_data), options.debug,
+                                   bf16_pairs="+avx512bf16" in cpu.features.split(","))
             ref = llvm_host.optimize(lowered.llvm_ir, cpu)
             out = OptimizedLLVM(llvm_host.to_text(ref))
             out.module_ref = ref

@@ -113,3 +113,36 @@ def test_loop_carried_accumulator(rng, acc_also_read):
     np.testing.assert_array_equal(out, a_np @ b_np)
     if acc_also_read:   # the acc before the last step
         np.testing.assert_array_equal(old, a_np[:, :-bk] @ b_np[:-bk])
+
+
+def _host_has_avx512bf16() -> bool:
+    from anytile_cpu import llvm_host
+    return "+avx512bf16" in llvm_host.host_info().features.split(",")
+
+
+@pytest.mark.skipif(not _host_has_avx512bf16(), reason="the host CPU has no AVX-512 BF16")
+@pytest.mark.parametrize("m,n,k", [(16, 16, 2), (32, 64, 16), (8, 32, 64)])
+def test_bf16_dot_runs_on_vdpbf16ps(rng, m, n, k):
+    """bf16 x bf16 -> f32 pairs two k steps per ``vdpbf16ps``: products of bf16 values are
+    exact in f32, so the result is within f32 summation error of the float64 product."""
+    a = rng.standard_normal((m, k)).astype(bf16.np)
+    b = rng.standard_normal((k, n)).astype(bf16.np)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    out = poisoned((m, n), np.float32)
+    compiled = run_cpu(_dot_module(m, n, k, bf16, f32), 1, a, b, c, out)
+    assert "vdpbf16ps" in compiled.asm["asm"]
+    want = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-4)
+
+
+def test_bf16_dot_of_odd_depth_or_narrow_columns_keeps_the_fma_loop(rng, any_shape):
+    """k = 3 cannot be paired and n = 8 fills no 16-lane vector: the FMA loop remains."""
+    any_shape(4, 8, 3)
+    a = rng.standard_normal((4, 3)).astype(bf16.np)
+    b = rng.standard_normal((3, 8)).astype(bf16.np)
+    c = rng.standard_normal((4, 8)).astype(np.float32)
+    out = poisoned((4, 8), np.float32)
+    compiled = run_cpu(_dot_module(4, 8, 3, bf16, f32), 1, a, b, c, out)
+    assert "vdpbf16ps" not in compiled.asm["asm"]
+    want = c.astype(np.float64) + a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(out, want, rtol=2e-5, atol=2e-4)

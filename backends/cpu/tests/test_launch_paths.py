@@ -79,6 +79,21 @@ def test_many_programs_are_each_run_once_by_the_pool_or_the_caller(dev):
         kernel._fast_cache.clear()
 
 
+def _count_programs_3d(counts_ptr, gx, gy):
+    pid = (tl.program_id(2) * gy + tl.program_id(1)) * gx + tl.program_id(0)
+    tl.atomic_add(counts_ptr + pid, 1)
+
+
+@pytest.mark.parametrize("grid", [(5, 1, 1), (3, 4, 1), (7, 6, 2), (2, 9, 3), (1, 5, 1)])
+def test_every_program_of_a_multi_dimensional_grid_runs_once(dev, grid):
+    """2-D grids run in bands of y values (``kernel._program_ids``), ragged last band too."""
+    gx, gy, gz = grid
+    counts = np.zeros(gx * gy * gz, np.int32)
+    ca = at.asarray(counts, device=dev)
+    at.jit(_count_programs_3d)[grid](ca, gx, gy)
+    np.testing.assert_array_equal(counts, 1)
+
+
 def test_the_raw_launcher_refuses_a_read_only_output(dev):
     kernel = at.jit(_add)
     x = np.arange(64, dtype=np.float32)

@@ -8,20 +8,48 @@
 * ``scan``: the same two shapes, sequential along the scanned axis.
 * ``dot``: a register-blocked micro-kernel: MR rows x NV vectors of accumulators stay in
   registers across the k loop, each step one broadcast of A and NV vector loads of B
-  feeding fused multiply-adds (integers: multiply + add in the accumulator type).
+  feeding fused multiply-adds (integers: multiply + add in the accumulator type).  bf16
+  inputs on a cpu with AVX-512 BF16 take two k steps per ``vdpbf16ps`` instead, from B
+  repacked as pairs of rows.
 """
 from __future__ import annotations
 
 from llvmlite import ir
 
-from anytile.codegen.llvm.types import I32, I64, intrinsic, splat, vector_width
+from anytile.codegen.llvm.types import (F32, I32, I64, const_like, intrinsic, splat,
+                                        vector_width)
 from anytile.ir import (BinaryOp, Block, ConstantOp, DotOp, ReduceOp, ScanOp, YieldOp,
                         elem_type)
+from anytile.ir.types import i32 as i32_type
 
 from .plan import ELEMENTWISE_OPS
-from .values import Index, Point
+from .values import Index, Point, TileBuffer
 
 __all__ = ["TileAlgorithms"]
+
+
+class _BFloatType(ir.Type):
+    """LLVM's ``bfloat``, which llvmlite lacks: here only the operand type of ``vdpbf16ps``."""
+
+    def _to_string(self) -> str:
+        return "bfloat"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _BFloatType)
+
+    def __hash__(self) -> int:
+        return hash(_BFloatType)
+
+
+_BFLOAT = _BFloatType()
+
+
+def _bf16_pair(b: ir.IRBuilder, lo: ir.Value, hi: ir.Value) -> ir.Value:
+    """Two f32s (scalars or vectors) holding bf16 values as i32s of two bf16s, ``lo`` in
+    the low half: a bf16 is the high half of its f32, so no rounding happens."""
+    t = ir.VectorType(I32, lo.type.count) if isinstance(lo.type, ir.VectorType) else I32
+    lo, hi = b.bitcast(lo, t), b.bitcast(hi, t)
+    return b.or_(b.lshr(lo, const_like(lo, 16)), b.and_(hi, const_like(hi, 0xFFFF0000)))
 
 
 def _insert(indices: tuple, axis: int, index: Index) -> tuple:
@@ -190,6 +218,7 @@ class TileAlgorithms:
             out = self.tiles[acc_value]
         else:
             out = self.new_buffer((m_size, n_size), acc_elem)
+        pairs = self._bf16_pairs_of(bm) if self._uses_bf16_pairs(op, vw, k_size) else None
         with self.loop(m_size, mr) as m0:
             with self.loop(n_size, vw * nv) as n0:
                 rows = [b.add(m0, ir.Constant(I64, i)) for i in range(mr)]
@@ -197,21 +226,24 @@ class TileAlgorithms:
                 points = [[Point((Index(r), Index(c, True)), vw) for c in cols] for r in rows]
                 slots = [self._slots_for([self._as_vector(self.value_at(acc_value, p), vw)
                                           for p in prow]) for prow in points]
-                with self.loop(k_size) as k:
-                    bvec = [self._as_vector(self.ew.cast(b_elem, acc_elem, self.buffer_load(
-                        bm, Point((Index(k), Index(c, True)), vw)).value), vw) for c in cols]
-                    for i, r in enumerate(rows):
-                        av = self.buffer_load(a, Point((Index(r), Index(k)), 0)).value
-                        av = splat(b, self.ew.cast(a_elem, acc_elem, av), vw)
-                        for j in range(nv):
-                            acc = self.load_slot(slots[i][j])
-                            if is_float:
-                                fma = fma or intrinsic(self.module, "llvm.fma", acc.type,
-                                                       [acc.type] * 3, [acc.type])
-                                acc = b.call(fma, [av, bvec[j], acc])
-                            else:
-                                acc = b.add(acc, b.mul(av, bvec[j]))
-                            b.store(acc, slots[i][j])
+                if pairs is not None:
+                    self._bf16_pair_steps(a, pairs, rows, cols, slots)
+                else:
+                    with self.loop(k_size) as k:
+                        bvec = [self._as_vector(self.ew.cast(b_elem, acc_elem, self.buffer_load(
+                            bm, Point((Index(k), Index(c, True)), vw)).value), vw) for c in cols]
+                        for i, r in enumerate(rows):
+                            av = self.buffer_load(a, Point((Index(r), Index(k)), 0)).value
+                            av = splat(b, self.ew.cast(a_elem, acc_elem, av), vw)
+                            for j in range(nv):
+                                acc = self.load_slot(slots[i][j])
+                                if is_float:
+                                    fma = fma or intrinsic(self.module, "llvm.fma", acc.type,
+                                                           [acc.type] * 3, [acc.type])
+                                    acc = b.call(fma, [av, bvec[j], acc])
+                                else:
+                                    acc = b.add(acc, b.mul(av, bvec[j]))
+                                b.store(acc, slots[i][j])
                 for i, prow in enumerate(points):
                     for j, p in enumerate(prow):
                         v = self.load_slot(slots[i][j])
@@ -219,6 +251,49 @@ class TileAlgorithms:
                             v = self.ew.round_to(acc_elem, v)
                         self.buffer_store(out, p, v)
         self.tiles[result] = out
+
+    # -- dot on AVX-512 BF16 --------------------------------------------------------------------
+    def _uses_bf16_pairs(self, op: DotOp, vw: int, k_size: int) -> bool:
+        """bf16 x bf16 -> f32 on ``vdpbf16ps`` (16 lanes, two k steps per instruction) where the
+        target has it.  Products of bf16 values are exact in f32, so only the order of the
+        additions differs from the FMA loop (and denormal inputs/outputs flush to zero)."""
+        return self.bf16_pairs and vw == 16 and k_size % 2 == 0 and \
+            elem_type(op.a.type).name == elem_type(op.b.type).name == "bf16" and \
+            elem_type(op.acc.type).name == "f32"
+
+    def _bf16_pairs_of(self, bm: TileBuffer) -> TileBuffer:
+        """B (k x n, f32 holding bf16 values) as (k/2 x n) i32: rows 2p and 2p+1 of a column
+        side by side as bf16 (low half: row 2p), the operand layout of ``vdpbf16ps``."""
+        b = self.b
+        k_size, n_size = bm.shape
+        pairs = self.new_buffer((k_size // 2, n_size), i32_type)
+
+        def pack(p: Point) -> None:
+            kp, col = p.indices
+            lo, hi = (self.buffer_load(bm, Point((Index(b.add(b.mul(kp.base, ir.Constant(
+                I64, 2)), ir.Constant(I64, d))), col), p.width)).value for d in (0, 1))
+            self.buffer_store(pairs, p, _bf16_pair(b, lo, hi))
+        self.for_each_point(pairs.shape, pack)
+        return pairs
+
+    def _bf16_pair_steps(self, a: TileBuffer, pairs: TileBuffer, rows: list, cols: list,
+                         slots: list) -> None:
+        """The k loop of one register block, two k steps per ``vdpbf16ps``: each row's pair
+        of A values broadcast against each column vector of B pairs."""
+        b = self.b
+        f32x16, bf16x32 = ir.VectorType(F32, 16), ir.VectorType(_BFLOAT, 32)
+        dp = intrinsic(self.module, "llvm.x86.avx512bf16.dpbf16ps.512", f32x16,
+                       [f32x16, bf16x32, bf16x32])
+        with self.loop(pairs.shape[0]) as kp:
+            bvec = [b.bitcast(self.buffer_load(pairs, Point((Index(kp), Index(c, True)), 16))
+                              .value, bf16x32) for c in cols]
+            k0 = b.mul(kp, ir.Constant(I64, 2))
+            ks = (k0, b.add(k0, ir.Constant(I64, 1)))
+            for i, r in enumerate(rows):
+                lo, hi = (self.buffer_load(a, Point((Index(r), Index(k)), 0)).value for k in ks)
+                av = b.bitcast(splat(b, _bf16_pair(b, lo, hi), 16), bf16x32)
+                for j, bv in enumerate(bvec):
+                    b.store(b.call(dp, [self.load_slot(slots[i][j]), av, bv]), slots[i][j])
 
     def _as_vector(self, v: ir.Value, width: int) -> ir.Value:
         return v if vector_width(v) else splat(self.b, v, width)

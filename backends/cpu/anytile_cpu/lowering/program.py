@@ -39,11 +39,13 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
                       PrintLowering, StreamingStores):
     """Lowers ``fn`` into ``module`` as function ``name``; ``lanes`` is the SIMD width
     (in 32-bit lanes) that loops over tiles are chunked by; ``checked``: with the checks of
-    ``debug=True`` (``checked.CheckedMode``)."""
+    ``debug=True`` (``checked.CheckedMode``); ``bf16_pairs``: the target has AVX-512 BF16."""
 
     def __init__(self, module: ir.Module, fn: Function, lanes: int,
-                 types: Optional[LLVMTypes] = None, checked: bool = False) -> None:
+                 types: Optional[LLVMTypes] = None, checked: bool = False,
+                 bf16_pairs: bool = False) -> None:
         self.module = module
+        self.bf16_pairs = bf16_pairs      # AVX-512 BF16: bf16 dots on vdpbf16ps
         self.fn = fn
         self.lanes = lanes
         self.types = types or LLVMTypes()
