@@ -143,6 +143,20 @@ def tr_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
     ttl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
 
 
+def best_of(row: Row, side: str, runs: dict, verify) -> None:
+    """Measure each of ``runs`` (label -> launch) in ``row``, note each figure, and keep the
+    best as ``side``'s value."""
+    best = None
+    for label, run in runs.items():
+        row.measure(label, run, verify)
+        got = row.values.pop(label, None)
+        if got is not None:
+            row.notes.append(f"{label}: {got:.0f}")
+            best = max(best or 0.0, got)
+    if best is not None:
+        row.values[side] = best
+
+
 def bench_matmul() -> None:
     M = N = K = 128 if SMALL else 4096
     a = torch.randn(M, K, device="cuda", dtype=torch.float16)
@@ -150,34 +164,20 @@ def bench_matmul() -> None:
     c = torch.empty((M, N), device="cuda")
     row = Row("matmul fp16->fp32 4096^3", "TFLOP/s", lambda ms: 2 * M * N * K / ms / 1e9)
     ref = lambda: a.float() @ b.float()  # noqa: E731
-    # anytile: the best of three tile shapes (AT_CONFIGS="BMxBNxBK/warps,..." overrides)
+    # anytile: the best of four tile shapes (AT_CONFIGS="BMxBNxBK/warps,..." overrides)
     configs = os.environ.get("AT_CONFIGS", "128x128x32/4,128x128x64/4,128x128x64/8,128x256x64/8").split(",")
-    best = None
+    runs = {}
     for text in configs:
         shape, warps = text.split("/")
         bm, bn, bk = (int(v) for v in shape.split("x"))
-        side = f"anytile {text}"
-        row.measure(side, lambda bm=bm, bn=bn, bk=bk, w=int(warps): at_matmul[(M // bm, N // bn)](
-            a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk, num_warps=w), checker("anytile", c, ref, 1e-2, 1e-1))
-        got = row.values.pop(side, None)
-        if got is not None:
-            row.notes.append(f"{side}: {got:.0f}")
-            best = max(best or 0.0, got)
-    if best is not None:
-        row.values["anytile"] = best
+        runs[f"anytile {text}"] = lambda bm=bm, bn=bn, bk=bk, w=int(warps): at_matmul[(M // bm, N // bn)](
+            a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk, num_warps=w)
+    best_of(row, "anytile", runs, checker("anytile", c, ref, 1e-2, 1e-1))
     row.notes.append("Triton: best of 128x128x64 and 128x256x64, w8 s3 (group-M order); torch: cuBLAS, fp16 out")
-    best = None
-    for bn in (128, 256):
-        side = f"triton 128x{bn}x64/8"
-        row.measure(side, lambda bn=bn: tr_matmul[(triton.cdiv(M, 128) * triton.cdiv(N, bn),)](
-            a, b, c, M, N, K, K, N, N, BM=128, BN=bn, BK=64, GROUP=8, num_warps=8, num_stages=3),
-            checker("triton", c, ref, 1e-2, 1e-1))
-        got = row.values.pop(side, None)
-        if got is not None:
-            row.notes.append(f"{side}: {got:.0f}")
-            best = max(best or 0.0, got)
-    if best is not None:
-        row.values["triton"] = best
+    runs = {f"triton 128x{bn}x64/8": lambda bn=bn: tr_matmul[(triton.cdiv(M, 128) * triton.cdiv(N, bn),)](
+        a, b, c, M, N, K, K, N, N, BM=128, BN=bn, BK=64, GROUP=8, num_warps=8, num_stages=3)
+        for bn in (128, 256)}
+    best_of(row, "triton", runs, checker("triton", c, ref, 1e-2, 1e-1))
     row.measure("torch", lambda: torch.matmul(a, b))
 
 
