@@ -31,9 +31,13 @@ import anytile.language as tl
 
 
 def make_attention(jit, lang):
+    """The attention forward kernel decorated with ``jit``.  ``VARIANT`` (the diagnosis of
+    ``gpu_attention_ablation.py``; "base" everywhere else) changes what it computes:
+    "k_rows" reads K as BN x D rows and transposes it, "no_exp" replaces ``exp2`` by a cheap
+    polynomial, "one_dot" keeps only q.k (no softmax, no second dot)."""
     def attn_fwd(Q, K, V, O, sm_scale, N_CTX, stride_h, stride_n,
                  BM: lang.constexpr, BN: lang.constexpr, D: lang.constexpr,
-                 CAUSAL: lang.constexpr):
+                 CAUSAL: lang.constexpr, VARIANT: lang.constexpr):
         start_m = lang.program_id(0)
         off_h = lang.program_id(1)
         offs_m = start_m * BM + lang.arange(0, BM)
@@ -47,20 +51,27 @@ def make_attention(jit, lang):
         qk_scale = sm_scale * 1.44269504
         hi = (start_m + 1) * BM if CAUSAL else N_CTX
         for start_n in range(0, hi, BN):
-            k = lang.load(K + base + (start_n + offs_n)[None, :] * stride_n + offs_d[:, None])
-            qk = lang.dot(q, k)
+            if VARIANT == "k_rows":
+                kr = lang.load(K + base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :])
+                qk = lang.dot(q, lang.trans(kr))
+            else:
+                k = lang.load(K + base + (start_n + offs_n)[None, :] * stride_n + offs_d[:, None])
+                qk = lang.dot(q, k)
             if CAUSAL:
                 qk = lang.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, -1.0e6)
-            m_ij = lang.maximum(m_i, lang.max(qk, 1) * qk_scale)
-            qk = qk * qk_scale - m_ij[:, None]
-            p = lang.math.exp2(qk)
-            l_ij = lang.sum(p, 1)
-            alpha = lang.math.exp2(m_i - m_ij)
-            l_i = l_i * alpha + l_ij
-            acc = acc * alpha[:, None]
-            v = lang.load(V + base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :])
-            acc = lang.dot(p.to(lang.float16), v, acc)
-            m_i = m_ij
+            if VARIANT == "one_dot":
+                acc += qk
+            else:
+                m_ij = lang.maximum(m_i, lang.max(qk, 1) * qk_scale)
+                qk = qk * qk_scale - m_ij[:, None]
+                p = qk * 0.5 + 1.0 if VARIANT == "no_exp" else lang.math.exp2(qk)
+                l_ij = lang.sum(p, 1)
+                alpha = lang.math.exp2(m_i - m_ij)
+                l_i = l_i * alpha + l_ij
+                acc = acc * alpha[:, None]
+                v = lang.load(V + base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :])
+                acc = lang.dot(p.to(lang.float16), v, acc)
+                m_i = m_ij
         acc = acc / l_i[:, None]
         lang.store(O + base + offs_m[:, None] * stride_n + offs_d[None, :], acc.to(lang.float16))
 
@@ -116,7 +127,7 @@ def main() -> None:
 
                     def run():
                         kern[grid](q, k, v, o, scale, N, N * D, D, BM=BM, BN=BN, D=D,
-                                   CAUSAL=causal, num_warps=warps, num_stages=stages)
+                                   CAUSAL=causal, VARIANT="base", num_warps=warps, num_stages=stages)
                     try:
                         t0 = time.perf_counter()
                         run()
@@ -135,7 +146,7 @@ def main() -> None:
                     tf = flops(B, H, N, D, causal) / ms * 1e-9
                     if side == "anytile":
                         h = AT_ATTN.warmup(q, k, v, o, scale, N, N * D, D, BM=BM, BN=BN, D=D,
-                                           CAUSAL=causal, num_warps=warps, num_stages=stages,
+                                           CAUSAL=causal, VARIANT="base", num_warps=warps, num_stages=stages,
                                            grid=grid)
                         notes.append(f"anytile D={D} causal={causal} {BM}x{BN} w{warps} "
                                      f"s{stages}: {tf:.0f} TFLOP/s, regs {h.n_regs}, spills "

@@ -36,8 +36,8 @@ from typing import Any, Optional
 
 from llvmlite import ir
 
-from anytile.codegen.gpu import DotPlan, DotStrategy, SharedBufferLayout, acc_layout, acc_slots, geometry
-from anytile.codegen.gpu.layouts import BlockedLayout, coordinates
+from anytile.codegen.gpu import (DotPlan, DotStrategy, SharedBufferLayout, acc_layout, acc_slots, geometry,
+                                 register_table)
 from anytile.codegen.gpu.pipeline import accumulates_in_place
 from anytile.codegen.gpu.registers import Regs, coords
 from anytile.codegen.gpu.scratch import reserve
@@ -363,29 +363,24 @@ class WarpgroupDot(DotStrategy):
 
 def _a_fragments(ctx: Any, op: ops.DotOp, warps: int) -> Optional[tuple]:
     """(A's registers, the register of A's layout holding element ``e`` of the fragment of
-    M-tile ``i`` at K offset ``kk``: a dict keyed ``(i, kk, e)``) when every thread already
-    holds its warpgroup MMA A fragments -- the ``mma.m16n8k16`` A fragment of its warp's 16
-    rows of each 64-row M-tile, rows in ``warpgroup_row``'s order -- else ``None``."""
-    layout = op.a.type.layout
-    if not isinstance(layout, BlockedLayout):
-        return None
+    M-tile ``i`` at K offset ``kk``: a dict keyed ``(i, kk, e)``, A's element type) when every
+    thread already holds its warpgroup MMA A fragments -- the ``mma.m16n8k16`` A fragment of
+    its warp's 16 rows of each 64-row M-tile, rows in ``warpgroup_row``'s order -- else
+    ``None``."""
     (M, K) = shape_of(op.a.type)
     logical = {warpgroup_row(m, warps): m for m in range(M)}
     groups = warps // 4
-    table: dict = {}
-    for warp in range(warps):
+
+    def wanted(warp: int, lane: int):
         group, w = divmod(warp, 4)
-        for lane in range(32):
-            held = {c: j for j, c in enumerate(coordinates(layout, (M, K), lane, warp))}
-            g, t = lane >> 2, lane & 3
-            for i in range(M // (64 * groups)):
-                for kk in range(0, K, 16):
-                    for e in range(8):
-                        row = (i * groups + group) * 64 + 16 * w + g + 8 * (e >> 1 & 1)
-                        j = held.get((logical[row], kk + 2 * t + (e & 1) + 8 * (e >> 2)))
-                        if j is None or table.setdefault((i, kk, e), j) != j:
-                            return None
-    return ctx.tile(op.a), table, elem_type(op.a.type)
+        g, t = lane >> 2, lane & 3
+        for i in range(M // (64 * groups)):
+            for kk in range(0, K, 16):
+                for e in range(8):
+                    row = (i * groups + group) * 64 + 16 * w + g + 8 * (e >> 1 & 1)
+                    yield (i, kk, e), (logical[row], kk + 2 * t + (e & 1) + 8 * (e >> 2))
+    table = register_table(op.a.type.layout, (M, K), warps, 32, wanted)
+    return None if table is None else (ctx.tile(op.a), table, elem_type(op.a.type))
 
 
 def _pack_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:

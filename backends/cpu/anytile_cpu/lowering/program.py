@@ -96,12 +96,15 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
 
     # -- loops and buffers ---------------------------------------------------------------------
     @contextmanager
-    def loop(self, count: int, step: int = 1) -> Iterator[ir.Value]:
-        """``for i in range(0, count, step)`` (i64); a single iteration emits no loop."""
+    def loop(self, count: Union[int, ir.Value], step: int = 1) -> Iterator[ir.Value]:
+        """``for i in range(0, count, step)`` (i64; ``count`` a constant or an i64 value);
+        a single iteration emits no loop."""
         b = self.b
-        if count <= step:
+        if isinstance(count, int) and count <= step:
             yield ir.Constant(I64, 0)
             return
+        if isinstance(count, int):
+            count = ir.Constant(I64, count)
         pre = b.block
         header = b.append_basic_block("loop")
         body = b.append_basic_block("loop.body")
@@ -110,7 +113,7 @@ class ProgramLowering(ChunkEvaluator, TileAlgorithms, AtomicLowering, ControlFlo
         b.position_at_end(header)
         i = b.phi(I64)
         i.add_incoming(ir.Constant(I64, 0), pre)
-        b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, count)), body, done)
+        b.cbranch(b.icmp_signed("<", i, count), body, done)
         b.position_at_end(body)
         self.memo = {}
         yield i

@@ -23,7 +23,8 @@ hooks and tables (``GpuTarget``).
 """
 from .assign import LaidOutKernel, assign_layouts
 from .compile import GpuKernel, gpu_stages, lay_out, lower_kernel, lower_to_llvm
-from .dot import DotPlan, DotSelector, DotStrategy, MatrixDotPlan, acc_layout, acc_slots
+from .dot import (DotPlan, DotSelector, DotStrategy, MatrixDotPlan, acc_layout, acc_slots,
+                  register_table)
 from .fragments import FragmentLoader, OperandSource
 from .layouts import BlockedLayout, SliceLayout, default_blocked
 from .matrix import MatrixInstr, check_instr, geometry
@@ -33,5 +34,5 @@ from .target import GpuTarget
 __all__ = ["BlockedLayout", "SliceLayout", "default_blocked", "LaidOutKernel", "assign_layouts",
            "GpuTarget", "GpuKernel", "gpu_stages", "lay_out", "lower_kernel", "lower_to_llvm",
            "MatrixInstr", "check_instr", "geometry", "DotPlan", "DotSelector", "DotStrategy",
-           "FragmentLoader", "MatrixDotPlan", "OperandSource", "acc_layout", "acc_slots",
+           "FragmentLoader", "MatrixDotPlan", "OperandSource", "acc_layout", "acc_slots", "register_table",
            "PaddedRows", "SharedBufferLayout"]

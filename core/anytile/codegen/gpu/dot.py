@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional, Sequence
 
 from llvmlite import ir
 
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from .target import GpuTarget
 
 __all__ = ["LOWERINGS", "DotPlan", "DotStrategy", "MatrixDotPlan", "MatrixDot", "FmaDot",
-           "DotSelector", "acc_layout", "acc_slots", "choose_warps"]
+           "DotSelector", "acc_layout", "acc_slots", "choose_warps", "register_table"]
 
 
 @dataclass
@@ -208,57 +208,63 @@ def _register_operand(ctx: "KernelLowering", op: ops.DotOp,
     if not isinstance(elem, ScalarType) or elem.name != instr.a_type or instr.a_replicas != 1 \
             or ctx.shared_views.get(op.a) is not None:
         return None
-    layout = op.a.type.layout
-    if not isinstance(layout, BlockedLayout):
-        return None
     M, N, K = plan.shape
-    shape = (M, K)
     geo = plan.geo
     warps = plan.warps[0] * plan.warps[1]
+    firsts = [coordinates(plan.layout, (M, N), 0, warp)[0] for warp in range(warps)]
+    if plan.warps[1] != 1 and any(first[1] != 0 for first in firsts):
+        return None
+
+    def wanted(warp: int, lane: int):
+        warp_row = firsts[warp][0] - firsts[warp][0] % geo.block(0)
+        for i in range(plan.tiles(0)):
+            base = warp_row + i * plan.tile_stride(0)
+            for kk in range(0, K, instr.k):
+                for e in range(instr.a_count):
+                    r, k = instr.a_elem(lane, e)
+                    yield (i, kk, e), (base + plan.offset(0, r), kk + k)
+    table = register_table(op.a.type.layout, (M, K), warps, instr.lanes, wanted)
+    return None if table is None else (ctx.tile(op.a), table, elem)
+
+
+def register_table(layout: Any, shape: tuple[int, int], warps: int, lanes: int,
+                   wanted: Callable[[int, int], Iterable[tuple[Any, tuple[int, int]]]]
+                   ) -> Optional[dict]:
+    """key -> the register of ``layout`` holding the element a matrix instruction wants
+    under that key, when ``wanted(warp, lane)``'s (key, coordinate) pairs find every element
+    in the thread's own registers, at one register index for all threads; else ``None`` (the
+    operand is not already where the instruction reads it)."""
+    if not isinstance(layout, BlockedLayout):
+        return None
     table: dict = {}
     for warp in range(warps):
-        first = coordinates(plan.layout, (M, N), 0, warp)[0]
-        if first[1] != 0 and plan.warps[1] != 1:
-            return None
-        warp_row = first[0] - first[0] % geo.block(0)
-        for lane in range(instr.lanes):
+        for lane in range(lanes):
             held = {c: j for j, c in enumerate(coordinates(layout, shape, lane, warp))}
-            for i in range(plan.tiles(0)):
-                base = warp_row + i * plan.tile_stride(0)
-                for kk in range(0, K, instr.k):
-                    for e in range(instr.a_count):
-                        r, k = instr.a_elem(lane, e)
-                        j = held.get((base + plan.offset(0, r), kk + k))
-                        if j is None or table.setdefault((i, kk, e), j) != j:
-                            return None
-    return ctx.tile(op.a), table, elem
+            for key, coord in wanted(warp, lane):
+                j = held.get(coord)
+                if j is None or table.setdefault(key, j) != j:
+                    return None
+    return table
 
 
 def _register_fragments(ctx: "KernelLowering", source: tuple, plan: MatrixDotPlan,
                         kk: int) -> list[list[ir.Value]]:
     """The A fragments at K offset ``kk`` gathered from registers (``_register_operand``),
-    packed ``a_pack`` elements a register as the instruction takes them."""
+    packed ``a_pack`` elements a register as the instruction takes them (converted together:
+    ``ElementwiseLowering.pack_storage``)."""
     b, instr = ctx.b, plan.instr
     regs, table, elem = source
-    bits = TYPE_BITS[instr.a_type]
+    word = ir.IntType(TYPE_BITS[instr.a_type] * instr.a_pack)
     out = []
     for i in range(plan.tiles(0)):
         frag = []
         for start in range(0, instr.a_count, instr.a_pack):
-            words = []
-            for e in range(start, start + instr.a_pack):
-                v = ctx.ew.to_storage(elem, regs.values[table[(i, kk, e)]])
-                words.append(v if isinstance(v.type, ir.IntType) else b.bitcast(v, ir.IntType(bits)))
+            values = [regs.values[table[(i, kk, e)]] for e in range(start, start + instr.a_pack)]
             if instr.a_pack == 1:
-                frag.append(words[0])
-                continue
-            word = ir.IntType(bits * instr.a_pack)
-            reg = None
-            for p, piece in enumerate(words):
-                piece = b.zext(piece, word)
-                piece = piece if p == 0 else b.shl(piece, ir.Constant(word, bits * p))
-                reg = piece if reg is None else b.or_(reg, piece)
-            frag.append(reg)
+                v = ctx.ew.to_storage(elem, values[0])
+                frag.append(v if isinstance(v.type, ir.IntType) else b.bitcast(v, word))
+            else:
+                frag.append(b.bitcast(ctx.ew.pack_storage(elem, values), word))
         out.append(frag)
     return out
 

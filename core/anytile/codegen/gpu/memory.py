@@ -10,6 +10,7 @@ only; atomics go through the target's ``atomic_rmw``/``atomic_cas`` hooks.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import TYPE_CHECKING, Callable, Optional
 
 from llvmlite import ir
@@ -184,29 +185,25 @@ def _lane_pairs(ctx: "KernelLowering", op: ops.StoreOp, layout: Layout, shape: t
             or not isinstance(layout, BlockedLayout) or layout.order[0] != len(shape) - 1 \
             or ctx.laid.warp_size % 2:
         return None
-    key = (layout, tuple(shape), ctx.laid.num_warps, ctx.laid.warp_size, width)
-    known = _PAIRED.get(key)
-    if known is None:
-        known = _PAIRED[key] = _continues_across_lane_pairs(layout, shape, ctx.laid.num_warps,
-                                                          ctx.laid.warp_size, groups)
-    if not known:
+    if not _continues_across_lane_pairs(layout, tuple(shape), ctx.laid.num_warps,
+                                        ctx.laid.warp_size, tuple(g[0] for g in groups)):
         return None
     return [(a, a + 1) for a in range(0, len(groups), 2)]
 
 
-#: (layout, shape, warps, lanes, width) -> whether lane pairs continue each other's runs
-_PAIRED: dict = {}
-
-
+@lru_cache(maxsize=256)
 def _continues_across_lane_pairs(layout: Layout, shape: tuple, warps: int, lanes: int,
-                                 groups: list) -> bool:
+                                 firsts: tuple) -> bool:
+    """Whether each run (starting at register ``firsts[k]``) of every odd lane continues
+    the same run of the even lane before it, from an element 4-aligned along the last
+    dimension."""
     last = len(shape) - 1
     for warp in range(warps):
         for lane in range(0, lanes, 2):
             here = coordinates(layout, shape, lane, warp)
             there = coordinates(layout, shape, lane + 1, warp)
-            for group in groups:
-                a, b = here[group[0]], there[group[0]]
+            for first in firsts:
+                a, b = here[first], there[first]
                 if b[:last] != a[:last] or b[last] != a[last] + 2 or a[last] % 4:
                     return False
     return True

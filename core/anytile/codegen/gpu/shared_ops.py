@@ -116,6 +116,15 @@ def parse_buffer_layout(text: str) -> SharedBufferLayout:
     return parse(text.strip())
 
 
+def _one_number(text: str, word: str, name: str) -> int:
+    """The number of a buffer layout's text ``'word number'`` (``name``: what the error
+    calls it); ``ValueError`` when the text is not that."""
+    first, _, number = text.partition(" ")
+    if first != word or not number.isdigit():
+        raise ValueError(f"malformed buffer layout {text!r}: expected '{word} {name}'")
+    return int(number)
+
+
 @dataclass(frozen=True)
 class PaddedRows(SharedBufferLayout):
     """Row-major, rows of ``row`` elements (the tile's width plus padding)."""
@@ -148,10 +157,7 @@ class PaddedRows(SharedBufferLayout):
 
     @classmethod
     def parse(cls, text: str) -> "PaddedRows":
-        word, _, row = text.partition(" ")
-        if word != "row" or not row.isdigit():
-            raise ValueError(f"malformed buffer layout {text!r}: expected 'row R'")
-        return cls(int(row))
+        return cls(_one_number(text, "row", "R"))
 
 
 register_buffer_layout("row", PaddedRows.parse)
@@ -188,10 +194,7 @@ class PaddedColumns(SharedBufferLayout):
 
     @classmethod
     def parse(cls, text: str) -> "PaddedColumns":
-        word, _, col = text.partition(" ")
-        if word != "col" or not col.isdigit():
-            raise ValueError(f"malformed buffer layout {text!r}: expected 'col C'")
-        return cls(int(col))
+        return cls(_one_number(text, "col", "C"))
 
 
 register_buffer_layout("col", PaddedColumns.parse)
