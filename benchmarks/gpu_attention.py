@@ -1,7 +1,7 @@
 """Flash-attention forward on one GPU: anytile and Triton compiling the very same kernel
 source, beside torch's scaled_dot_product_attention.  Run on the lent machine:
 
-    python3 benchmarks/gpu_attention.py [--quick] [--out FILE]
+    python3 benchmarks/gpu_attention.py [--quick] [--descriptors] [--out FILE]
 
 The kernel is our own, in the shape of Triton's fused-attention tutorial: the q tile (BM x D)
 loaded once; per step K read as a D x BN tile by transposed addressing, ``qk = tl.dot(q, k)``,
@@ -9,7 +9,9 @@ online softmax with ``exp2``, ``acc = tl.dot(p.to(fp16), v, acc)``.  B=4, H=32, 
 D 64 and 128, causal and not; each side's best of a few block configs (median of
 ``triton.testing.do_bench``); results checked against torch first.  Also printed per
 anytile config: registers, spills, shared memory and compile time, and which instructions the
-dots became (mma.sync / wgmma / FMA) -- the diagnosis the issue asks for."""
+dots became (mma.sync / wgmma / FMA) -- the diagnosis the issue asks for.  ``--descriptors``:
+the same pass written as Triton 3.6's tutorial writes it, through tensor descriptors with K
+read as rows and transposed (``desc_k.load(...).T``)."""
 from __future__ import annotations
 
 import argparse
@@ -28,6 +30,11 @@ from triton.testing import do_bench
 
 import anytile as at
 import anytile.language as tl
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
+except ImportError:      # a Triton without host descriptors: --descriptors fails there
+    TritonDescriptor = None
 
 
 def make_attention(jit, lang):
@@ -78,8 +85,49 @@ def make_attention(jit, lang):
     return jit(attn_fwd)
 
 
+def make_attention_descriptors(jit, lang):
+    """The same forward pass written as Triton 3.6's fused-attention tutorial writes it (our
+    own code): Q, K, V and O are tensor descriptors over the ``(B H N) x D`` rows, K is read
+    as rows and transposed (``.T``), the output stored through its descriptor."""
+    def attn_fwd_desc(desc_q, desc_k, desc_v, desc_o, sm_scale, N_CTX,
+                      BM: lang.constexpr, BN: lang.constexpr, D: lang.constexpr,
+                      CAUSAL: lang.constexpr, VARIANT: lang.constexpr):
+        start_m = lang.program_id(0)
+        off_hz = lang.program_id(1)
+        row0 = off_hz * N_CTX
+        offs_m = start_m * BM + lang.arange(0, BM)
+        offs_n = lang.arange(0, BN)
+        q = desc_q.load([row0 + start_m * BM, 0])
+        m_i = lang.zeros((BM,), lang.float32) - float("inf")
+        l_i = lang.zeros((BM,), lang.float32) + 1.0
+        acc = lang.zeros((BM, D), lang.float32)
+        qk_scale = sm_scale * 1.44269504
+        hi = (start_m + 1) * BM if CAUSAL else N_CTX
+        for start_n in range(0, hi, BN):
+            k = desc_k.load([row0 + start_n, 0]).T
+            qk = lang.dot(q, k)
+            if CAUSAL:
+                qk = lang.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, -1.0e6)
+            m_ij = lang.maximum(m_i, lang.max(qk, 1) * qk_scale)
+            qk = qk * qk_scale - m_ij[:, None]
+            p = lang.math.exp2(qk)
+            l_ij = lang.sum(p, 1)
+            alpha = lang.math.exp2(m_i - m_ij)
+            l_i = l_i * alpha + l_ij
+            acc = acc * alpha[:, None]
+            v = desc_v.load([row0 + start_n, 0])
+            acc = lang.dot(p.to(lang.float16), v, acc)
+            m_i = m_ij
+        acc = acc / l_i[:, None]
+        desc_o.store([row0 + start_m * BM, 0], acc.to(lang.float16))
+
+    return jit(attn_fwd_desc)
+
+
 AT_ATTN = make_attention(at.jit, tl)
 TR_ATTN = make_attention(triton.jit, ttl)
+AT_ATTN_DESC = make_attention_descriptors(at.jit, tl)
+TR_ATTN_DESC = make_attention_descriptors(triton.jit, ttl)
 CONFIGS = [(128, 64, 4, 3), (128, 64, 8, 3), (128, 128, 8, 3), (64, 64, 4, 3), (128, 32, 4, 3), (64, 32, 4, 2)]
 
 
@@ -100,7 +148,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
+    parser.add_argument("--descriptors", action="store_true",
+                        help="the kernel written with tensor descriptors (Triton 3.6's tutorial shape)")
     args = parser.parse_args()
+    kernels = (("anytile", AT_ATTN_DESC), ("triton", TR_ATTN_DESC)) if args.descriptors else \
+        (("anytile", AT_ATTN), ("triton", TR_ATTN))
     B, H, N = (1, 4, 1024) if args.quick else (4, 32, 4096)
     lines = [f"attention forward, {torch.cuda.get_device_name()}, B={B} H={H} N={N} fp16, "
              f"Triton {triton.__version__}, torch {torch.__version__}", "",
@@ -118,14 +170,23 @@ def main() -> None:
             sdpa = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
                 q, k, v, is_causal=causal, scale=scale), return_mode="median")
             best = {}
-            for side, kern in (("anytile", AT_ATTN), ("triton", TR_ATTN)):
+            for side, kern in kernels:
                 for BM, BN, warps, stages in CONFIGS:
                     if D == 128 and BM * BN > 128 * 64:
                         continue
                     o = torch.empty_like(q)
                     grid = (N // BM, B * H)
+                    if args.descriptors:
+                        make = at.TensorDescriptor if side == "anytile" else TritonDescriptor
+                        rows = [B * H * N, D]
+                        dq, dk, dv, do = (make(x.view(*rows), rows, [D, 1], blocks) for x, blocks in
+                                          ((q, [BM, D]), (k, [BN, D]), (v, [BN, D]), (o, [BM, D])))
 
                     def run():
+                        if args.descriptors:
+                            kern[grid](dq, dk, dv, do, scale, N, BM=BM, BN=BN, D=D, CAUSAL=causal,
+                                       VARIANT="base", num_warps=warps, num_stages=stages)
+                            return
                         kern[grid](q, k, v, o, scale, N, N * D, D, BM=BM, BN=BN, D=D,
                                    CAUSAL=causal, VARIANT="base", num_warps=warps, num_stages=stages)
                     try:
@@ -145,9 +206,11 @@ def main() -> None:
                         continue
                     tf = flops(B, H, N, D, causal) / ms * 1e-9
                     if side == "anytile":
-                        h = AT_ATTN.warmup(q, k, v, o, scale, N, N * D, D, BM=BM, BN=BN, D=D,
-                                           CAUSAL=causal, VARIANT="base", num_warps=warps, num_stages=stages,
-                                           grid=grid)
+                        args_of = (dq, dk, dv, do, scale, N) if args.descriptors else \
+                            (q, k, v, o, scale, N, N * D, D)
+                        h = kern.warmup(*args_of, BM=BM, BN=BN, D=D, CAUSAL=causal,
+                                        VARIANT="base", num_warps=warps, num_stages=stages,
+                                        grid=grid)
                         notes.append(f"anytile D={D} causal={causal} {BM}x{BN} w{warps} "
                                      f"s{stages}: {tf:.0f} TFLOP/s, regs {h.n_regs}, spills "
                                      f"{h.n_spills}, shared {h.metadata.shared}, first call "

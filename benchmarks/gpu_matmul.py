@@ -4,7 +4,9 @@
 
 One kernel source per row, compiled by both (Triton's tutorial shapes written our own way):
 a grouped-order tiled matmul (fp16 and bf16 into fp32; fp16 out with a fused ReLU; int8 into
-int32) and a persistent one (programs loop over tiles ``num_programs`` apart).  Each side
+int32) and a persistent one (programs loop over tiles ``num_programs`` apart), and both again
+reading and writing through tensor descriptors (``--rows tma,tma-persistent``: Hopper's
+TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async).  Each side
 runs the same menu of block configurations and keeps its best (median of ``do_bench``);
 results are checked against torch first.  Prints a markdown table (ratio = anytile / Triton
 throughput) and each side's best configuration, registers and spills where known.
@@ -25,6 +27,11 @@ from triton.testing import do_bench
 
 import anytile as at
 import anytile.language as tl
+
+try:
+    from triton.tools.tensor_descriptor import TensorDescriptor as TritonDescriptor
+except ImportError:      # a Triton without host descriptors: the descriptor rows fail there
+    TritonDescriptor = None
 
 
 def make(jit, lang):
@@ -70,8 +77,26 @@ def make(jit, lang):
                 acc = lang.dot(a, b, acc)
             lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
 
+    def desc_matmul(a_desc, b_desc, c_desc, M, N, K, BM: lang.constexpr, BN: lang.constexpr,
+                    BK: lang.constexpr, GROUP: lang.constexpr):
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for k in range(0, K, BK):
+            acc = lang.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc)
+        c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+    def desc_persistent(a_desc, b_desc, c_desc, M, N, K, BM: lang.constexpr, BN: lang.constexpr,
+                        BK: lang.constexpr, GROUP: lang.constexpr):
+        tiles = lang.cdiv(M, BM) * lang.cdiv(N, BN)
+        for tile in range(lang.program_id(0), tiles, lang.num_programs(0)):
+            pid_m, pid_n = tile_of(tile, M, N, BM, BN, GROUP)
+            acc = lang.zeros((BM, BN), dtype=lang.float32)
+            for k in range(0, K, BK):
+                acc = lang.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc)
+            c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
     tile_of = jit(tile_of)
-    return jit(matmul), jit(persistent)
+    return jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent)
 
 
 AT = make(at.jit, tl)
@@ -81,7 +106,16 @@ CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 4, 4), (12
 INT8_CONFIGS = [(128, 256, 128, 8, 3), (128, 128, 128, 8, 3), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]
 
 
-def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False):
+def _descriptors(side, a, b, c, bm, bn, bk):
+    """The three descriptor arguments of the descriptor rows, for ``side``."""
+    make = at.TensorDescriptor if side == "anytile" else TritonDescriptor
+    return (make(a, list(a.shape), list(a.stride()), [bm, bk]),
+            make(b, list(b.shape), list(b.stride()), [bk, bn]),
+            make(c, list(c.shape), list(c.stride()), [bm, bn]))
+
+
+def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False,
+            descriptors=False):
     M = N = K = size
     gen = torch.Generator(device="cuda").manual_seed(size)
     if dtype == torch.int8:
@@ -100,12 +134,21 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flops = 2 * M * N * K
     out = {"row": name, "size": size}
+    extra = {} if os.environ.get("AT_TMA", "1") == "1" else {"tma": False}
     for side, kernels in (("anytile", AT), ("triton", TR)):
-        matmul, persist = kernels
+        matmul, persist, desc_matmul, desc_persist = kernels
         best = None
         for cfg in configs[:2] if quick else configs:
             bm, bn, bk, w, s = cfg
-            if persistent:
+            options = extra if side == "anytile" else {}
+            if descriptors:
+                ad, bd, cd = _descriptors(side, a, b, c, bm, bn, bk)
+                kernel = desc_persist if persistent else desc_matmul
+                grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),) if persistent else \
+                    (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+                launch = lambda: kernel[grid](ad, bd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                              GROUP=8, num_warps=w, num_stages=s, **options)
+            elif persistent:
                 grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
                 launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
                                                GROUP=8, num_warps=w, num_stages=s)
@@ -169,6 +212,13 @@ def main() -> None:
                                       torch.float16, torch.float16, persistent=True, quick=args.quick),
         "int8": lambda: run_row("int8 -> int32", 4096, torch.int8, torch.int32, configs=INT8_CONFIGS,
                                 quick=args.quick),
+        "tma": lambda: run_row("fp16 descriptors (TMA), fp16 out", 4096, torch.float16, torch.float16,
+                               descriptors=True, quick=args.quick),
+        "tma-8192": lambda: run_row("fp16 descriptors (TMA), fp16 out", 8192, torch.float16,
+                                    torch.float16, descriptors=True, quick=args.quick),
+        "tma-persistent": lambda: run_row("fp16 descriptors (TMA), persistent", 8192, torch.float16,
+                                          torch.float16, persistent=True, descriptors=True,
+                                          quick=args.quick),
     }
     results = []
     for key in args.rows.split(","):

@@ -41,6 +41,7 @@ from .ir.types import PointerType, ScalarType, from_numpy, i32, i64, scalar_type
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
+           "RecordParameter",
            "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher",
            "LoadedGpuKernel", "ERROR_WORD", "DriverBackend"]
 
@@ -263,14 +264,25 @@ def scalar_bits(type_name: str, value: Any) -> Any:
     return int(value)
 
 
+@dataclass(frozen=True)
+class RecordParameter:
+    """A kernel parameter of ``nbytes`` raw bytes that the launcher computes from other
+    arguments (``LoadedGpuKernel.computed``): a descriptor the host makes for each launch."""
+
+    nbytes: int
+
+
 def argument_slots(signature: Sequence[tuple[str, Any]]) -> tuple[list, list, Any]:
-    """(one ctypes scalar per parameter, which are pointers, the array of their addresses the
-    driver reads) for a kernel's ``signature``."""
+    """(one ctypes scalar (or byte array) per parameter, which are pointers, the array of
+    their addresses the driver reads) for a kernel's ``signature``."""
     slots, is_pointer = [], []
     for _, t in signature:
         if isinstance(t, PointerType):
             slots.append(ctypes.c_uint64(0))
             is_pointer.append(True)
+        elif isinstance(t, RecordParameter):
+            slots.append((ctypes.c_uint8 * t.nbytes)())
+            is_pointer.append(False)
         else:
             slots.append(SCALAR_CTYPES[t.name]())
             is_pointer.append(False)
@@ -331,7 +343,8 @@ class ArgumentBlock:
 
 
 def compile_launcher(name: str, count: int, header: str, call: str,
-                     namespace: dict[str, Any], device_index: int) -> Callable[..., None]:
+                     namespace: dict[str, Any], device_index: int,
+                     computed: Sequence[str] = ()) -> Callable[..., None]:
     """A generated ``run(gx, gy, gz, stream, owner, v0, ...)`` for ``count`` raw argument
     values (``Backend.launcher``'s contract): resolves the stream (given, the owner's
     framework's current stream on ``device_index``, else 0), then under ``namespace["_lock"]``
@@ -344,10 +357,12 @@ def compile_launcher(name: str, count: int, header: str, call: str,
     to ``namespace["_no_context"]`` (no device current in this thread) runs it again through
     ``_elsewhere``.  A non-zero result goes to
     ``namespace["_failed"](result, grid)``; a value that does not pack calls
-    ``namespace["_bad_argument"]()``.  The source is generated once per kernel so a launch
+    ``namespace["_bad_argument"]()``.  ``computed``: expressions over ``v0 ...`` (and names
+    in ``namespace``) packed after the values, for parameters the launcher computes
+    (``LoadedGpuKernel.computed``).  The source is generated once per kernel so a launch
     costs one Python call."""
     names = [f"v{i}" for i in range(count)]
-    packed = ", ".join(([header] if header else []) + names)
+    packed = ", ".join(([header] if header else []) + names + list(computed))
     src = "\n".join([
         f"def run(gx, gy, gz, stream, owner{''.join(', ' + n for n in names)}):",
         "    if stream is None:",
@@ -426,6 +441,9 @@ class LoadedGpuKernel:
     error_word: int = 0
     #: checked mode: the pointer parameters whose memory follows the parameters
     spans: list = field(default_factory=list)
+    #: the last parameters, computed by the launcher: ``(make, sources)`` each, its bytes
+    #: ``make(*raw values of the arguments at the indices sources)`` (``RecordParameter``)
+    computed: list = field(default_factory=list)
     #: what the device memory is called in error messages
     memory_name: ClassVar[str] = "GPU memory"
 
@@ -466,9 +484,23 @@ class LoadedGpuKernel:
         if self.spans:
             args = list(args) + span_arguments(args, self.spans)
         owner = fill_slots(self.slots, self.is_pointer, args, self.bad_argument_message)
+        for slot, (make, sources) in zip(self.slots[len(self.slots) - len(self.computed):],
+                                         self.computed):
+            raw = [a.value.buffer.address + a.value.offset if self.is_pointer[i] else a.value
+                   for i, a in ((i, args[i]) for i in sources)]
+            ctypes.memmove(slot, make(*raw), len(slot))
         if stream is None:
             stream = 0 if owner is None else framework_stream(owner, self.device_index)
         return stream
+
+    def computed_expressions(self, namespace: dict) -> list[str]:
+        """``compile_launcher``'s ``computed`` for this kernel, adding its makers to
+        ``namespace``."""
+        out = []
+        for j, (make, sources) in enumerate(self.computed):
+            namespace[f"_make{j}"] = make
+            out.append(f"_make{j}({', '.join(f'v{i}' for i in sources)})")
+        return out
 
     def raw_codes(self) -> Optional[list[str]]:
         """The ``struct`` code of each parameter for ``compile_launcher``, or ``None`` when
@@ -477,7 +509,8 @@ class LoadedGpuKernel:
             return None
         codes = []
         for pointer, slot in zip(self.is_pointer, self.slots):
-            code = "Q" if pointer else STRUCT_CODES.get(type(slot))
+            code = "Q" if pointer else f"{len(slot)}s" if isinstance(slot, ctypes.Array) \
+                else STRUCT_CODES.get(type(slot))
             if code is None:
                 return None
             codes.append(code)

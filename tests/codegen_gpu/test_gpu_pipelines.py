@@ -222,3 +222,28 @@ def test_stages_shrink_to_fit_shared_memory():
     assert re.findall(r"shared<(\d)x", str(module)) == ["2", "2"]
     assert "async_wait {pending = 0}" not in str(module)   # the printer omits the default
     assert str(module).count("async_wait") == 2
+
+
+def test_a_transposed_load_reaches_the_pipeline_as_a_read_along_columns():
+    """``tl.trans(tl.load(k_rows))`` feeding a dot (attention's K as Triton's tutorial reads
+    it): ``load_transposed`` turns it into a load of the transposed pointers, which the
+    pipeline copies into a column-major slot instead of transposing it in registers every
+    iteration; the result is the same on the simulator."""
+    import numpy as np
+
+    import anytile as at
+    from anytile.codegen.gpu.simulator import simulate_kernel
+    from kernels_for_pipelines import rows_transposed_matmul
+
+    sig = {"a_ptr": "*fp16:16", "bt_ptr": "*fp16:16", "c_ptr": "*fp32:16", "K": "i32:16"}
+    compiled = at.compile(rows_transposed_matmul, target="nvidia:sm_80", signature=sig,
+                          constexprs={"BM": 32, "BN": 32, "BK": 32}, num_stages=3)
+    assert compiled.metadata["pipelined_dot_operands"] == 2
+    assert re.search(r"shared<3x32x32xf16, col \d+>", compiled.asm["laid-out ir"])
+    assert not re.search(r"permute .*xf16,", compiled.asm["laid-out ir"])    # pointers only
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((32, 96)).astype(np.float16)
+    bt = rng.standard_normal((32, 96)).astype(np.float16)          # B^T: N rows of K
+    c = np.zeros((32, 32), np.float32)
+    simulate_kernel(compiled.module, (1,), [a, bt, c, 96], num_warps=4)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ bt.astype(np.float64).T, rtol=1e-2, atol=1e-2)

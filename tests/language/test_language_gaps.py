@@ -1,4 +1,6 @@
 """Language features Triton programs use that anytile once lacked, on every usable device."""
+import re
+
 import pytest
 import numpy as np
 
@@ -342,3 +344,28 @@ def test_bf16_atomics(device):
     want = [8 * xs[r::4].sum() for r in range(4)] + [max(0, xs[r::4].max()) for r in range(4)] + \
         [min(0, xs[r::4].min()) for r in range(4)]
     np.testing.assert_array_equal(out.numpy().astype(np.float32), want)
+
+
+def test_descriptor_argument_loads_say_their_box_and_specialise_sizes_and_strides():
+    """A block read through a descriptor argument says which box it is (``LoadOp.box``, for
+    devices that copy boxes by descriptor; every other device ignores it), the IR text keeps
+    it, and the specialisation marks the sizes and strides that are multiples of 16 (so
+    bounds masks hold in aligned runs and rows start aligned)."""
+    from anytile.ir.parser import parse_module
+    from anytile.ir.printer import print_module
+    x = np.arange(48 * 32, dtype=np.float32).reshape(48, 32)
+    y = np.zeros((32, 48), np.float32)
+    compiled = scale_transposed.warmup(at.TensorDescriptor(x, [48, 32], [32, 1], [16, 16]),
+                                       at.TensorDescriptor(y, [32, 48], [48, 1], [16, 16]), 1.0,
+                                       BM=16, BN=16, grid=(3, 2), device="interpreter")
+    text = compiled.asm["ir"]
+    assert 'load {descriptor = "xd"}' in text and re.search(r"load .*\[%\w+, %\w+\]\)", text)
+    assert print_module(parse_module(text)) == text
+    header = text.splitlines()[0]
+    for leaf in ("xd_at_shape0", "xd_at_shape1", "xd_at_stride0", "yd_at_stride0"):
+        assert re.search(rf"%{leaf}: i64 {{divisibility = 16}}", header), leaf
+    odd = np.zeros((37, 21), np.float32)
+    text = scale_transposed.warmup(at.TensorDescriptor(odd, [37, 21], [21, 1], [16, 16]),
+                                   at.TensorDescriptor(y, [32, 48], [48, 1], [16, 16]), 1.0,
+                                   BM=16, BN=16, grid=(3, 2), device="interpreter").asm["ir"]
+    assert re.search(r"%xd_at_stride0: i64[,)]", text.splitlines()[0])

@@ -15,6 +15,7 @@ from anytile.errors import BackendError
 from anytile.gpu_host import DLPackDevice, DriverBackend
 
 from .driver import LoadedKernel, driver
+from .tma import tensor_map_parameters
 
 # ``.stages`` (the GPU lowering, LLVM) is imported when first compiling: discovery and
 # launches of already compiled kernels never pay for it
@@ -71,8 +72,11 @@ class NvidiaBackend(DriverBackend):
     def extra_option_names(self) -> tuple:
         """``wgmma`` (sm_90, on by default): pipelined fp16/bf16 dots whose operands both
         come through the shared-memory pipeline run on Hopper's warpgroup MMA, kept in
-        flight across loop iterations; ``wgmma=False`` keeps them on ``mma.sync``."""
-        return ("wgmma",)
+        flight across loop iterations; ``wgmma=False`` keeps them on ``mma.sync``.  ``tma``
+        (sm_90 with the warpgroup MMA, on by default): those operands, when read from an
+        ``at.TensorDescriptor`` argument, are copied by the tensor memory accelerator;
+        ``tma=False`` keeps ``cp.async``."""
+        return ("wgmma", "tma")
 
     def stages(self, target: Target, options: CompileOptions) -> list[Stage]:
         from .stages import nvidia_stages
@@ -103,7 +107,9 @@ class NvidiaBackend(DriverBackend):
         meta = kernel.metadata
         return driver.load(device.index, image, meta["kernel_name"], int(meta.get("shared", 0)),
                            int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"),
-                           meta.get("bounds_params"))
+                           meta.get("bounds_params"),
+                           tensor_map_parameters(meta.get("box_maps"), kernel.signature,
+                                                 lambda: driver.on(device.index)))
 
     def timer(self, device: DeviceInfo) -> DeviceTimer:
         """CUDA events on the default stream (which waits for the other blocking streams)."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from anytile.errors import BackendError, LaunchError
-from anytile.gpu_host import (ArgumentBlock, LoadedGpuKernel, compile_launcher,
+from anytile.gpu_host import (ArgumentBlock, LoadedGpuKernel, RecordParameter, compile_launcher,
                               hidden_parameters)
 
 __all__ = ["Driver", "LoadedKernel", "driver"]
@@ -243,12 +243,14 @@ class Driver:
     # -- modules and launches ------------------------------------------------------------------
     def load(self, index: int, image: bytes, name: str, shared_bytes: int, threads: int,
              signature: list, checks: Optional[list] = None,
-             spans: Optional[list] = None) -> "LoadedKernel":
+             spans: Optional[list] = None, computed: Optional[list] = None) -> "LoadedKernel":
         """Load ``image`` and prepare its argument block.  ``checks``: the kernel's
         ``device_assert``s (``[message, file, line]``; compiled with debug), which take an
         error word as a hidden last parameter: allocated here, read after each launch.
         ``spans``: checked mode's pointer parameters, whose memory the launch passes after
-        the parameters (``gpu_host.hidden_parameters``)."""
+        the parameters (``gpu_host.hidden_parameters``).  ``computed``: ``(name, nbytes,
+        make, sources)`` of the parameters after those that the launcher computes
+        (``LoadedGpuKernel.computed``)."""
         cu = self.cu
         with self.on(index):
             module = self.check("cuModuleLoadData", cu.cuModuleLoadData(image))
@@ -257,8 +259,10 @@ class Driver:
             if shared_bytes > 48 * 1024:
                 attr = cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 self.check("cuFuncSetAttribute", cu.cuFuncSetAttribute(function, attr, shared_bytes))
+        records = [(n, RecordParameter(nbytes)) for n, nbytes, _, _ in computed or ()]
         loaded = LoadedKernel.build(self, index, module, function, name, shared_bytes, threads,
-                                    list(signature) + hidden_parameters(spans, checks))
+                                    list(signature) + hidden_parameters(spans, checks) + records)
+        loaded.computed = [(make, sources) for _, _, make, sources in computed or ()]
         loaded.attach_checks(self, checks, spans)
         return loaded
 
@@ -325,9 +329,10 @@ class LoadedKernel(LoadedGpuKernel):
         if self.driver.device_count() > 1:      # which context is current must be asked
             namespace["_here"] = here
         header = f"gx, gy, gz, {self.threads}, 1, 1, {self.shared_bytes}, stream, 0, 0"
-        return compile_launcher(self.name, len(codes), header,
+        computed = self.computed_expressions(namespace)
+        return compile_launcher(self.name, len(codes) - len(computed), header,
                                 "_launch(_config, _function, _params, None)", namespace,
-                                self.device_index)
+                                self.device_index, computed)
 
     def _raw_failed(self, result: int, grid: tuple) -> None:
         """A failed raw launch, reported with the driver's error name."""

@@ -166,7 +166,8 @@ def nvidia_stages(target: Target, options: CompileOptions, use_ptxas: bool = Tru
     """``laid-out ir``, ``llir`` (core's, for ``NvidiaTarget``), ``ptx`` and, with ``ptxas``,
     ``cubin``."""
     arch = target.arch
-    gpu = NvidiaTarget(arch, warpgroup_mma=bool(options.get("wgmma", True)))
+    gpu = NvidiaTarget(arch, warpgroup_mma=bool(options.get("wgmma", True)),
+                       tensor_copies=bool(options.get("tma", True)))
     stages = gpu_stages(gpu, options) + [Stage("ptx", ptx_stage(arch))]
     ptxas = find_ptxas() if use_ptxas else None
     if ptxas is not None:

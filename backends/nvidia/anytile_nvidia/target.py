@@ -1,7 +1,8 @@
 """NVIDIA's hooks and tables for the shared GPU lowering (``anytile.codegen.gpu.GpuTarget``):
 PTX special registers, ``bar.sync``, ``shfl.sync``, libdevice's math functions, ``mma.sync``
 as matrix-instruction data with ``ldmatrix`` as its fragment loader, ``cp.async`` copies,
-and Hopper's warpgroup MMA as a dot strategy on sm_90 (``warpgroup.py``)."""
+and on sm_90 Hopper's warpgroup MMA as a dot strategy (``warpgroup.py``) with the tensor
+memory accelerator copying its operands by descriptor (``tma.py``)."""
 from __future__ import annotations
 
 import re
@@ -48,10 +49,14 @@ class NvidiaTarget(GpuTarget):
     matrix_instrs = MATRIX_INSTRS
     async_copy_sizes = (4, 8, 16)      # cp.async (sm_80+)
 
-    def __init__(self, arch: str = "sm_80", warpgroup_mma: bool = False) -> None:
+    def __init__(self, arch: str = "sm_80", warpgroup_mma: bool = False,
+                 tensor_copies: bool = False) -> None:
         self.arch = self.name = arch
         self.shared_memory_limit = shared_memory_limit(arch)
         self.warpgroup_mma = warpgroup_mma and arch in ("sm_90", "sm_90a")
+        if self.warpgroup_mma and tensor_copies:
+            from .tma import TensorCopies
+            self.box_copies = TensorCopies()
         self._ldmatrix = LdmatrixFragments(ldmatrix_x4)
 
     def _sreg(self, b: ir.IRBuilder, name: str) -> ir.Value:

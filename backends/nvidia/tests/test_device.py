@@ -173,6 +173,34 @@ def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop, wgmma
     assert bool(compiled.metadata.get("wgmma")) == (wgmma and hopper)
 
 
+@pytest.mark.parametrize("BM,BN,BK,num_warps,M,N,K,stages", [
+    (128, 128, 64, 4, 256, 256, 320, 3), (128, 256, 64, 8, 300, 260, 200, 3),
+    (64, 128, 32, 4, 128, 256, 64, 4), (128, 64, 64, 8, 128, 64, 40, 3), (64, 64, 64, 4, 64, 64, 512, 5)])
+@pytest.mark.parametrize("tma", [False, True])
+def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stages, tma):
+    """Operands from ``at.TensorDescriptor`` arguments, copied by the tensor memory
+    accelerator on sm_90 (``tma=True``: descriptors made on the host, mbarrier ring) or by
+    cp.async, against NumPy: partial boxes at every edge, several warpgroups and stages."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_tma import desc_matmul
+    rng = np.random.default_rng(K + M)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = at.empty((M, N), np.float32, device=cuda)
+    a_d, b_d = at.asarray(a, device=cuda), at.asarray(b, device=cuda)
+    descs = (at.TensorDescriptor(a_d, [M, K], [K, 1], [BM, BK]),
+             at.TensorDescriptor(b_d, [K, N], [N, 1], [BK, BN]))
+    for _ in range(2):      # the second launch reuses the host's descriptors
+        compiled = desc_matmul[(-(-M // BM), -(-N // BN))](*descs, c, M, N, K, BM=BM, BN=BN, BK=BK,
+                                                            num_warps=num_warps, num_stages=stages,
+                                                            tma=tma)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+        np.testing.assert_allclose(c.numpy(), ref, rtol=2e-3, atol=2e-3)
+    hopper = cuda.properties["compute_capability"] == (9, 0)
+    aligned = K % 16 == 0 or N % 16 == 0      # rows of A or of B 16-byte aligned
+    assert bool(compiled.metadata.get("box_maps")) == (tma and hopper and aligned)
+
+
 def test_event_timer_do_bench_and_profiler(cuda):
     """do_bench and the profiler time launches with CUDA events on the GPU."""
     from anytile_nvidia.backend import _EventTimer

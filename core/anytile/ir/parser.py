@@ -10,6 +10,8 @@ generator registered (``anytile.ir.types.register_layout_syntax``, ``register_ty
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import re
 from dataclasses import dataclass
@@ -272,10 +274,14 @@ class _Parser:
             self.expect("(", f"before the operands of '{cls.NAME}'")
             fields = cls.__dataclass_fields__
             for i, field_name in enumerate(cls.OPERANDS):
+                is_list = str(fields[field_name].type).startswith("list")
+                if i and self.at(")") and all(
+                        fields[f].default_factory is not dataclasses.MISSING
+                        for f in cls.OPERANDS[i:]):
+                    break    # trailing empty lists with a default are left out
                 if i:
                     self.expect(",", f"'{cls.NAME}' takes {len(cls.OPERANDS)} operand groups "
                                      f"({', '.join(cls.OPERANDS)})")
-                is_list = str(fields[field_name].type).startswith("list")
                 kwargs[field_name] = self.parse_operand_group(field_name, is_list)
             self.expect(")", f"after the {len(cls.OPERANDS)} operand groups of '{cls.NAME}'")
         types: list[Type] = []

@@ -20,7 +20,7 @@ and ``REGIONS``, so a new op needs no change here.  One op per line::
     }
 
 * operands, one entry per ``OPERANDS`` field: ``%v``, ``none`` for an absent optional,
-  ``[%a, %b]`` for a list field;
+  ``[%a, %b]`` for a list field (left out when it is the last of several, empty and has a default);
 * attributes ``{k = v}`` as Python-like literals (ints, exact floats including ``inf``,
   ``-inf``, ``nan``, ``-0.0``; double-quoted strings; ``True``/``False``/``None``; tuples,
   lists, dicts; types as ``!f32``); an attribute equal to its dataclass default is omitted;
@@ -162,9 +162,14 @@ def format_loc(loc: Loc) -> str:
 def _is_default(op: Op, name: str, value: Any) -> bool:
     """Whether attribute ``name`` holds its dataclass default (then it need not be printed)."""
     f = op.__dataclass_fields__.get(name)
-    if f is None or f.default is dataclasses.MISSING:
+    if f is None:
         return False
-    default = f.default
+    if f.default is dataclasses.MISSING:
+        if f.default_factory is dataclasses.MISSING:
+            return False
+        default = f.default_factory()
+    else:
+        default = f.default
     return type(value) is type(default) and value == default
 
 
@@ -186,7 +191,11 @@ def op_header(op: Op, names: ValueNamer, locs: bool = False) -> str:
     if attrs:
         parts.append(format_attr_dict(attrs))
     if op.OPERANDS:
-        groups = [_operand_text(getattr(op, f), names) for f in op.OPERANDS]
+        fields = list(op.OPERANDS)
+        while len(fields) > 1 and isinstance(getattr(op, fields[-1]), list) and \
+                _is_default(op, fields[-1], getattr(op, fields[-1])):
+            fields.pop()     # an empty trailing list with a default (a load's ``box``)
+        groups = [_operand_text(getattr(op, f), names) for f in fields]
         parts.append("(" + ", ".join(groups) + ")")
     text = " ".join(parts)
     if op.results:

@@ -13,7 +13,7 @@ from ..ir import types as irt
 from ..ir.builder import Builder
 from . import semantic
 from .objects import builtin, dtype_of, int32, int64, shape_list, static_value, tensor, unwrap
-from .standard import check_tile_shape, reshape
+from .standard import check_tile_shape, expand_dims
 
 __all__ = ["block_pointer", "make_block_ptr", "advance", "load_block", "store_block"]
 
@@ -124,8 +124,8 @@ def _pointers_and_mask(bp: block_pointer, boundary_check: Any,
     for d, size in enumerate(bp.block_shape):
         idx = tensor(b.create(ops.ArangeOp, 0, size).result)
         idx = semantic.add(semantic.cast(idx, int64, b), semantic.cast(bp.offsets[d], int64, b), b)
-        if rank > 1:
-            idx = reshape(idx, *[size if i == d else 1 for i in range(rank)], _builder=b)
+        if rank > 1:    # expand_dims, as ``idx[:, None]`` writes it: its layout follows the tile's
+            idx = expand_dims(idx, [i for i in range(rank) if i != d], _builder=b)
         ptr = semantic.add(ptr, semantic.mul(idx, bp.strides[d], b), b)
         if d in checked:
             inside = semantic.logical_and(semantic.greater_equal(idx, 0, b),
@@ -141,8 +141,9 @@ _PADDINGS = ("", "zero", "nan")
 
 
 def load_block(bp: block_pointer, boundary_check: Any, padding_option: Any, volatile: bool,
-               b: Builder) -> tensor:
-    """``tl.load`` of a block pointer."""
+               b: Builder, box: Optional[tuple] = None) -> tensor:
+    """``tl.load`` of a block pointer; ``box``: (the descriptor parameter, the block's
+    coordinates) when it reads a block of a kernel's descriptor argument (``LoadOp.box``)."""
     padding = unwrap(padding_option) or ""
     if padding not in _PADDINGS:
         raise ValueError(f"padding_option must be one of 'zero', 'nan' or '', got {padding!r}")
@@ -155,8 +156,11 @@ def load_block(bp: block_pointer, boundary_check: Any, padding_option: Any, vola
         # no padding_option reads zeros, as Triton's lowering does (its tutorials rely on it)
         other = semantic.constant(float("nan") if padding == "nan" else 0, elem, b,
                                   bp.block_shape)
+    extra = {} if box is None else {"descriptor": box[0],
+                                    "box": [unwrap(o).handle for o in box[1]]}
     return tensor(b.create(ops.LoadOp, ptr.handle, None if mask is None else mask.handle,
-                           None if other is None else other.handle, volatile=volatile).result)
+                           None if other is None else other.handle, volatile=volatile,
+                           **extra).result)
 
 
 def store_block(bp: block_pointer, value: Any, boundary_check: Any, b: Builder) -> None:

@@ -7,6 +7,8 @@ Each argument is described by an ``ArgSpec`` (what the compiled code depends on)
   ``divisible_by_16`` when it is; an int equal to 1 becomes the constant 1 (unit strides
   then give contiguous accesses);
 * a float -> ``f32``; a bool -> ``i1``;
+* an ``at.TensorDescriptor`` -> its element type, block shape and padding, its base marked
+  ``divisible_by_16`` when it is, and each size and row stride when it is (in elements);
 * a ``tl.constexpr`` parameter, or any argument given ``None`` -> its value, compiled in
   (``1``, ``1.0`` and ``True`` are different values here).
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import re
 from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
@@ -145,6 +148,25 @@ def parse_signature_type(text: str) -> Type:
         raise ValueError(f"unknown type '{text}' in signature (use e.g. *fp32, i32, fp16, bf16)") from None
 
 
+_TENSORDESC = re.compile(r"^tensordesc<\s*([A-Za-z0-9_]+)\s*\[([0-9,\s]+)\]\s*>(:16)?$")
+
+
+def _descriptor_spec(name: str, text: str) -> "ArgSpec":
+    """The ``ArgSpec`` of ``at.compile``'s ``"tensordesc<fp16[64, 64]>"`` (Triton's text for a
+    descriptor argument): the element type and block shape; the base and row strides are
+    taken as 16-byte aligned, as a descriptor the GPU's copy unit reads must be, and the
+    sizes as anything (``...>:16``: as divisible by 16)."""
+    m = _TENSORDESC.match(text.strip())
+    if m is None:
+        raise CompilationError(f"'{name}': malformed descriptor type {text!r} (expected e.g. "
+                               f"'tensordesc<fp16[64, 64]>' or 'tensordesc<fp16[64, 64]>:16')")
+    elem = parse_signature_type(m.group(1))
+    blocks = tuple(int(n) for n in m.group(2).split(",") if n.strip())
+    sizes = m.group(3) is not None
+    return ArgSpec(ArgKind.DESCRIPTOR, str(PointerType(elem)), True,
+                   (blocks, "zero", (sizes,) * len(blocks) + (True,) * (len(blocks) - 1)))
+
+
 def constexpr_value(kernel: str, name: str, value: Any) -> Any:
     """A constexpr argument's value (``tl.constexpr(x)`` unwrapped); it must be hashable."""
     value = getattr(value, "value", value)
@@ -198,9 +220,14 @@ class Signature:
         if cls is float or isinstance(value, (float, np.floating)):
             return _FLOAT
         if cls is TensorDescriptor and type(value.base) is Array:
+            # sizes and strides divisible by 16 are specialised as kernel ints are: rows then
+            # start 16-byte aligned and bounds masks hold in runs of 16 (vector access, and
+            # copies of whole boxes by descriptor)
             return ArgSpec(ArgKind.DESCRIPTOR, str(PointerType(value.base.element_type)),
                            value.base._aligned and param.specialize,
-                           (tuple(value.block_shape), value.padding))
+                           (tuple(value.block_shape), value.padding,
+                            tuple(param.specialize and int(s) % 16 == 0
+                                  for s in value.shape + value.strides[:-1])))
         raise LaunchArgumentError(f"{self.kernel}: argument '{param.name}' is a {cls.__name__}; "
                                   f"kernel arguments are arrays, ints, floats, bools or constexprs")
 
@@ -238,6 +265,8 @@ class Signature:
             elif p.name not in signature:
                 raise CompilationError(f"parameter '{p.name}' of '{self.kernel}' has no type in "
                                        f"signature= (give e.g. '*fp32' or 'i32')")
+            elif str(signature[p.name]).strip().startswith("tensordesc<"):
+                specs.append(_descriptor_spec(p.name, str(signature[p.name])))
             else:
                 text, _, divisibility = str(signature[p.name]).partition(":")
                 t = parse_signature_type(text)
@@ -259,11 +288,14 @@ class Signature:
                 constexprs[p.name] = spec.value
                 continue
             if spec.kind is ArgKind.DESCRIPTOR:
-                block_shape, padding = spec.value
+                block_shape, padding, divisible16 = spec.value
                 param = constexprs[p.name] = DescriptorParam(spec.type_text, block_shape, padding)
                 names = leaf_names(p.name, param.rank)
                 if spec.divisible_by_16:
                     arg_attrs[names[0]] = {"divisibility": 16}
+                for name, divisible in zip(names[1:], divisible16):
+                    if divisible:
+                        arg_attrs[name] = {"divisibility": 16}
                 leaves += [(names[0], spec.type, True)] + [(n, i64, False) for n in names[1:]]
                 continue
             t = spec.type

@@ -14,6 +14,7 @@ A backend's ``stages()`` is ``gpu_stages(target, options)`` plus its own stages,
 the ``GpuKernel`` (its text is the LLVM IR: ``asm["llir"]``).  Both stages fill ``metadata``:
 ``num_warps``, ``threads_per_block``, ``shared``, ``kernel_name``, ``asserts`` and
 ``bounds_params`` (with debug: checked mode, ``anytile.codegen.bounds_checks``),
+``box_maps`` (the descriptors the launcher makes: ``box_copies.BoxMap``),
 ``pipelined_dot_operands``, ``prefetched_loads``, ``pipelined_shared``.
 """
 from __future__ import annotations
@@ -29,10 +30,11 @@ from ...ir.nodes import Module
 from ...ir.verifier import verify_if_enabled
 from ..bounds_checks import insert_bounds_checks
 from .assign import LaidOutKernel, assign_layouts
+from .box_copies import box_map_metadata
 from .dot import DotSelector
 from .lowering import KernelLowering
 from .ordered_reduce import order_reductions
-from .pipeline import pipeline_dot_operands, pipeline_loops, stage_invariant_operands
+from .pipeline import load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands
 from .shared import plan_persistent_shared
 from .target import GpuTarget
 
@@ -54,6 +56,9 @@ class GpuKernel:
     shared_bytes: int
     asserts: list
     features: frozenset
+    #: the descriptors the host makes for each launch (``box_copies.BoxMap``), in the order
+    #: of the kernel's last parameters
+    box_maps: tuple = ()
 
     @property
     def external_functions(self) -> list[str]:
@@ -72,7 +77,7 @@ def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False) ->
     module = lowering.run()
     asserts = [[op.message, op.loc.file, op.loc.line] for op in lowering.asserts]
     return GpuKernel(module, laid.kernel.name, lowering.threads, lowering.shared_bytes, asserts,
-                     frozenset(lowering.features))
+                     frozenset(lowering.features), tuple(lowering.box_maps))
 
 
 def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
@@ -92,6 +97,8 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
         verify_if_enabled(module, after="order_reductions")
     dots = DotSelector(target, warps, kernel)
     if options.num_stages > 1:
+        if load_transposed(kernel):
+            verify_if_enabled(module, after="load_transposed")
         metadata["staged_dot_operands"] = stage_invariant_operands(
             kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)
         verify_if_enabled(module, after="stage_invariant_operands")
@@ -123,6 +130,8 @@ def lower_to_llvm(laid: LaidOutKernel, target: GpuTarget, options: CompileOption
     metadata["shared"] = kernel.shared_bytes
     if kernel.asserts:
         metadata["asserts"] = kernel.asserts
+    if kernel.box_maps:
+        metadata["box_maps"] = box_map_metadata(list(kernel.box_maps))
     metadata["kernel_name"] = kernel.name
     return kernel
 

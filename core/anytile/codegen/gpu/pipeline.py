@@ -28,7 +28,12 @@ from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
                          SharedLoadOp)
 
-__all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place"]
+__all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place",
+           "load_transposed"]
+
+#: shared memory kept free for a target's completion tracking of copies by descriptor
+#: (``box_copies.BoxCopies.shared_bytes``, rounded up) where a copy could go that way
+BOX_STATE_BYTES = 128
 
 # loops holding these are not pipelined.  Assertions write no memory, but in checked mode the
 # bounds tests make every copy's mask per element, so its 16-byte copies would become 2-byte
@@ -183,6 +188,55 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     return count
 
 
+def load_transposed(fn: Function) -> int:
+    """Rewrite each ``permute`` of a 2-D tile ``load`` that nothing else reads into a load of
+    the permuted pointers (and mask and ``other``): the same elements, read along the other
+    dimension.  ``tl.trans(tl.load(k_rows))`` feeding a dot then reaches the pipeline as a
+    transposed read, which copies into column-major slots, as K read by transposed
+    addressing does, instead of passing through registers and the scratch space every
+    iteration.  A load of a descriptor's box keeps it, reordered (``LoadOp.box_order``).
+    Returns how many loads changed."""
+    uses = _uses(fn.body)
+    count = 0
+    for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
+        for op in list(block.ops):
+            load = op.src.owner if isinstance(op, ops.PermuteOp) else None
+            if not isinstance(load, ops.LoadOp) or load not in block.ops or load.volatile or \
+                    len(op.order) != 2 or not isinstance(load.ptr.type, TileType) or \
+                    uses.get(load.result) != [op]:
+                continue
+            new: list[Op] = []
+
+            def permuted(v: Optional[Value]) -> Optional[Value]:
+                if v is None:
+                    return None
+                src = v.owner
+                t = v.type
+                flipped = TileType(tuple(t.shape[i] for i in op.order), t.elem)
+                if isinstance(src, ops.ConstantOp):      # a uniform tile stays one
+                    p = ops.ConstantOp(src.value, result_types=[flipped], loc=op.loc)
+                elif isinstance(src, ops.SplatOp):
+                    p = ops.SplatOp(src.src, result_types=[flipped], loc=op.loc)
+                else:
+                    p = ops.PermuteOp(v, tuple(op.order), loc=op.loc)
+                new.append(p)
+                return p.result
+            inner = load.box_order or tuple(range(len(op.order)))
+            read = ops.LoadOp(permuted(load.ptr), permuted(load.mask), permuted(load.other),
+                              load.volatile, list(load.box), load.descriptor,
+                              tuple(inner[i] for i in op.order) if load.box else (),
+                              result_types=[op.result.type], loc=load.loc)
+            read.results[0].name = op.result.name or load.result.name
+            new.append(read)
+            at = block.ops.index(load)
+            block.ops[at:at + 1] = new
+            block.ops.remove(op)
+            for user in walk(fn.body):
+                user.map_operands(lambda v, old=op.result, value=read.result: value if v is old else v)
+            count += 1
+    return count
+
+
 def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
                              shared_limit: int, buffers: Optional[BufferLayouts] = None) -> int:
     """Copy each tile loaded before a ``for`` loop and used only as an operand of matrix dots
@@ -209,7 +263,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             buffer = SharedBufferType(t.shape, t.elem, 1, layout)
             taken = sum(a.result.type.nbytes for a in walk(fn.body)
                         if isinstance(a, SharedAllocOp))
-            if taken + buffer.nbytes > shared_limit:
+            if taken + buffer.nbytes + (BOX_STATE_BYTES if load.box else 0) > shared_limit:
                 continue
             loc = load.loc
             alloc = SharedAllocOp(result_types=[buffer], loc=loc)
@@ -217,7 +271,8 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             view = SharedLoadOp(alloc.result, zero.result, loc=loc)
             view.results[0].name = load.result.name
             staged = [alloc, zero, AsyncCopyOp(alloc.result, zero.result, load.ptr, load.mask,
-                                               loc=loc),
+                                               list(load.box), [], load.descriptor,
+                                               load.box_order, loc=loc),
                       AsyncCommitOp(loc=loc), AsyncWaitOp(0, True, loc=loc), view]
             for op in walk(fn.body):
                 op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
@@ -345,7 +400,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
                 op.result in yielded:
             continue
         if not all(v in computable or v in invariant or v not in inside
-                   for v in (op.ptr, op.mask) if v is not None):
+                   for v in (op.ptr, op.mask, *op.box) if v is not None):
             continue
         loads.append(op)
     if not loads:
@@ -354,6 +409,8 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     slots = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, 1, layouts[ld]) for ld in loads]
     # the dots' operands left out still pass through the scratch space after the buffers
     moved = {ld.result for ld in loads}
+    if any(ld.box for ld in loads):
+        shared_limit -= BOX_STATE_BYTES     # copies by descriptor may track completion there
     shared_limit -= max([_scratch_bytes(dot, moved, buffers)
                          for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
     # a dot whose reads stay in flight keeps a slot busy that long after its iteration: one
@@ -517,7 +574,10 @@ def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[O
         both = ops.BinaryOp("and", ahead.value(load.mask), mask, loc=load.loc)
         out.append(both)
         mask = both.result
-    out.append(AsyncCopyOp(buffer, slot, ptr, mask, loc=load.loc))
+    # a box copy (one instruction for the whole tile) is skipped outright past the loop's end
+    out.append(AsyncCopyOp(buffer, slot, ptr, mask, [ahead.value(c) for c in load.box],
+                           [ahead.in_range] if load.box else [], load.descriptor, load.box_order,
+                           loc=load.loc))
     return out
 
 

@@ -74,6 +74,11 @@ def _slot_address(ctx: "KernelLowering", buffer: Any, slot: ir.Value) -> ir.Valu
 def lower_async_copy(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
     b = ctx.b
     t = op.buffer.type
+    indices = ctx.box_map_of.get(op)
+    if indices is not None:     # whole boxes by descriptor (``box_copies``)
+        ctx.target.box_copies.copy(ctx, op, [(ctx.box_maps[i], ctx.box_params[i]) for i in indices],
+                                   _slot_address(ctx, op.buffer, ctx.scalar(op.slot)))
+        return
     storage = ctx.types.storage(t.elem)
     layout = ctx.laid.store_layout[op]
     shape = shape_of(op.ptr.type)
@@ -133,10 +138,14 @@ def _copy_elements(ctx: "KernelLowering", t: Any, slot: ir.Value, where: list, p
 
 def lower_async_commit(ctx: "KernelLowering", op: AsyncCommitOp) -> None:
     ctx.target.async_commit(ctx.b)
+    if ctx.box_maps:
+        ctx.target.box_copies.commit(ctx)
 
 
 def lower_async_wait(ctx: "KernelLowering", op: AsyncWaitOp) -> None:
     ctx.target.async_wait(ctx.b, op.pending)
+    if ctx.box_maps:
+        ctx.target.box_copies.wait(ctx, op.pending)
     if op.proxy_fence:
         ctx.target.fence_async_shared(ctx.b)
     if op.barrier:

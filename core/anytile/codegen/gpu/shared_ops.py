@@ -27,14 +27,14 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from llvmlite import ir
 
 from ...ir.nodes import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.rules import check_mask, expect, expect_type
-from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
+from ...ir.types import (PointerType, ScalarType, TileType, i1, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)
 
 __all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
@@ -301,20 +301,37 @@ class SharedAllocOp(Op):
 @dataclass(eq=False)
 class AsyncCopyOp(Op):
     """Start copying the tile at ``ptr`` into slot ``slot`` (an ``i32`` scalar) of
-    ``buffer``; where ``mask`` is 0 the slot gets zeros and global memory is not read."""
+    ``buffer``; where ``mask`` is 0 the slot gets zeros and global memory is not read.
+
+    ``box``, ``descriptor`` and ``box_order``: the tile is that box of that descriptor
+    parameter (``LoadOp.box``), for a target that copies boxes by descriptor
+    (``GpuTarget.box_copies``);
+    ``when`` (none, or one ``i1`` scalar): where false, nothing need be copied at all (the
+    mask is then 0 everywhere, and the slot, which is never read, may keep what it held)."""
 
     NAME = "async_copy"
-    OPERANDS = ("buffer", "slot", "ptr", "mask")
+    OPERANDS = ("buffer", "slot", "ptr", "mask", "box", "when")
+    ATTRS = ("descriptor", "box_order")
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     buffer: Value
     slot: Value
     ptr: Value
     mask: Optional[Value] = None
+    box: list = field(default_factory=list)
+    when: list = field(default_factory=list)
+    descriptor: str = ""
+    box_order: tuple = ()
 
     def verify(self) -> None:
         t = _check_buffer_and_slot(self.buffer, self.slot)
         expect_type(self.ptr.type, TileType(t.shape, PointerType(t.elem)), "copied pointers")
         check_mask(self.mask, self.ptr.type)
+        expect(len(self.when) <= 1, "a copy has at most one 'when'")
+        for v in self.when:
+            expect_type(v.type, i1, "when")
+        expect(bool(self.box) == bool(self.descriptor), "a copy's box and descriptor go together")
+        expect(not self.box or len(self.box) == len(t.shape),
+               f"a box copy of a {len(t.shape)}-D tile needs as many coordinates")
 
 
 @dataclass(eq=False)

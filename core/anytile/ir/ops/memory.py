@@ -1,7 +1,7 @@
 """Global memory: addptr, load, store and the atomics."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 from ..nodes import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
@@ -38,16 +38,27 @@ class AddPtrOp(Op):
 class LoadOp(Op):
     """Read one element per pointer.  Where ``mask`` is 0 nothing is read and the result is
     ``other`` (a value of the result type), or unspecified when ``other`` is absent.  A read
-    of an address outside every allocation where the mask is 1 is an error."""
+    of an address outside every allocation where the mask is 1 is an error.
+
+    ``box`` and ``descriptor`` (both or neither) say the same read another way, for devices
+    that copy rectangular boxes in one instruction (Hopper's TMA): the tile is the box whose
+    first element is at coordinates ``box`` (integer scalars, one per dimension) of the
+    array the kernel's descriptor parameter ``descriptor`` describes, elements outside that
+    array reading as ``other`` -- or, with ``box_order``, that box with its dimensions
+    reordered as ``permute`` does (the tile's dimension ``i`` is the box's ``box_order[i]``).
+    ``ptr`` and ``mask`` stay the meaning; a device that has no such copy ignores these."""
 
     NAME = "load"
-    OPERANDS = ("ptr", "mask", "other")
-    ATTRS = ("volatile",)
+    OPERANDS = ("ptr", "mask", "other", "box")
+    ATTRS = ("volatile", "descriptor", "box_order")
     TRAITS = frozenset({TRAIT_MEMORY})
     ptr: Value
     mask: Optional[Value] = None
     other: Optional[Value] = None
-    volatile: bool = False
+    volatile: bool = False      # (a field before ``box``: older code passes it by position)
+    box: list = field(default_factory=list)
+    descriptor: str = ""
+    box_order: tuple = ()
 
     def infer_types(self) -> list[Type]:
         t = self.ptr.type
@@ -58,6 +69,16 @@ class LoadOp(Op):
         check_mask(self.mask, self.ptr.type)
         if self.other is not None:
             expect_type(self.other.type, pointee_type(self.ptr.type), "load other")
+        expect(bool(self.box) == bool(self.descriptor),
+               "a load's box and descriptor go together")
+        if self.box:
+            expect(len(self.box) == len(shape_of(self.ptr.type)),
+                   f"a box load of a {len(shape_of(self.ptr.type))}-D tile needs as many "
+                   f"coordinates, found {len(self.box)}")
+            expect(all(is_int(v.type) and not shape_of(v.type) for v in self.box),
+                   "box coordinates must be integer scalars")
+        expect(not self.box_order or sorted(self.box_order) == list(range(len(self.box))),
+               f"box_order {self.box_order} is not a permutation of the box's dimensions")
 
 
 @dataclass(eq=False)

@@ -1,0 +1,375 @@
+"""Hopper's tensor memory accelerator (TMA) copying pipelined tiles by descriptor: core's
+``box_copies`` extension point on sm_90.
+
+A pipelined operand read from an ``at.TensorDescriptor`` argument into a ``SwizzledPanels``
+slot (a warpgroup MMA operand; a block read and transposed, as attention's K, into the
+column-major slot, which keeps it as the array does) is copied by ``cp.async.bulk.tensor``:
+the slot is cut into boxes, one per panel (``width`` bytes of columns) and per run of rows,
+and lanes of warp 0 issue one box each, written by the copy unit in the panel's own swizzle.
+A's rows are permuted (``warpgroup_row``): a whole block of ``16 W`` rows comes as one box
+of a 5-D view of the rows whose dimensions put them in that order; a block that is not
+whole inside the array comes as boxes of eight rows (which the permutation keeps together).  The descriptors (``CUtensorMap``, 128 bytes) are made by the host for
+each launch (``encode_tensor_map``, cached) and passed as ``__grid_constant__`` parameters.
+
+Completion goes through sixteen ``mbarrier``s in shared memory, one per pipeline group in
+turn: group ``g`` (counted by every thread at each ``async_commit``) uses barrier ``g % 16``
+in phase ``g // 16``.  The issuing lane announces the bytes of each copy
+(``mbarrier.expect_tx``) before starting it, thread 0 arrives on the group's barrier at the
+commit, and ``async_wait(pending)`` has every thread wait, group after group, for the phase
+parity of each group it has not waited for yet, up to the last ``pending``.  A pipeline
+keeps at most ``stages`` groups in flight and waits every iteration behind a program
+barrier, so no barrier is reused while a thread could still be waiting on its previous
+phase.
+"""
+from __future__ import annotations
+
+import ctypes
+import threading
+from typing import Any, Optional
+
+from llvmlite import ir
+
+from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap
+from anytile.codegen.gpu.shared_ops import AsyncCopyOp
+from anytile.errors import LaunchError
+
+from .warpgroup import SwizzledPanels
+
+__all__ = ["TensorCopies", "BARRIERS", "box_layout", "encode_tensor_map", "map_geometry",
+           "tensor_map_maker", "tensor_map_parameters"]
+
+I32 = ir.IntType(32)
+I64 = ir.IntType(64)
+I8 = ir.IntType(8)
+#: mbarriers of the ring (groups in flight stay well below it)
+BARRIERS = 16
+#: bytes of a ``CUtensorMap``
+MAP_BYTES = 128
+
+
+def box_layout(rows: int, cols: int, layout: SwizzledPanels, elem_bytes: int) -> Optional[tuple]:
+    """(box rows, box columns, copies) of a slot in ``layout`` whose panels hold ``rows x
+    cols`` (``SwizzledPanels.stored``) cut into 2-D boxes, or ``None`` when the copy unit
+    cannot write it (too many boxes for a warp's lanes)."""
+    if rows % 8:
+        return None
+    box_cols = layout.width // elem_bytes
+    box_rows = 8 if layout.warps else rows
+    if cols % box_cols or box_rows > 256:
+        return None
+    copies = (rows // box_rows) * (cols // box_cols)
+    return (box_rows, box_cols, copies) if copies <= 32 else None
+
+
+class TensorCopies(BoxCopies):
+    """``cp.async.bulk.tensor`` copies completed on a ring of ``mbarrier``s (the module
+    doc).  The instruction emitters are small methods, which the host emulation replaces."""
+
+    shared_bytes = 8 * BARRIERS
+
+    # -- planning ------------------------------------------------------------------------------
+    def plan(self, op: AsyncCopyOp, kernel: Any) -> tuple[BoxMap, ...]:
+        t = op.buffer.type
+        layout = t.layout
+        if not isinstance(layout, SwizzledPanels) or len(t.shape) != 2 or t.elem.nbytes != 2:
+            return ()
+        params = {a.name: attrs for a, attrs in zip(kernel.args, kernel.arg_attrs)}
+        d = op.descriptor
+        base, stride = params.get(f"{d}_at_base"), params.get(f"{d}_at_stride0")
+        if base is None or stride is None or f"{d}_at_shape2" in params:
+            return ()
+        # the copy unit reads rows 16-byte aligned: the base and the row stride must be
+        if base.get("divisibility", 1) % 16 or stride.get("divisibility", 1) % 16:
+            return ()
+        # the slot keeps the box as the array holds it: rows along the panels' rows, which
+        # for a tile read transposed (``box_order`` (1, 0)) is the column-major slot
+        if layout.columns != (tuple(op.box_order) == (1, 0)) or \
+                tuple(op.box_order) not in ((), (0, 1), (1, 0)):
+            return ()
+        rows, cols = layout.stored(t.shape)
+        shape = box_layout(rows, cols, layout, t.elem.nbytes)
+        if shape is None:
+            return ()
+        plain = BoxMap(d, t.elem.name, shape[:2], layout.width)
+        if not layout.warps:
+            return (plain,)
+        # A's rows permuted: one box of 16 W rows a panel (a 5-D view of the rows, the
+        # interleave ``W``) where the block is whole and aligned, else boxes of 8 rows
+        block = 16 * layout.warps
+        if rows % block or (rows // block) * (cols // shape[1]) > 32:
+            return (plain,)
+        return (BoxMap(d, t.elem.name, (block, shape[1]), layout.width, layout.warps), plain)
+
+    def parameter_type(self) -> ir.Type:
+        return ir.PointerType(ir.ArrayType(I8, MAP_BYTES))
+
+    def declare(self, fn: ir.Function, index: int) -> None:
+        """A ``byval`` parameter kept in the parameter space (``nvvm.grid_constant``): its
+        generic address (``cvta.param``) is what the copy instruction reads."""
+        arg = fn.args[index]
+        arg.add_attribute("byval")
+        arg.attributes.align = 64
+        m = fn.module
+        m.add_named_metadata("nvvm.annotations",
+                             [fn, ir.MetaDataString(m, "grid_constant"),
+                              m.add_metadata([ir.Constant(I32, index + 1)])])
+
+    # -- lowering ------------------------------------------------------------------------------
+    def start(self, ctx: Any) -> None:
+        entry = ctx.entry_b
+        ctx.box_groups = entry.alloca(I32, name="box_groups")      # groups committed
+        ctx.box_waited = entry.alloca(I32, name="box_waited")      # groups waited for
+        entry.store(ir.Constant(I32, 0), ctx.box_groups)
+        entry.store(ir.Constant(I32, 0), ctx.box_waited)
+        b = ctx.b
+        with b.if_then(b.icmp_unsigned("==", ctx.tid, ir.Constant(I32, 0))):
+            for i in range(BARRIERS):
+                self.init_barrier(b, self._barrier(ctx, b, ir.Constant(I32, i)))
+            self.fence_init(b)
+        ctx.target.barrier(b)
+
+    def _barrier(self, ctx: Any, b: ir.IRBuilder, index: ir.Value) -> ir.Value:
+        """The shared-memory address (i32) of barrier ``index``."""
+        at = b.gep(ctx.box_state, [b.mul(index, ir.Constant(I32, 8))], source_etype=I8)
+        return self.shared_address(b, at)
+
+    def _group_barrier(self, ctx: Any, b: ir.IRBuilder, group: ir.Value) -> ir.Value:
+        return self._barrier(ctx, b, b.and_(group, ir.Constant(I32, BARRIERS - 1)))
+
+    def copy(self, ctx: Any, op: AsyncCopyOp, maps: list, slot: ir.Value) -> None:
+        b = ctx.b
+        t = op.buffer.type
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        issue = b.icmp_unsigned("==", ctx.warp, k32(0))
+        for when in op.when:
+            issue = b.and_(issue, ctx.scalar(when))
+        row0, col0 = (b.trunc(v, I32) if v.type.width > 32 else v
+                      for v in (ctx.scalar(op.box[0]), ctx.scalar(op.box[1])))
+        with b.if_then(issue):
+            bar = self._group_barrier(ctx, b, b.load(ctx.box_groups))
+            with b.if_then(b.icmp_unsigned("==", ctx.lane, k32(0))):
+                self.expect_bytes(b, bar, k32(t.shape[0] * t.shape[1] * t.elem.nbytes))
+            if len(maps) == 1:
+                self._boxes(ctx, t, maps[0], slot, row0, col0, bar)
+                return
+            # whole blocks of 16 W rows inside the array: one 5-D box each; else 8-row boxes
+            (blocks, blocks_param), plain = maps
+            rows = ctx.scalar(self._leaf(ctx, blocks.descriptor, "shape0"))
+            end = b.add(b.sext(row0, rows.type), ir.Constant(rows.type, t.shape[0]))
+            whole = b.and_(b.icmp_unsigned("==", b.urem(row0, k32(blocks.box[0])), k32(0)),
+                           b.and_(b.icmp_signed(">=", row0, k32(0)), b.icmp_signed("<=", end, rows)))
+            with b.if_else(whole) as (then, otherwise):
+                with then:
+                    self._boxes(ctx, t, (blocks, blocks_param), slot, row0, col0, bar)
+                with otherwise:
+                    self._boxes(ctx, t, plain, slot, row0, col0, bar)
+
+    @staticmethod
+    def _leaf(ctx: Any, descriptor: str, leaf: str) -> Any:
+        name = f"{descriptor}_at_{leaf}"
+        return next(a for a in ctx.fn_ir.args if a.name == name)
+
+    def _boxes(self, ctx: Any, t: Any, box_map: tuple, slot: ir.Value, row0: ir.Value,
+               col0: ir.Value, bar: ir.Value) -> None:
+        """Lane ``i`` of warp 0 copies box ``i`` of the slot through the map."""
+        b = ctx.b
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        m, param = box_map
+        layout = t.layout
+        rows, cols = layout.stored(t.shape)     # the slot's rows are the array's
+        box_rows, box_cols = m.box
+        per_panel = rows // box_rows
+        copies = per_panel * (cols // box_cols)
+        with b.if_then(b.icmp_unsigned("<", ctx.lane, k32(copies))):
+            run, panel = b.urem(ctx.lane, k32(per_panel)), b.udiv(ctx.lane, k32(per_panel))
+            first = b.mul(run, k32(box_rows))
+            # a block of 16 W rows lands whole, permuted by the copy unit; 8-row boxes land
+            # where the permutation puts their rows
+            row = layout._row(b, first) if layout.warps and not m.interleave else first
+            offset = b.add(b.mul(panel, k32(rows * layout.width)), b.mul(row, k32(layout.width)))
+            dst = self.shared_address(b, b.gep(slot, [offset], source_etype=I8))
+            col = b.add(col0, b.mul(panel, k32(box_cols)))
+            if m.interleave:     # (column, row in 8, half, warp, block) of the 5-D view
+                block = b.udiv(b.add(row0, first), k32(box_rows))
+                coords = [col, k32(0), k32(0), k32(0), block]
+            else:
+                coords = [col, b.add(row0, first)]
+            self.copy_box(b, dst, self.map_address(b, param), coords, bar)
+
+    def commit(self, ctx: Any) -> None:
+        b = ctx.b
+        group = b.load(ctx.box_groups)
+        with b.if_then(b.icmp_unsigned("==", ctx.tid, ir.Constant(I32, 0))):
+            self.arrive(b, self._group_barrier(ctx, b, group))
+        b.store(b.add(group, ir.Constant(I32, 1)), ctx.box_groups)
+
+    def wait(self, ctx: Any, pending: int) -> None:
+        b = ctx.b
+        target = b.sub(b.load(ctx.box_groups), ir.Constant(I32, pending))
+        fn = b.function
+        check, body, spin, done = (fn.append_basic_block(n) for n in
+                                   ("box_wait", "box_wait_group", "box_wait_spin", "box_waited"))
+        b.branch(check)
+        b.position_at_end(check)
+        waited = b.load(ctx.box_waited)
+        b.cbranch(b.icmp_signed("<", waited, target), body, done)
+        b.position_at_end(body)
+        bar = self._group_barrier(ctx, b, waited)
+        parity = b.and_(b.lshr(waited, ir.Constant(I32, BARRIERS.bit_length() - 1)),
+                        ir.Constant(I32, 1))
+        b.branch(spin)
+        b.position_at_end(spin)
+        ready = self.try_wait(b, bar, parity)
+        after = fn.append_basic_block("box_wait_next")
+        b.cbranch(b.icmp_unsigned("!=", ready, ir.Constant(I32, 0)), after, spin)
+        b.position_at_end(after)
+        b.store(b.add(waited, ir.Constant(I32, 1)), ctx.box_waited)
+        b.branch(check)
+        b.position_at_end(done)
+
+    # -- the instructions (PTX; the emulation replaces these) ----------------------------------
+    @staticmethod
+    def _asm(b: ir.IRBuilder, text: str, constraints: str, args: list,
+             ret: ir.Type = ir.VoidType()) -> ir.Value:
+        ft = ir.FunctionType(ret, [a.type for a in args])
+        return b.asm(ft, text, constraints + ("," if constraints else "") + "~{memory}", args,
+                     side_effect=True)
+
+    @staticmethod
+    def shared_address(b: ir.IRBuilder, ptr: ir.Value) -> ir.Value:
+        return b.ptrtoint(ptr, I32)
+
+    @staticmethod
+    def map_address(b: ir.IRBuilder, param: ir.Value) -> ir.Value:
+        return b.ptrtoint(param, I64)           # cvta.param of the grid-constant parameter
+
+    def init_barrier(self, b: ir.IRBuilder, bar: ir.Value) -> None:
+        self._asm(b, "mbarrier.init.shared::cta.b64 [$0], 1;", "r", [bar])
+
+    def fence_init(self, b: ir.IRBuilder) -> None:
+        self._asm(b, "fence.mbarrier_init.release.cluster;", "", [])
+
+    def expect_bytes(self, b: ir.IRBuilder, bar: ir.Value, nbytes: ir.Value) -> None:
+        self._asm(b, "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [$0], $1;", "r,r", [bar, nbytes])
+
+    def copy_box(self, b: ir.IRBuilder, dst: ir.Value, tmap: ir.Value, coords: list,
+                 bar: ir.Value) -> None:
+        """One box whose first element is at ``coords`` (innermost dimension first)."""
+        n = len(coords)
+        places = ", ".join(f"${2 + i}" for i in range(n))
+        self._asm(b, f"cp.async.bulk.tensor.{n}d.shared::cluster.global.tile.mbarrier::"
+                     f"complete_tx::bytes [$0], [$1, {{{places}}}], [${2 + n}];",
+                  "r,l," + "r," * n + "r", [dst, tmap, *coords, bar])
+
+    def arrive(self, b: ir.IRBuilder, bar: ir.Value) -> None:
+        self._asm(b, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
+
+    def try_wait(self, b: ir.IRBuilder, bar: ir.Value, parity: ir.Value) -> ir.Value:
+        return self._asm(b, "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2; "
+                            "selp.u32 $0, 1, 0, p; }", "=r,r,r", [bar, parity], I32)
+
+
+# ---------------------------------------------------------------------------------------------
+# The host's side: a CUtensorMap per map and launch
+# ---------------------------------------------------------------------------------------------
+#: IR element type -> CUtensorMapDataType
+_DATA_TYPES = {"f16": 6, "bf16": 9, "f32": 7, "i8": 0, "u8": 0, "i16": 1, "u16": 1,
+               "i32": 3, "u32": 2, "f64": 8, "i64": 5, "u64": 4}
+#: swizzle bytes -> CUtensorMapSwizzle
+_SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
+_L2_PROMOTION_128B = 2
+_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4,
+               "u32": 4, "f64": 8, "i64": 8, "u64": 8}
+_ENCODE: Any = None
+_ENCODE_LOCK = threading.Lock()
+
+
+def _encoder() -> Any:
+    """``cuTensorMapEncodeTiled`` from libcuda, by ``ctypes``."""
+    global _ENCODE
+    with _ENCODE_LOCK:
+        if _ENCODE is None:
+            lib = ctypes.CDLL("libcuda.so.1")
+            fn = lib.cuTensorMapEncodeTiled
+            u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p,
+                           u64p, u32p, u32p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_int]
+            fn.restype = ctypes.c_int
+            _ENCODE = fn
+    return _ENCODE
+
+
+def map_geometry(box_map: BoxMap, rows: int, cols: int, row_stride: int,
+                 elem_bytes: int) -> tuple[list, list, list]:
+    """(dimensions, byte strides of all but the first, box) of ``box_map``'s view of the
+    ``rows x cols`` array (rows ``row_stride`` elements apart), innermost first: 2-D, or
+    for an interleaved map the 5-D view (column, row in 8, half, warp, block of 16 W rows)
+    whose boxes land as ``warpgroup_row`` permutes a block."""
+    box_rows, box_cols = box_map.box
+    rs = row_stride * elem_bytes
+    w = box_map.interleave
+    if not w:
+        return [cols, rows], [rs], [box_cols, box_rows]
+    return ([cols, 8, 2, w, max(1, rows // (16 * w))], [rs, 8 * w * rs, 8 * rs, 16 * w * rs],
+            [box_cols, 8, 2, w, 1])
+
+
+def encode_tensor_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stride: int,
+                      elem_bytes: int) -> bytes:
+    """The 128-byte ``CUtensorMap`` of ``box_map`` over the ``rows x cols`` array at ``base``
+    (rows ``row_stride`` elements apart)."""
+    out = (ctypes.c_uint8 * MAP_BYTES)()
+    dims, strides, box = map_geometry(box_map, rows, cols, row_stride, elem_bytes)
+    n = len(dims)
+    result = _encoder()(out, _DATA_TYPES[box_map.elem], n, ctypes.c_void_p(base),
+                        (ctypes.c_uint64 * n)(*dims), (ctypes.c_uint64 * (n - 1))(*strides),
+                        (ctypes.c_uint32 * n)(*box), (ctypes.c_uint32 * n)(*[1] * n), 0,
+                        _SWIZZLES[box_map.swizzle], _L2_PROMOTION_128B, 0)
+    if result != 0:
+        raise LaunchError(
+            f"descriptor argument '{box_map.descriptor}': the GPU's copy unit cannot describe "
+            f"this array (cuTensorMapEncodeTiled error {result}; base {base:#x}, shape "
+            f"[{rows}, {cols}], row stride {row_stride}, view {dims}, box {box})")
+    return bytes(out)
+
+
+def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_tensor_map) -> Any:
+    """``make(base, rows, cols, row_stride) -> bytes``: ``encode`` of ``box_map`` for a
+    launch's descriptor leaves (inside ``context()``: the kernel's device current), remembered
+    for the arrays seen last (a map depends on nothing else, so a remembered one is always
+    right)."""
+    elem_bytes = _ELEM_BYTES[box_map.elem]
+    cache: dict = {}
+
+    def make(base: int, rows: int, cols: int, row_stride: int) -> bytes:
+        key = (base, rows, cols, row_stride)
+        found = cache.get(key)
+        if found is None:
+            if len(cache) >= 256:
+                cache.clear()
+            if context is None:
+                found = encode(box_map, base, rows, cols, row_stride, elem_bytes)
+            else:
+                with context():
+                    found = encode(box_map, base, rows, cols, row_stride, elem_bytes)
+            cache[key] = found
+        return found
+    return make
+
+
+
+def tensor_map_parameters(box_maps: Optional[list], signature: list, context: Any = None) -> list:
+    """The launcher's computed parameters for a kernel's ``metadata["box_maps"]``:
+    ``(name, 128, make, sources)`` each, ``sources`` the indices in ``signature`` of the
+    descriptor argument's base, rows, columns and row stride (its leaves); ``context()``
+    makes the kernel's device current (the driver's encoder asks for one)."""
+    names = [name for name, _ in signature]
+    out = []
+    for i, entry in enumerate(box_maps or ()):
+        box_map = BoxMap.from_metadata(entry)
+        d = box_map.descriptor
+        sources = tuple(names.index(f"{d}_at_{leaf}")
+                        for leaf in ("base", "shape0", "shape1", "stride0"))
+        out.append((f"tensor map {i} of {d}", MAP_BYTES, tensor_map_maker(box_map, context),
+                    sources))
+    return out

@@ -1,0 +1,239 @@
+"""Hopper's tensor memory accelerator without a GPU: operands read from ``at.TensorDescriptor``
+arguments are copied by descriptor (``tma.py``) into the warpgroup MMA's swizzled slots, the
+copies completing on a ring of mbarriers.  The PTX is assembled by ptxas for sm_90a; whole
+pipelined matmuls run on the host simulator with the copies emulated (``tma_sim.py``: the
+bytes land only when a wait sees their phase complete), checked against NumPy; the host's
+descriptor records are checked against the kernel's metadata.  The same kernels run on an
+H100 and H200 in test_device.py."""
+import ctypes
+import re
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.backend import CompileOptions
+from anytile.codegen.gpu import BoxMap, lay_out, lower_to_llvm
+from anytile.codegen.gpu.simulator import SimulatedKernel
+from anytile.gpu_host import RecordParameter, argument_slots
+from anytile_nvidia.stages import find_ptxas
+from anytile_nvidia.tma import box_layout, tensor_map_parameters
+from anytile_nvidia import tma_sim
+from anytile_nvidia.tma_sim import EmulatedTensorCopies, host_map
+from anytile_nvidia.warpgroup import SwizzledPanels
+from anytile_nvidia.warpgroup_sim import simulated_hopper_target
+
+
+@at.jit
+def desc_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                BK: tl.constexpr):
+    pid_m = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        a = a_desc.load([pid_m * BM, k * BK])
+        b = b_desc.load([k * BK, pid_n * BN])
+        acc = tl.dot(a, b, acc)
+    offs_m = pid_m * BM + tl.arange(0, BM)
+    offs_n = pid_n * BN + tl.arange(0, BN)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _signature(BM, BN, BK, elem="fp16"):
+    return {"a_desc": f"tensordesc<{elem}[{BM}, {BK}]>", "b_desc": f"tensordesc<{elem}[{BK}, {BN}]>",
+            "c_ptr": "*fp32:16", "M": "i32", "N": "i32", "K": "i32"}
+
+
+def _tma_target():
+    target = simulated_hopper_target()
+    target.box_copies = EmulatedTensorCopies()
+    return target
+
+
+def _simulate(BM, BN, BK, num_warps, M, N, K, num_stages=3, seed=0):
+    """Run ``desc_matmul`` on the simulator with the copies emulated; returns (C, reference,
+    the box maps, the LLVM IR)."""
+    consts = {"BM": BM, "BN": BN, "BK": BK}
+    module = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(BM, BN, BK),
+                        constexprs=consts, num_warps=num_warps, num_stages=num_stages).module
+    target = _tma_target()
+    options = CompileOptions(num_warps=num_warps, num_stages=num_stages)
+    meta: dict = {}
+    kernel = lower_to_llvm(lay_out(module, target, options, meta), target, options, meta)
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    fn = module.kernel
+    values = {"c_ptr": c, "M": M, "N": N, "K": K,
+              "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": K, "a_desc_at_stride0": K,
+              "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
+    args = [values[arg.name] for arg in fn.args]
+    arrays = {"a_desc": (a, M, K), "b_desc": (b, K, N)}
+    records = [host_map(m, arrays[m.descriptor][0].ctypes.data, *arrays[m.descriptor][1:],
+                        arrays[m.descriptor][2]) for m in kernel.box_maps]
+    sim = _Simulated(str(kernel), fn, num_warps * 32, len(records))
+    programs = (-(-M // BM), -(-N // BN))
+    del tma_sim.stalls[:]
+    sim.run(programs, args + [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls, f"waits that never completed: {tma_sim.stalls}"
+    return c, a.astype(np.float64) @ b.astype(np.float64), list(kernel.box_maps), str(kernel)
+
+
+class _Simulated(SimulatedKernel):
+    """A simulated kernel whose last ``records`` parameters are the emulated maps (pointers)."""
+
+    def __init__(self, llir, fn, threads, records):
+        super().__init__(llir, fn.name, [a.type for a in fn.args], threads)
+        self.argtypes = self.argtypes + [ctypes.c_void_p] * records
+        address = self.engine.get_function_address(fn.name)
+        self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(address)
+
+
+@pytest.mark.parametrize("BM,BN,BK,num_warps,M,N,K", [
+    (64, 64, 64, 4, 64, 128, 192),      # A and B in one 128-byte panel each
+    (64, 128, 64, 4, 128, 128, 200),    # B in two panels; a K tail outside the array
+    (128, 64, 32, 4, 128, 64, 96),      # 64-byte panels; A's rows permuted over two M-tiles
+    (128, 64, 64, 8, 200, 100, 128),    # two warpgroups; rows and columns outside the array
+    (64, 64, 64, 4, 64, 64, 32),        # K smaller than one step: the copies past the end skip
+])
+def test_descriptor_matmul_copies_whole_boxes(BM, BN, BK, num_warps, M, N, K):
+    c, ref, maps, text = _simulate(BM, BN, BK, num_warps, M, N, K)
+    # A: whole blocks of 16 W rows (its rows permuted by the 5-D view), else 8-row boxes
+    assert [(m.descriptor, m.box, m.interleave) for m in maps] == [
+        ("a_desc", (16 * num_warps, min(BK, 64)), num_warps), ("a_desc", (8, min(BK, 64)), 0),
+        ("b_desc", (BK, 64), 0)]
+    assert "anytile_sim_tma_copy" in text and "cp.async" not in text
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
+
+
+def test_the_boxes_cover_each_slot_once():
+    for rows, cols, warps in ((64, 64, 4), (128, 128, 4), (128, 64, 8), (64, 256, 0)):
+        layout = SwizzledPanels(128, warps)
+        box_rows, box_cols, copies = box_layout(rows, cols, layout, 2)
+        assert box_rows * box_cols * copies == rows * cols
+        assert box_cols == 64 and box_rows == (8 if warps else rows)
+    # a tile kept transposed (attention's K): the panels hold it as the array does
+    transposed = SwizzledPanels(128, 0, columns=True)
+    assert box_layout(*transposed.stored((128, 64)), transposed, 2) == (64, 64, 2)
+    assert box_layout(64, 8 * 64, SwizzledPanels(128, 8), 2) is None     # 64 boxes: too many
+
+
+def test_a_descriptor_without_aligned_rows_keeps_per_thread_copies():
+    """A row stride not known to be a multiple of 16 elements: the copy unit may not read it,
+    so the copies stay cp.async (``plan`` declines)."""
+    sig = _signature(64, 64, 64)
+    module = at.compile(desc_matmul, target="nvidia:sm_90", signature=sig,
+                        constexprs={"BM": 64, "BN": 64, "BK": 64}).module
+    for i, arg in enumerate(module.kernel.args):
+        if arg.name == "a_desc_at_stride0":
+            module.kernel.arg_attrs[i] = {}
+    target = _tma_target()
+    options = CompileOptions(num_warps=4, num_stages=3)
+    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    assert [m.descriptor for m in kernel.box_maps] == ["b_desc"]
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
+def test_the_tma_ptx_assembles_for_sm_90a():
+    compiled = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(128, 128, 64),
+                          constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=4, num_stages=4)
+    ptx = compiled.asm["ptx"]
+    # two copy sites (A, B) in the prologue's three stages and the loop body
+    assert ptx.count("cp.async.bulk.tensor.2d") == 8 and ptx.count("cp.async.bulk.tensor.5d") == 4
+    assert "cp.async.cg" not in ptx
+    assert "mbarrier.try_wait.parity" in ptx and "mbarrier.expect_tx" in ptx
+    assert len(re.findall(r"\.param \.align 64 \.b8 desc_matmul_param_\d+\[128\]", ptx)) == 3
+    assert ptx.count("cvta.param.u64") >= 3          # the maps are read where they are
+    assert compiled.metadata["box_maps"] == [["a_desc", "f16", [64, 64], 128, 4],
+                                             ["a_desc", "f16", [8, 64], 128, 0],
+                                             ["b_desc", "f16", [64, 64], 128, 0]]
+    assert compiled.metadata.get("spills", 0) == 0
+    no_tma = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(128, 128, 64),
+                        constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=4, num_stages=4,
+                        tma=False)
+    assert "cp.async.bulk" not in no_tma.asm["ptx"] and "box_maps" not in no_tma.metadata.extra
+
+
+def test_the_launcher_passes_one_map_per_descriptor_from_its_leaves():
+    compiled = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(64, 64, 64),
+                          constexprs={"BM": 64, "BN": 64, "BK": 64})
+    made = []
+    params = tensor_map_parameters(compiled.metadata["box_maps"], compiled.signature)
+    names = [n for n, _ in compiled.signature]
+    for (name, nbytes, make, sources), leaf in zip(params, ("a_desc", "a_desc", "b_desc")):
+        assert nbytes == 128 and [names[i] for i in sources] == [
+            f"{leaf}_at_base", f"{leaf}_at_shape0", f"{leaf}_at_shape1", f"{leaf}_at_stride0"]
+        made.append(make)
+    slots, _, _ = argument_slots([("map", RecordParameter(128))])
+    assert len(slots[0]) == 128
+
+
+@at.jit
+def desc_attention(desc_q, desc_k, desc_v, desc_o, sm_scale, N_CTX, BM: tl.constexpr,
+                   BN: tl.constexpr, D: tl.constexpr, CAUSAL: tl.constexpr):
+    """Flash attention in Triton 3.6's tutorial shape: descriptors, K read as rows and ``.T``."""
+    start_m = tl.program_id(0)
+    row0 = tl.program_id(1) * N_CTX
+    offs_m = start_m * BM + tl.arange(0, BM)
+    offs_n = tl.arange(0, BN)
+    q = desc_q.load([row0 + start_m * BM, 0])
+    m_i = tl.zeros((BM,), tl.float32) - float("inf")
+    l_i = tl.zeros((BM,), tl.float32) + 1.0
+    acc = tl.zeros((BM, D), tl.float32)
+    hi = (start_m + 1) * BM if CAUSAL else N_CTX
+    for start_n in range(0, hi, BN):
+        qk = tl.dot(q, desc_k.load([row0 + start_n, 0]).T)
+        if CAUSAL:
+            qk = tl.where(offs_m[:, None] >= (start_n + offs_n)[None, :], qk, -1.0e6)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * sm_scale)
+        p = tl.math.exp2(qk * sm_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = tl.dot(p.to(tl.float16), desc_v.load([row0 + start_n, 0]), acc * alpha[:, None])
+        m_i = m_ij
+    desc_o.store([row0 + start_m * BM, 0], (acc / l_i[:, None]).to(tl.float16))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
+    """q staged once (a 5-D box: its rows permuted for the MMA), K read as rows and
+    transposed: its boxes land in the column-major slot (``box_order``), V as it is."""
+    BM, BN, D, N, heads, warps = 64, 32, 64, 128, 2, 4
+    sig = {name: f"tensordesc<fp16[{rows}, {D}]>:16" for name, rows in
+           (("desc_q", BM), ("desc_k", BN), ("desc_v", BN), ("desc_o", BM))}
+    sig.update(sm_scale="fp32", N_CTX="i32")
+    module = at.compile(desc_attention, target="nvidia:sm_90", signature=sig,
+                        constexprs={"BM": BM, "BN": BN, "D": D, "CAUSAL": causal},
+                        num_warps=warps, num_stages=3).module
+    target = _tma_target()
+    options = CompileOptions(num_warps=warps, num_stages=3)
+    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    assert sorted({m.descriptor for m in kernel.box_maps}) == ["desc_k", "desc_q", "desc_v"]
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((heads * N, D)).astype(np.float16) for _ in range(3))
+    o = np.full((heads * N, D), np.nan, np.float16)
+    scale = 0.125 * 1.44269504
+    leaves = {}
+    for name, x in (("desc_q", q), ("desc_k", k), ("desc_v", v), ("desc_o", o)):
+        leaves.update({f"{name}_at_base": x, f"{name}_at_shape0": heads * N,
+                       f"{name}_at_shape1": D, f"{name}_at_stride0": D})
+    values = {**leaves, "sm_scale": scale, "N_CTX": N}
+    fn = module.kernel
+    arrays = {"desc_q": q, "desc_k": k, "desc_v": v}
+    records = [host_map(m, arrays[m.descriptor].ctypes.data, heads * N, D, D) for m in kernel.box_maps]
+    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    del tma_sim.stalls[:]
+    sim.run((N // BM, heads), [values[a.name] for a in fn.args] + [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls
+    ref = np.empty((heads * N, D))
+    for h in range(heads):
+        rows = slice(h * N, (h + 1) * N)
+        s = q[rows].astype(np.float64) @ k[rows].astype(np.float64).T * 0.125
+        if causal:
+            s = np.where(np.tril(np.ones((N, N), bool)), s, -np.inf)
+        w = np.exp(s - s.max(axis=1, keepdims=True))
+        ref[rows] = (w / w.sum(axis=1, keepdims=True)) @ v[rows].astype(np.float64)
+    np.testing.assert_allclose(o.astype(np.float64), ref, atol=2e-2, rtol=2e-2)
