@@ -2,6 +2,7 @@
 measured in the same run.
 
     make bench-cpu            # or: .venv/bin/python benchmarks/cpu.py [--quick] [--out FILE]
+    .venv/bin/python benchmarks/cpu.py --only vector-add,launch     # some rows only
 
 Peers: NumPy in its ``out=`` forms (no allocation in the timed code), numba
 ``@njit(parallel=True)`` loops, and for vector add the machine's limit: a C loop on all
@@ -202,6 +203,8 @@ def check(name: str, got: np.ndarray, ref: np.ndarray, tol: float) -> None:
 
 
 PEERS = ("numpy", "numba", "C limit")
+#: the row sets ``--only`` picks from, in the order they run
+ROW_SETS = ("vector-add", "softmax-layernorm", "matmul", "launch")
 
 
 class Table:
@@ -244,17 +247,25 @@ def main() -> int:
                         help="interleaved rounds per row (default 5, 3 with --quick)")
     parser.add_argument("--keep-openblas-env", action="store_true",
                         help="keep OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE (see the docstring)")
+    parser.add_argument("--only", metavar="ROWS",
+                        help=f"comma-separated row sets to run, of {','.join(ROW_SETS)} "
+                             "(default: all)")
     args = parser.parse_args()
+    only = set(ROW_SETS) if args.only is None else set(args.only.split(","))
+    if only - set(ROW_SETS):
+        parser.error(f"unknown row sets {','.join(sorted(only - set(ROW_SETS)))}; "
+                     f"known: {','.join(ROW_SETS)}")
     dev = at.device("cpu")
     rng = np.random.default_rng(0)
     rep = 3 if args.quick else 5
     rounds = args.rounds or (3 if args.quick else 5)
     table = Table()
-    c_limit, c_how = c_add_limit()
-    table.notes.append(f"C limit (vector add): {c_how}")
+    c_limit, c_how = c_add_limit() if "vector-add" in only else (None, "")
+    if c_how:
+        table.notes.append(f"C limit (vector add): {c_how}")
 
-    # vector add
-    for lg in ((20,) if args.quick else (24, 26)):
+    # vector add: 2^20 fits in the cache (the pool's hand-off shows), the others stream
+    for lg in ((20,) if args.quick else (20, 24, 26)) if "vector-add" in only else ():
         n = 2 ** lg
         x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
         out = np.full(n, np.nan, np.float32)
@@ -280,141 +291,147 @@ def main() -> int:
         table.add("vector add fp32", f"2^{lg}", times)
         del x, y, out, xa, ya, oa
 
-    # fused softmax
-    R, C = (1024, 1024) if args.quick else (4096, 4096)
-    xs = rng.standard_normal((R, C), dtype=np.float32)
-    outs = np.full((R, C), np.nan, np.float32)
-    xsa, osa = at.asarray(xs, device=dev), at.asarray(outs, device=dev)
-    B = at.next_power_of_2(C)
-    softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=B)
-    x64 = xs.astype(np.float64)
-    ref = np.exp(x64 - x64.max(1, keepdims=True))
-    check("softmax", osa.numpy(), ref / ref.sum(1, keepdims=True), 1e-6)
-    row_tmp = np.empty((R, 1), np.float32)
-    tmp = np.empty((R, C), np.float32)
+    if "softmax-layernorm" in only:
+        # fused softmax
+        R, C = (1024, 1024) if args.quick else (4096, 4096)
+        xs = rng.standard_normal((R, C), dtype=np.float32)
+        outs = np.full((R, C), np.nan, np.float32)
+        xsa, osa = at.asarray(xs, device=dev), at.asarray(outs, device=dev)
+        B = at.next_power_of_2(C)
+        softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=B)
+        x64 = xs.astype(np.float64)
+        ref = np.exp(x64 - x64.max(1, keepdims=True))
+        check("softmax", osa.numpy(), ref / ref.sum(1, keepdims=True), 1e-6)
+        row_tmp = np.empty((R, 1), np.float32)
+        tmp = np.empty((R, C), np.float32)
 
-    def np_softmax():
-        np.max(xs, axis=1, keepdims=True, out=row_tmp)
-        np.subtract(xs, row_tmp, out=tmp)
-        np.exp(tmp, out=tmp)
-        np.sum(tmp, axis=1, keepdims=True, out=row_tmp)
-        np.divide(tmp, row_tmp, out=outs)
-    np_softmax()
-    check("numpy softmax", outs, ref / ref.sum(1, keepdims=True), 1e-6)
-    times = interleaved({"anytile": lambda: softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=B),
-                         "numpy": np_softmax,
-                         "numba": (lambda: numba_softmax(xs, outs)) if numba else None},
-                        rounds, rep)
-    table.add("fused softmax fp32", f"{R}x{C}", times)
+        def np_softmax():
+            np.max(xs, axis=1, keepdims=True, out=row_tmp)
+            np.subtract(xs, row_tmp, out=tmp)
+            np.exp(tmp, out=tmp)
+            np.sum(tmp, axis=1, keepdims=True, out=row_tmp)
+            np.divide(tmp, row_tmp, out=outs)
+        np_softmax()
+        check("numpy softmax", outs, ref / ref.sum(1, keepdims=True), 1e-6)
+        times = interleaved({"anytile": lambda: softmax_kernel[(R,)](osa, xsa, C, C, C, BLOCK=B),
+                             "numpy": np_softmax,
+                             "numba": (lambda: numba_softmax(xs, outs)) if numba else None},
+                            rounds, rep)
+        table.add("fused softmax fp32", f"{R}x{C}", times)
 
-    # layer norm
-    w = rng.standard_normal(C, dtype=np.float32)
-    b = rng.standard_normal(C, dtype=np.float32)
-    wa, ba = at.asarray(w, device=dev), at.asarray(b, device=dev)
-    yl = at.asarray(np.full((R, C), np.nan, np.float32), device=dev)
-    layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5, BLOCK=B)
-    refl = (x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5) * w + b
-    check("layernorm", yl.numpy(), refl, 1e-3)
+        # layer norm
+        w = rng.standard_normal(C, dtype=np.float32)
+        b = rng.standard_normal(C, dtype=np.float32)
+        wa, ba = at.asarray(w, device=dev), at.asarray(b, device=dev)
+        yl = at.asarray(np.full((R, C), np.nan, np.float32), device=dev)
+        layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5, BLOCK=B)
+        refl = ((x64 - x64.mean(1, keepdims=True)) / np.sqrt(x64.var(1, keepdims=True) + 1e-5)
+                * w + b)
+        check("layernorm", yl.numpy(), refl, 1e-3)
 
-    def np_layernorm():
-        np.mean(xs, axis=1, keepdims=True, out=row_tmp)
-        np.subtract(xs, row_tmp, out=tmp)
-        np.multiply(tmp, tmp, out=outs)
-        np.mean(outs, axis=1, keepdims=True, out=row_tmp)
-        np.add(row_tmp, 1e-5, out=row_tmp)
-        np.sqrt(row_tmp, out=row_tmp)
-        np.divide(tmp, row_tmp, out=tmp)
-        np.multiply(tmp, w, out=tmp)
-        np.add(tmp, b, out=outs)
-    np_layernorm()
-    check("numpy layernorm", outs, refl, 1e-3)
-    times = interleaved({"anytile": lambda: layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5,
-                                                                   BLOCK=B),
-                         "numpy": np_layernorm,
-                         "numba": (lambda: numba_layernorm(xs, w, b, 1e-5, outs)) if numba
-                         else None},
-                        rounds, rep)
-    table.add("layer norm fp32", f"{R}x{C}", times)
+        def np_layernorm():
+            np.mean(xs, axis=1, keepdims=True, out=row_tmp)
+            np.subtract(xs, row_tmp, out=tmp)
+            np.multiply(tmp, tmp, out=outs)
+            np.mean(outs, axis=1, keepdims=True, out=row_tmp)
+            np.add(row_tmp, 1e-5, out=row_tmp)
+            np.sqrt(row_tmp, out=row_tmp)
+            np.divide(tmp, row_tmp, out=tmp)
+            np.multiply(tmp, w, out=tmp)
+            np.add(tmp, b, out=outs)
+        np_layernorm()
+        check("numpy layernorm", outs, refl, 1e-3)
+        times = interleaved({"anytile": lambda: layernorm_kernel[(R,)](xsa, yl, wa, ba, C, C, 1e-5,
+                                                                       BLOCK=B),
+                             "numpy": np_layernorm,
+                             "numba": (lambda: numba_layernorm(xs, w, b, 1e-5, outs)) if numba
+                             else None},
+                            rounds, rep)
+        table.add("layer norm fp32", f"{R}x{C}", times)
 
-    # matmul: the GPU benchmarks' 128x128x32 tiles, and the cpu's own (what a user tuning for
-    # this cpu picks: the best of 128/256 x 128/256 x 32/64 on Zen 5, 2 cores; a core's
-    # 1 MiB L2 holds a 256x256 fp32 accumulator, and bigger tiles read A and B fewer times)
-    for S in ((512,) if args.quick else (1024, 2048)):
-        a = rng.standard_normal((S, S), dtype=np.float32)
-        bm = rng.standard_normal((S, S), dtype=np.float32)
-        c = np.full((S, S), np.nan, np.float32)
-        aa, bb, cc = (at.asarray(v, device=dev) for v in (a, bm, c))
-        ref = a.astype(np.float64) @ bm
-        for BM, BN, BK in ((128, 128, 32), (256, 256, 32)):
-            g = (S // BM, S // BN)
-            cc.numpy()[...] = np.nan
-            matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
-            check("matmul", cc.numpy(), ref, 1e-2 * np.sqrt(S))
-            peers = {"numpy": lambda: np.matmul(a, bm, out=c)}
-            if numba:
-                cn = np.full((S, S), np.nan, np.float32)
-                numba_matmul(a, bm, cn)
-                check("numba matmul", cn, ref, 1e-2 * np.sqrt(S))
-                peers["numba"] = lambda: numba_matmul(a, bm, cn)
-            times = interleaved({"anytile": lambda: matmul_kernel[g](
-                aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK), **peers}, max(3, rounds - 2), 3)
-            table.add(f"matmul fp32, {BM}x{BN}x{BK} tiles", f"{S}^3", times)
-    table.notes.append("matmul: 128x128x32 are the GPU benchmarks' tiles, 256x256x32 the cpu's "
-                       "(best of 128/256 x 128/256 x 32/64 here)")
-
-    # bf16 inputs, f32 accumulation (AVX-512 BF16's vdpbf16ps where the cpu has it).  NumPy has
-    # no bf16 matmul: its peer is np.matmul on float32 copies of the same values
-    if ml_dtypes is not None:
+    if "matmul" in only:
+        # matmul: the GPU benchmarks' 128x128x32 tiles, and the cpu's own (what a user tuning for
+        # this cpu picks: the best of 128/256 x 128/256 x 32/64 on Zen 5, 2 cores; a core's
+        # 1 MiB L2 holds a 256x256 fp32 accumulator, and bigger tiles read A and B fewer times)
         for S in ((512,) if args.quick else (1024, 2048)):
-            a = rng.standard_normal((S, S), dtype=np.float32).astype(ml_dtypes.bfloat16)
-            bm = rng.standard_normal((S, S), dtype=np.float32).astype(ml_dtypes.bfloat16)
-            a32, b32 = a.astype(np.float32), bm.astype(np.float32)
+            a = rng.standard_normal((S, S), dtype=np.float32)
+            bm = rng.standard_normal((S, S), dtype=np.float32)
             c = np.full((S, S), np.nan, np.float32)
             aa, bb, cc = (at.asarray(v, device=dev) for v in (a, bm, c))
-            BM, BN, BK = 256, 256, 32
-            g = (S // BM, S // BN)
-            matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
-            check("bf16 matmul", cc.numpy(), a32.astype(np.float64) @ b32, 1e-2 * np.sqrt(S))
-            times = interleaved({"anytile": lambda: matmul_kernel[g](
-                aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK),
-                "numpy": lambda: np.matmul(a32, b32, out=c)}, max(3, rounds - 2), 3)
-            table.add(f"matmul bf16 -> fp32, {BM}x{BN}x{BK} tiles", f"{S}^3", times)
-        table.notes.append("matmul bf16: NumPy has no bf16 matmul; its column is np.matmul on "
-                           "float32 copies of the same bf16 values (OpenBLAS sgemm)")
+            ref = a.astype(np.float64) @ bm
+            for BM, BN, BK in ((128, 128, 32), (256, 256, 32)):
+                g = (S // BM, S // BN)
+                cc.numpy()[...] = np.nan
+                matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
+                check("matmul", cc.numpy(), ref, 1e-2 * np.sqrt(S))
+                peers = {"numpy": lambda: np.matmul(a, bm, out=c)}
+                if numba:
+                    cn = np.full((S, S), np.nan, np.float32)
+                    numba_matmul(a, bm, cn)
+                    check("numba matmul", cn, ref, 1e-2 * np.sqrt(S))
+                    peers["numba"] = lambda: numba_matmul(a, bm, cn)
+                times = interleaved({"anytile": lambda: matmul_kernel[g](
+                    aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK), **peers},
+                    max(3, rounds - 2), 3)
+                table.add(f"matmul fp32, {BM}x{BN}x{BK} tiles", f"{S}^3", times)
+        table.notes.append("matmul: 128x128x32 are the GPU benchmarks' tiles, 256x256x32 the cpu's "
+                           "(best of 128/256 x 128/256 x 32/64 here)")
 
-    # compile time of a new kernel (cold: a fresh JITFunction, no cache), and launch overhead
-    n = 1 << 20
-    xa = at.asarray(rng.standard_normal(n, dtype=np.float32), device=dev)
-    src_fn = add_kernel.fn
-    t0 = time.perf_counter()
-    fresh = at.jit(src_fn)
-    fresh.warmup(xa, xa, xa, n, BLOCK=1024, grid=(1,))
-    t_compile = time.perf_counter() - t0
-    nb_compile = None
-    if numba:
-        small = np.ones(16, np.float32)
+        # bf16 inputs, f32 accumulation (AVX-512 BF16's vdpbf16ps where the cpu has it).  NumPy has
+        # no bf16 matmul: its peer is np.matmul on float32 copies of the same values
+        if ml_dtypes is not None:
+            for S in ((512,) if args.quick else (1024, 2048)):
+                a = rng.standard_normal((S, S), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                bm = rng.standard_normal((S, S), dtype=np.float32).astype(ml_dtypes.bfloat16)
+                a32, b32 = a.astype(np.float32), bm.astype(np.float32)
+                c = np.full((S, S), np.nan, np.float32)
+                aa, bb, cc = (at.asarray(v, device=dev) for v in (a, bm, c))
+                BM, BN, BK = 256, 256, 32
+                g = (S // BM, S // BN)
+                matmul_kernel[g](aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK)
+                check("bf16 matmul", cc.numpy(), a32.astype(np.float64) @ b32, 1e-2 * np.sqrt(S))
+                times = interleaved({"anytile": lambda: matmul_kernel[g](
+                    aa, bb, cc, S, S, S, S, S, S, BM=BM, BN=BN, BK=BK),
+                    "numpy": lambda: np.matmul(a32, b32, out=c)}, max(3, rounds - 2), 3)
+                table.add(f"matmul bf16 -> fp32, {BM}x{BN}x{BK} tiles", f"{S}^3", times)
+            table.notes.append("matmul bf16: NumPy has no bf16 matmul; its column is np.matmul on "
+                               "float32 copies of the same bf16 values (OpenBLAS sgemm)")
+
+    if "launch" in only:
+        # compile time of a new kernel (cold: a fresh JITFunction, no cache), and launch overhead
+        n = 1 << 20
+        xa = at.asarray(rng.standard_normal(n, dtype=np.float32), device=dev)
+        src_fn = add_kernel.fn
         t0 = time.perf_counter()
-        njit(parallel=True)(numba_add.py_func)(small, small, small)
-        nb_compile = time.perf_counter() - t0
-    print(f"compile, new vector-add kernel: anytile {t_compile * 1e3:.0f} ms, "
-          f"numba {nb_compile * 1e3 if nb_compile else float('nan'):.0f} ms")
-    table.notes.append(f"compile, new vector-add kernel (cold, no cache): anytile "
-                       f"{t_compile * 1e3:.0f} ms, numba "
-                       f"{f'{nb_compile * 1e3:.0f} ms' if nb_compile else 'n/a'}")
-    tiny_np, tiny_out = np.ones(16, np.float32), np.empty(16, np.float32)
-    tiny = at.asarray(tiny_np, device=dev)
-    tiny_at = at.asarray(tiny_out, device=dev)
-    add_kernel[(1,)](tiny, tiny, tiny_at, 16, BLOCK=16)
+        fresh = at.jit(src_fn)
+        fresh.warmup(xa, xa, xa, n, BLOCK=1024, grid=(1,))
+        t_compile = time.perf_counter() - t0
+        nb_compile = None
+        if numba:
+            small = np.ones(16, np.float32)
+            t0 = time.perf_counter()
+            njit(parallel=True)(numba_add.py_func)(small, small, small)
+            nb_compile = time.perf_counter() - t0
+        print(f"compile, new vector-add kernel: anytile {t_compile * 1e3:.0f} ms, "
+              f"numba {nb_compile * 1e3 if nb_compile else float('nan'):.0f} ms")
+        table.notes.append(f"compile, new vector-add kernel (cold, no cache): anytile "
+                           f"{t_compile * 1e3:.0f} ms, numba "
+                           f"{f'{nb_compile * 1e3:.0f} ms' if nb_compile else 'n/a'}")
+        tiny_np, tiny_out = np.ones(16, np.float32), np.empty(16, np.float32)
+        tiny = at.asarray(tiny_np, device=dev)
+        tiny_at = at.asarray(tiny_out, device=dev)
+        add_kernel[(1,)](tiny, tiny, tiny_at, 16, BLOCK=16)
 
-    def per_call(fn):
-        return lambda: [fn() for _ in range(100)]
-    launches = {"anytile": per_call(lambda: add_kernel[(1,)](tiny, tiny, tiny_at, 16, BLOCK=16)),
-                "numpy": per_call(lambda: np.add(tiny_np, tiny_np, out=tiny_out))}
-    if numba:
-        launches["numba"] = per_call(lambda: numba_add(tiny_np, tiny_np, tiny_out))
-    times = interleaved(launches, rounds, rep)
-    table.add("launch, 16 elements", "grid (1,)",
-              {k: [t / 100 for t in v] for k, v in times.items()})
+        def per_call(fn):
+            return lambda: [fn() for _ in range(100)]
+        launches = {"anytile": per_call(lambda: add_kernel[(1,)](tiny, tiny, tiny_at, 16,
+                                                                 BLOCK=16)),
+                    "numpy": per_call(lambda: np.add(tiny_np, tiny_np, out=tiny_out))}
+        if numba:
+            launches["numba"] = per_call(lambda: numba_add(tiny_np, tiny_np, tiny_out))
+        times = interleaved(launches, rounds, rep)
+        table.add("launch, 16 elements", "grid (1,)",
+                  {k: [t / 100 for t in v] for k, v in times.items()})
 
     machine = platform.processor() or platform.machine()
     header = (f"CPU benchmarks, {datetime.date.today()}, {machine} "

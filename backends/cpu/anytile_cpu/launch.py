@@ -1,14 +1,16 @@
 """Running a JIT-compiled kernel: argument packing and spreading programs over cores.
 
 The native entry ``run(args, gx, gy, gz, begin, end, error)`` (see ``lowering.kernel``) is
-called through ctypes, which releases the GIL, so worker threads run programs truly in
-parallel.  The workers claim the grid's linear program ids from a shared counter, a
-contiguous run at a time (``run_claiming``); the calling thread waits (so Ctrl-C stops the
-launch after each worker's current program) and runs a launch of one program itself, with
-no hand-off to the pool.  Argument converters are prepared once per loaded kernel.
-``LoadedKernel.raw_launcher`` is the fast path's launcher (``Backend.launcher``): generated
-per kernel, it packs raw values with one ``struct`` call, so a launch of one small program
-costs about two microseconds.
+called through ctypes, which releases the GIL, so threads run programs truly in parallel.
+A launch of one program, or of programs that took less than the pool's hand-off last time,
+runs on the caller's thread alone.  More go to the pool: on 64-bit Linux ``NativePool``
+(``native_pool``): native worker threads woken by a futex, which claim the grid's linear
+program ids from a shared counter, a contiguous run at a time, with the calling thread
+claiming too and returning to Python often enough to hear Ctrl-C; elsewhere ``ProgramPool``,
+Python threads that run ``run_claiming`` while the caller waits.  Argument converters are
+prepared once per loaded kernel.  ``LoadedKernel.raw_launcher`` is the fast path's launcher
+(``Backend.launcher``): generated per kernel, it packs raw values with one ``struct`` call,
+so a launch of one small program costs about two microseconds.
 """
 from __future__ import annotations
 
@@ -30,9 +32,11 @@ from anytile.errors import DeviceAssertError, LaunchError
 from anytile.ir import PointerType, ScalarType
 
 from .failures import CheckRecord, checked_failure, span_of
+from .native_pool import NativePool, native_pool_support
 
-__all__ = ["EntryPoint", "ClaimingEntryPoint", "ProgramPool", "make_arg_packer", "LoadedKernel",
-           "cpu_count", "register_read_only", "launch_counts", "STREAM_LAUNCH_BYTES"]
+__all__ = ["EntryPoint", "ClaimingEntryPoint", "ProgramPool", "NativePool", "make_arg_packer",
+           "LoadedKernel", "cpu_count", "register_read_only", "launch_counts",
+           "STREAM_LAUNCH_BYTES"]
 
 EntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int32,
                               ctypes.c_int32, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
@@ -42,6 +46,7 @@ ClaimingEntryPoint = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int32, cty
 CLAIMS_PER_WORKER = 8              # a launch's programs come in about this many claims a worker
 CALLER_WORK_SECONDS = 50e-6        # a launch expected to take less runs on the caller alone...
 CALLER_SLICES = 8                  # ...in this many calls (Ctrl-C is heard between them)
+CALLER_CLAIM_SECONDS = 1e-3        # the caller's claims in the native pool: about this long
 
 
 def _last_level_cache_bytes() -> int:
@@ -175,8 +180,10 @@ def make_arg_packer(arg_types: Sequence[Any], names: Sequence[str] = (),
 
 
 class ProgramPool:
-    """``workers`` threads (large stacks) that each run one job per launch; ``handoff`` is
-    the seconds an empty launch on them takes (waking the threads and hearing back)."""
+    """``workers`` Python threads (large stacks) that each run one job per launch; ``handoff``
+    is the seconds an empty launch on them takes (waking the threads and hearing back).  The
+    pool where ``NativePool`` cannot run (not 64-bit Linux): its hand-off costs tens of
+    microseconds, the threads waking through a ``threading.Condition``."""
 
     def __init__(self, workers: int) -> None:
         self._jobs: list[Any] = []
@@ -255,16 +262,41 @@ def _nothing() -> None:
     pass
 
 
-_POOL: Optional[ProgramPool] = None
+_POOL: Optional[ProgramPool | NativePool] = None
 _POOL_LOCK = threading.Lock()
+#: why the launches use ``ProgramPool`` rather than ``NativePool`` (None: they do not)
+pool_fallback: Optional[str] = None
 
 
-def _pool() -> ProgramPool:
+def _pool() -> ProgramPool | NativePool:
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
-            _POOL = ProgramPool(max(1, cpu_count()))
+            _POOL = _new_pool()
         return _POOL
+
+
+def _new_pool() -> ProgramPool | NativePool:
+    """``NativePool`` (its workers and the caller: a thread per core) where it runs, else
+    ``ProgramPool`` (a Python thread per core; the caller waits)."""
+    global pool_fallback
+    pool_fallback = native_pool_support()
+    if pool_fallback is None:
+        try:
+            return NativePool(max(1, cpu_count() - 1), WORKER_STACK_BYTES)
+        except Exception as e:  # noqa: BLE001 -- no threads, no JIT...: the Python pool
+            pool_fallback = f"the native pool failed to start: {e!r}"
+    return ProgramPool(max(1, cpu_count()))
+
+
+def _forget_pool() -> None:
+    """In a forked child: the parent's worker threads are not there; start anew."""
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool)
 
 
 #: launches by the way they ran (``direct``: on the caller's thread; ``pool``: handed to the
@@ -282,6 +314,7 @@ class LoadedKernel:
         self.name = name
         self.library = library
         self.entry = entry
+        self.entry_address = ctypes.cast(entry, ctypes.c_void_p).value
         self.claiming_entry = claiming_entry   # None: each worker runs one fixed range
         self.arg_types = list(arg_types)
         self.arg_names = list(arg_names) or [f"#{i}" for i in range(len(arg_types))]
@@ -337,23 +370,41 @@ class LoadedKernel:
             self.program_seconds = (time.perf_counter() - start) / total
             return
         launch_counts["pool"] += 1
-        parts = min(total, pool.size)
-        claiming = self.claiming_entry
-        if claiming is not None:
-            counter = ctypes.c_int64(0)
-            at, grain = ctypes.addressof(counter), max(1, total // (parts * CLAIMS_PER_WORKER))
-            jobs = [lambda: claiming(slots, gx, gy, gz, at, total, err_ptr, grain)] * parts
-        else:
-            bounds = [total * i // parts for i in range(parts + 1)]
-            entry = self.entry
-            jobs = [(lambda lo=lo, hi=hi: entry(slots, gx, gy, gz, lo, hi, err_ptr))
-                    for lo, hi in zip(bounds, bounds[1:])]
         word = "value" if isinstance(error, ctypes.c_int32) else "word"
-        pool.run(jobs, cancel=lambda: setattr(error, word, CANCELLED))
+
+        def cancel() -> None:
+            setattr(error, word, CANCELLED)
+        if isinstance(pool, NativePool):
+            helps = int(self.on_caller_stack)      # the caller claims programs too
+            parts = min(total, pool.size + helps)
+            grain = max(1, total // (parts * CLAIMS_PER_WORKER))
+            pool.run(self.entry_address, slots, gx, gy, gz, total, err_ptr, grain,
+                     self._caller_grain(grain) if helps else 0, cancel)
+        else:
+            parts = min(total, pool.size)
+            claiming = self.claiming_entry
+            if claiming is not None:
+                counter = ctypes.c_int64(0)
+                at, grain = ctypes.addressof(counter), max(1, total // (parts * CLAIMS_PER_WORKER))
+                jobs = [lambda: claiming(slots, gx, gy, gz, at, total, err_ptr, grain)] * parts
+            else:
+                bounds = [total * i // parts for i in range(parts + 1)]
+                entry = self.entry
+                jobs = [(lambda lo=lo, hi=hi: entry(slots, gx, gy, gz, lo, hi, err_ptr))
+                        for lo, hi in zip(bounds, bounds[1:])]
+            pool.run(jobs, cancel=cancel)
         busy = time.perf_counter() - start - pool.handoff
         self.program_seconds = max(0.0, busy) * parts / total
 
-    def runs_on_caller(self, total: int, pool: ProgramPool) -> bool:
+    def _caller_grain(self, grain: int) -> int:
+        """Programs the caller claims at a time in the native pool: the workers' ``grain``,
+        or fewer where the last launch says they take more than ``CALLER_CLAIM_SECONDS``
+        (one where unknown), so that the caller is back in Python soon to hear Ctrl-C."""
+        if self.program_seconds * grain <= CALLER_CLAIM_SECONDS:
+            return grain
+        return max(1, int(CALLER_CLAIM_SECONDS / self.program_seconds))
+
+    def runs_on_caller(self, total: int, pool: ProgramPool | NativePool) -> bool:
         """Whether ``total`` programs run on the caller's thread alone: their last launch
         says they take less than ``CALLER_WORK_SECONDS`` (and twice the pool's hand-off)
         there, so waking the workers would cost more than it saves.  A first launch goes to
