@@ -95,8 +95,22 @@ def make(jit, lang):
                 acc = lang.dot(a_desc.load([pid_m * BM, k]), b_desc.load([k, pid_n * BN]), acc)
             c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
 
+    def block_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
+                     BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        a_bp = lang.make_block_ptr(a_ptr, (M, K), (sam, 1), (pid_m * BM, 0), (BM, BK), (1, 0))
+        b_bp = lang.make_block_ptr(b_ptr, (K, N), (sbk, 1), (0, pid_n * BN), (BK, BN), (1, 0))
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for _ in range(0, K, BK):
+            acc = lang.dot(lang.load(a_bp, boundary_check=(0, 1)),
+                           lang.load(b_bp, boundary_check=(0, 1)), acc)
+            a_bp = lang.advance(a_bp, (0, BK))
+            b_bp = lang.advance(b_bp, (BK, 0))
+        c_bp = lang.make_block_ptr(c_ptr, (M, N), (scm, 1), (pid_m * BM, pid_n * BN), (BM, BN), (1, 0))
+        lang.store(c_bp, acc.to(c_ptr.dtype.element_ty), boundary_check=(0, 1))
+
     tile_of = jit(tile_of)
-    return jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent)
+    return jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent), jit(block_matmul)
 
 
 AT = make(at.jit, tl)
@@ -115,7 +129,7 @@ def _descriptors(side, a, b, c, bm, bn, bk):
 
 
 def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False,
-            descriptors=False):
+            descriptors=False, block_pointers=False):
     M = N = K = size
     gen = torch.Generator(device="cuda").manual_seed(size)
     if dtype == torch.int8:
@@ -136,7 +150,7 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     out = {"row": name, "size": size}
     extra = {} if os.environ.get("AT_TMA", "1") == "1" else {"tma": False}
     for side, kernels in (("anytile", AT), ("triton", TR)):
-        matmul, persist, desc_matmul, desc_persist = kernels
+        matmul, persist, desc_matmul, desc_persist, block_matmul = kernels
         best = None
         for cfg in configs[:2] if quick else configs:
             bm, bn, bk, w, s = cfg
@@ -148,6 +162,11 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
                     (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
                 launch = lambda: kernel[grid](ad, bd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
                                               GROUP=8, num_warps=w, num_stages=s, **options)
+            elif block_pointers:
+                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+                launch = lambda: block_matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
+                                                    BK=bk, GROUP=8, num_warps=w, num_stages=s,
+                                                    **options)
             elif persistent:
                 grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
                 launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
@@ -216,6 +235,8 @@ def main() -> None:
                                descriptors=True, quick=args.quick),
         "tma-8192": lambda: run_row("fp16 descriptors (TMA), fp16 out", 8192, torch.float16,
                                     torch.float16, descriptors=True, quick=args.quick),
+        "block-ptr": lambda: run_row("fp16 block pointers (tl.advance), fp16 out", 4096, torch.float16,
+                                     torch.float16, block_pointers=True, quick=args.quick),
         "tma-persistent": lambda: run_row("fp16 descriptors (TMA), persistent", 8192, torch.float16,
                                           torch.float16, persistent=True, descriptors=True,
                                           quick=args.quick),

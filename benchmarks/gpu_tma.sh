@@ -18,11 +18,11 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu
 
 step "TMA tests (simulated and on the device)"
 timeout 300 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests/test_tma.py \
-    backends/nvidia/tests/test_device.py -k "tma or descriptor or pipelined" >"$OUT/test_tma.txt" 2>&1
+    backends/nvidia/tests/test_device.py -k "tma or descriptor or pipelined or block_pointer" >"$OUT/test_tma.txt" 2>&1
 grep -E "passed|failed|Error|assert" "$OUT/test_tma.txt" | tail -15
 
 step "matmul rows: descriptors through TMA, beside Triton"
-timeout 420 python3 benchmarks/gpu_matmul.py --rows "${ROWS:-fp16,relu,tma,tma-persistent}" 2>&1 | tee "$OUT/matmul_tma.txt" | grep -vE "^  " 
+timeout 420 python3 benchmarks/gpu_matmul.py --rows "${ROWS:-fp16,relu,tma,tma-persistent,block-ptr}" 2>&1 | tee "$OUT/matmul_tma.txt" | grep -vE "^  " 
 if [ "${CPASYNC:-1}" = 1 ]; then
     step "the same with anytile's copies on cp.async (AT_TMA=0)"
     AT_TMA=0 timeout 300 python3 benchmarks/gpu_matmul.py --rows "${CPASYNC_ROWS:-tma,tma-persistent}" --quick 2>&1 \

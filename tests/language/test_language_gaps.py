@@ -347,9 +347,9 @@ def test_bf16_atomics(device):
 
 
 def test_descriptor_argument_loads_say_their_box_and_specialise_sizes_and_strides():
-    """A block read through a descriptor argument says which box it is (``LoadOp.box``, for
-    devices that copy boxes by descriptor; every other device ignores it), the IR text keeps
-    it, and the specialisation marks the sizes and strides that are multiples of 16 (so
+    """A block read through a descriptor argument says which box of which array it is
+    (``LoadOp.box`` and ``array``, for devices that copy boxes by descriptor; every other
+    device ignores them), the IR text keeps them, and the specialisation marks the sizes and strides that are multiples of 16 (so
     bounds masks hold in aligned runs and rows start aligned)."""
     from anytile.ir.parser import parse_module
     from anytile.ir.printer import print_module
@@ -359,7 +359,9 @@ def test_descriptor_argument_loads_say_their_box_and_specialise_sizes_and_stride
                                        at.TensorDescriptor(y, [32, 48], [48, 1], [16, 16]), 1.0,
                                        BM=16, BN=16, grid=(3, 2), device="interpreter")
     text = compiled.asm["ir"]
-    assert 'load {descriptor = "xd"}' in text and re.search(r"load .*\[%\w+, %\w+\]\)", text)
+    # the box's coordinates, then the array: the descriptor's base, sizes and strides
+    assert re.search(r"load \(.*\[%\w+, %\w+\], \[%xd_at_base, %xd_at_shape0, %xd_at_shape1, "
+                     r"%xd_at_stride0, %\w+\]\)", text)
     assert print_module(parse_module(text)) == text
     header = text.splitlines()[0]
     for leaf in ("xd_at_shape0", "xd_at_shape1", "xd_at_stride0", "yd_at_stride0"):

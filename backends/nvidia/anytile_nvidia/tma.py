@@ -1,15 +1,18 @@
 """Hopper's tensor memory accelerator (TMA) copying pipelined tiles by descriptor: core's
 ``box_copies`` extension point on sm_90.
 
-A pipelined operand read from an ``at.TensorDescriptor`` argument into a ``SwizzledPanels``
-slot (a warpgroup MMA operand; a block read and transposed, as attention's K, into the
+A pipelined operand read from an array the kernel's parameters describe (a block of an
+``at.TensorDescriptor`` argument, or of a block pointer over a pointer argument:
+``AsyncCopyOp.array``, ``box_copies.array_leaves``) into a ``SwizzledPanels`` slot (a warpgroup MMA operand; a block read and transposed, as attention's K, into the
 column-major slot, which keeps it as the array does) is copied by ``cp.async.bulk.tensor``:
 the slot is cut into boxes, one per panel (``width`` bytes of columns) and per run of rows,
 and lanes of warp 0 issue one box each, written by the copy unit in the panel's own swizzle.
 A's rows are permuted (``warpgroup_row``): a whole block of ``16 W`` rows comes as one box
 of a 5-D view of the rows whose dimensions put them in that order; a block that is not
-whole inside the array comes as boxes of eight rows (which the permutation keeps together).  The descriptors (``CUtensorMap``, 128 bytes) are made by the host for
-each launch (``encode_tensor_map``, cached) and passed as ``__grid_constant__`` parameters.
+whole inside the array comes as boxes of eight rows (which the permutation keeps together).
+The descriptors (``CUtensorMap``, 128 bytes) are made by the host for each launch from the
+parameters' values (``encode_tensor_map``, cached) and passed as ``__grid_constant__``
+parameters.
 
 Completion goes through sixteen ``mbarrier``s in shared memory, one per pipeline group in
 turn: group ``g`` (counted by every thread at each ``async_commit``) uses barrier ``g % 16``
@@ -29,7 +32,7 @@ from typing import Any, Optional
 
 from llvmlite import ir
 
-from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap
+from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap, array_leaves
 from anytile.codegen.gpu.shared_ops import AsyncCopyOp
 from anytile.errors import LaunchError
 
@@ -73,13 +76,15 @@ class TensorCopies(BoxCopies):
         layout = t.layout
         if not isinstance(layout, SwizzledPanels) or len(t.shape) != 2 or t.elem.nbytes != 2:
             return ()
-        params = {a.name: attrs for a, attrs in zip(kernel.args, kernel.arg_attrs)}
-        d = op.descriptor
-        base, stride = params.get(f"{d}_at_base"), params.get(f"{d}_at_stride0")
-        if base is None or stride is None or f"{d}_at_shape2" in params:
+        leaves = array_leaves(op.array, kernel)     # base, rows, columns, row stride, 1
+        if leaves is None or len(leaves) != 5 or not isinstance(leaves[0], str) or leaves[4] != 1:
             return ()
         # the copy unit reads rows 16-byte aligned: the base and the row stride must be
-        if base.get("divisibility", 1) % 16 or stride.get("divisibility", 1) % 16:
+        facts = {a.name: attrs for a, attrs in zip(kernel.args, kernel.arg_attrs)}
+        stride = leaves[3]
+        if facts[leaves[0]].get("divisibility", 1) % 16 or \
+                (isinstance(stride, str) and facts[stride].get("divisibility", 1) % 16) or \
+                (isinstance(stride, int) and stride * t.elem.nbytes % 16):
             return ()
         # the slot keeps the box as the array holds it: rows along the panels' rows, which
         # for a tile read transposed (``box_order`` (1, 0)) is the column-major slot
@@ -90,7 +95,7 @@ class TensorCopies(BoxCopies):
         shape = box_layout(rows, cols, layout, t.elem.nbytes)
         if shape is None:
             return ()
-        plain = BoxMap(d, t.elem.name, shape[:2], layout.width)
+        plain = BoxMap(leaves, t.elem.name, shape[:2], layout.width)
         if not layout.warps:
             return (plain,)
         # A's rows permuted: one box of 16 W rows a panel (a 5-D view of the rows, the
@@ -98,7 +103,7 @@ class TensorCopies(BoxCopies):
         block = 16 * layout.warps
         if rows % block or (rows // block) * (cols // shape[1]) > 32:
             return (plain,)
-        return (BoxMap(d, t.elem.name, (block, shape[1]), layout.width, layout.warps), plain)
+        return (BoxMap(leaves, t.elem.name, (block, shape[1]), layout.width, layout.warps), plain)
 
     def parameter_type(self) -> ir.Type:
         return ir.PointerType(ir.ArrayType(I8, MAP_BYTES))
@@ -154,7 +159,7 @@ class TensorCopies(BoxCopies):
                 return
             # whole blocks of 16 W rows inside the array: one 5-D box each; else 8-row boxes
             (blocks, blocks_param), plain = maps
-            rows = ctx.scalar(self._leaf(ctx, blocks.descriptor, "shape0"))
+            rows = ctx.scalar(op.array[1])
             end = b.add(b.sext(row0, rows.type), ir.Constant(rows.type, t.shape[0]))
             whole = b.and_(b.icmp_unsigned("==", b.urem(row0, k32(blocks.box[0])), k32(0)),
                            b.and_(b.icmp_signed(">=", row0, k32(0)), b.icmp_signed("<=", end, rows)))
@@ -163,11 +168,6 @@ class TensorCopies(BoxCopies):
                     self._boxes(ctx, t, (blocks, blocks_param), slot, row0, col0, bar)
                 with otherwise:
                     self._boxes(ctx, t, plain, slot, row0, col0, bar)
-
-    @staticmethod
-    def _leaf(ctx: Any, descriptor: str, leaf: str) -> Any:
-        name = f"{descriptor}_at_{leaf}"
-        return next(a for a in ctx.fn_ir.args if a.name == name)
 
     def _boxes(self, ctx: Any, t: Any, box_map: tuple, slot: ir.Value, row0: ir.Value,
                col0: ir.Value, bar: ir.Value) -> None:
@@ -327,7 +327,7 @@ def encode_tensor_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stri
                         _SWIZZLES[box_map.swizzle], _L2_PROMOTION_128B, 0)
     if result != 0:
         raise LaunchError(
-            f"descriptor argument '{box_map.descriptor}': the GPU's copy unit cannot describe "
+            f"{box_map.name}: the GPU's copy unit cannot describe "
             f"this array (cuTensorMapEncodeTiled error {result}; base {base:#x}, shape "
             f"[{rows}, {cols}], row stride {row_stride}, view {dims}, box {box})")
     return bytes(out)
@@ -361,15 +361,25 @@ def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_
 def tensor_map_parameters(box_maps: Optional[list], signature: list, context: Any = None) -> list:
     """The launcher's computed parameters for a kernel's ``metadata["box_maps"]``:
     ``(name, 128, make, sources)`` each, ``sources`` the indices in ``signature`` of the
-    descriptor argument's base, rows, columns and row stride (its leaves); ``context()``
-    makes the kernel's device current (the driver's encoder asks for one)."""
+    parameters among the array's base, rows, columns and row stride (the others are
+    numbers, filled in here); ``context()`` makes the kernel's device current (the driver's
+    encoder asks for one)."""
     names = [name for name, _ in signature]
     out = []
     for i, entry in enumerate(box_maps or ()):
         box_map = BoxMap.from_metadata(entry)
-        d = box_map.descriptor
-        sources = tuple(names.index(f"{d}_at_{leaf}")
-                        for leaf in ("base", "shape0", "shape1", "stride0"))
-        out.append((f"tensor map {i} of {d}", MAP_BYTES, tensor_map_maker(box_map, context),
-                    sources))
+        make = tensor_map_maker(box_map, context)
+        leaves = box_map.array[:4]          # base, rows, columns, row stride (the last is 1)
+        sources = tuple(names.index(leaf) for leaf in leaves if isinstance(leaf, str))
+        if len(sources) != len(leaves):
+            make = _with_numbers(make, leaves)
+        out.append((f"tensor map {i} of {box_map.name}", MAP_BYTES, make, sources))
     return out
+
+
+def _with_numbers(make: Any, leaves: tuple) -> Any:
+    """``make`` taking only the values of the leaves that are parameters."""
+    def made(*values: int) -> bytes:
+        given = iter(values)
+        return make(*(next(given) if isinstance(leaf, str) else leaf for leaf in leaves))
+    return made

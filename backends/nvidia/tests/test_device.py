@@ -201,6 +201,26 @@ def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stag
     assert bool(compiled.metadata.get("box_maps")) == (tma and hopper and aligned)
 
 
+@pytest.mark.parametrize("M,N,K", [(256, 256, 320), (200, 192, 96)])
+@pytest.mark.parametrize("tma", [False, True])
+def test_block_pointer_matmul_on_the_gpu(cuda, M, N, K, tma):
+    """Block pointers over pointer arguments, advanced each step: copied by TMA on sm_90
+    through descriptors made from the pointer, size and stride arguments."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_tma import block_pointer_matmul
+    rng = np.random.default_rng(M + K)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = at.empty((M, N), np.float32, device=cuda)
+    compiled = block_pointer_matmul[(-(-M // 128), -(-N // 128))](
+        at.asarray(a, device=cuda), at.asarray(b, device=cuda), c, M, N, K, K, N,
+        BM=128, BN=128, BK=64, num_warps=8, num_stages=3, tma=tma)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=2e-3, atol=2e-3)
+    hopper = cuda.properties["compute_capability"] == (9, 0)
+    assert bool(compiled.metadata.get("box_maps")) == (tma and hopper)
+
+
 def test_event_timer_do_bench_and_profiler(cuda):
     """do_bench and the profiler time launches with CUDA events on the GPU."""
     from anytile_nvidia.backend import _EventTimer

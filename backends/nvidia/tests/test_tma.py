@@ -71,15 +71,27 @@ def _simulate(BM, BN, BK, num_warps, M, N, K, num_stages=3, seed=0):
               "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": K, "a_desc_at_stride0": K,
               "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
     args = [values[arg.name] for arg in fn.args]
-    arrays = {"a_desc": (a, M, K), "b_desc": (b, K, N)}
-    records = [host_map(m, arrays[m.descriptor][0].ctypes.data, *arrays[m.descriptor][1:],
-                        arrays[m.descriptor][2]) for m in kernel.box_maps]
+    records = _records(kernel.box_maps, values)
     sim = _Simulated(str(kernel), fn, num_warps * 32, len(records))
     programs = (-(-M // BM), -(-N // BN))
     del tma_sim.stalls[:]
     sim.run(programs, args + [ctypes.addressof(r) for r in records])
     assert not tma_sim.stalls, f"waits that never completed: {tma_sim.stalls}"
     return c, a.astype(np.float64) @ b.astype(np.float64), list(kernel.box_maps), str(kernel)
+
+
+def _records(maps, values):
+    """The emulation's descriptor record of each map, from the launch's values of its leaves
+    (the array's base, sizes and stride: parameter names, or numbers)."""
+    def leaf(x):
+        v = values[x] if isinstance(x, str) else x
+        return v.ctypes.data if isinstance(v, np.ndarray) else int(v)
+    return [host_map(m, *[leaf(x) for x in m.array[:4]]) for m in maps]
+
+
+def _desc(box_map):
+    """The descriptor argument a map reads (its base is that argument's ``_at_base`` leaf)."""
+    return box_map.array[0].removesuffix("_at_base")
 
 
 class _Simulated(SimulatedKernel):
@@ -102,7 +114,7 @@ class _Simulated(SimulatedKernel):
 def test_descriptor_matmul_copies_whole_boxes(BM, BN, BK, num_warps, M, N, K):
     c, ref, maps, text = _simulate(BM, BN, BK, num_warps, M, N, K)
     # A: whole blocks of 16 W rows (its rows permuted by the 5-D view), else 8-row boxes
-    assert [(m.descriptor, m.box, m.interleave) for m in maps] == [
+    assert [(_desc(m), m.box, m.interleave) for m in maps] == [
         ("a_desc", (16 * num_warps, min(BK, 64)), num_warps), ("a_desc", (8, min(BK, 64)), 0),
         ("b_desc", (BK, 64), 0)]
     assert "anytile_sim_tma_copy" in text and "cp.async" not in text
@@ -133,7 +145,7 @@ def test_a_descriptor_without_aligned_rows_keeps_per_thread_copies():
     target = _tma_target()
     options = CompileOptions(num_warps=4, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
-    assert [m.descriptor for m in kernel.box_maps] == ["b_desc"]
+    assert [_desc(m) for m in kernel.box_maps] == ["b_desc"]
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
@@ -147,9 +159,11 @@ def test_the_tma_ptx_assembles_for_sm_90a():
     assert "mbarrier.try_wait.parity" in ptx and "mbarrier.expect_tx" in ptx
     assert len(re.findall(r"\.param \.align 64 \.b8 desc_matmul_param_\d+\[128\]", ptx)) == 3
     assert ptx.count("cvta.param.u64") >= 3          # the maps are read where they are
-    assert compiled.metadata["box_maps"] == [["a_desc", "f16", [64, 64], 128, 4],
-                                             ["a_desc", "f16", [8, 64], 128, 0],
-                                             ["b_desc", "f16", [64, 64], 128, 0]]
+    a_leaves = ["a_desc_at_base", "a_desc_at_shape0", "a_desc_at_shape1", "a_desc_at_stride0", 1]
+    b_leaves = [n.replace("a_", "b_", 1) if isinstance(n, str) else n for n in a_leaves]
+    assert compiled.metadata["box_maps"] == [[a_leaves, "f16", [64, 64], 128, 4],
+                                             [a_leaves, "f16", [8, 64], 128, 0],
+                                             [b_leaves, "f16", [64, 64], 128, 0]]
     assert compiled.metadata.get("spills", 0) == 0
     no_tma = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(128, 128, 64),
                         constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=4, num_stages=4,
@@ -211,7 +225,7 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
     target = _tma_target()
     options = CompileOptions(num_warps=warps, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
-    assert sorted({m.descriptor for m in kernel.box_maps}) == ["desc_k", "desc_q", "desc_v"]
+    assert sorted({_desc(m) for m in kernel.box_maps}) == ["desc_k", "desc_q", "desc_v"]
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((heads * N, D)).astype(np.float16) for _ in range(3))
     o = np.full((heads * N, D), np.nan, np.float16)
@@ -222,8 +236,7 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
                        f"{name}_at_shape1": D, f"{name}_at_stride0": D})
     values = {**leaves, "sm_scale": scale, "N_CTX": N}
     fn = module.kernel
-    arrays = {"desc_q": q, "desc_k": k, "desc_v": v}
-    records = [host_map(m, arrays[m.descriptor].ctypes.data, heads * N, D, D) for m in kernel.box_maps]
+    records = _records(kernel.box_maps, values)
     sim = _Simulated(str(kernel), fn, warps * 32, len(records))
     del tma_sim.stalls[:]
     sim.run((N // BM, heads), [values[a.name] for a in fn.args] + [ctypes.addressof(r) for r in records])
@@ -237,3 +250,53 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
         w = np.exp(s - s.max(axis=1, keepdims=True))
         ref[rows] = (w / w.sum(axis=1, keepdims=True)) @ v[rows].astype(np.float64)
     np.testing.assert_allclose(o.astype(np.float64), ref, atol=2e-2, rtol=2e-2)
+
+
+@at.jit
+def block_pointer_matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, BM: tl.constexpr,
+                         BN: tl.constexpr, BK: tl.constexpr):
+    """Triton's block-pointer matmul, both operands moved with ``tl.advance`` each step."""
+    a_bp = tl.make_block_ptr(a_ptr, (M, K), (stride_am, 1), (tl.program_id(0) * BM, 0), (BM, BK),
+                             (1, 0))
+    b_bp = tl.make_block_ptr(b_ptr, (K, N), (stride_bk, 1), (0, tl.program_id(1) * BN), (BK, BN),
+                             (1, 0))
+    acc = tl.zeros((BM, BN), tl.float32)
+    for _ in range(0, K, BK):
+        acc = tl.dot(tl.load(a_bp, boundary_check=(0, 1)), tl.load(b_bp, boundary_check=(0, 1)), acc)
+        a_bp = tl.advance(a_bp, (0, BK))
+        b_bp = tl.advance(b_bp, (BK, 0))
+    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
+    offs_n = tl.program_id(1) * BN + tl.arange(0, BN)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_block_pointers_over_pointer_arguments_copy_whole_boxes():
+    """A block pointer over a pointer argument, with sizes and strides that are arguments
+    (its leaves carried through the loop unchanged, its offsets advanced): the array is
+    described by those parameters, so the host makes descriptors of them."""
+    BM, BN, BK, warps = 64, 64, 32, 4
+    M, N, K = 96, 128, 160
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32", "N": "i32",
+           "K": "i32", "stride_am": "i32:16", "stride_bk": "i32:16"}
+    module = at.compile(block_pointer_matmul, target="nvidia:sm_90", signature=sig,
+                        constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
+    target = _tma_target()
+    options = CompileOptions(num_warps=warps, num_stages=3)
+    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "stride_am", 1)] * 2 + \
+        [("b_ptr", "K", "N", "stride_bk", 1)]
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    values = {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K, "stride_am": K,
+              "stride_bk": N}
+    fn = module.kernel
+    records = _records(kernel.box_maps, values)
+    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    del tma_sim.stalls[:]
+    sim.run((-(-M // BM), N // BN), [values[x.name] for x in fn.args] +
+            [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)

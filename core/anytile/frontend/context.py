@@ -90,7 +90,7 @@ class ModuleContext:
         scope.update({n: tensor(a) for n, a in zip(runtime_params, body.args)})
         for name, param in described.items():
             leaves = [scope.pop(n) for n in leaf_names(name, param.rank)]
-            scope[name] = descriptor_from_leaves(leaves, param.block_shape, param.padding, name)
+            scope[name] = descriptor_from_leaves(leaves, param.block_shape, param.padding)
         FunctionGenerator(self, fn, function, scope, is_kernel=True).generate(self.tree_of(fn))
         return self.module
 

@@ -141,9 +141,11 @@ _PADDINGS = ("", "zero", "nan")
 
 
 def load_block(bp: block_pointer, boundary_check: Any, padding_option: Any, volatile: bool,
-               b: Builder, box: Optional[tuple] = None) -> tensor:
-    """``tl.load`` of a block pointer; ``box``: (the descriptor parameter, the block's
-    coordinates) when it reads a block of a kernel's descriptor argument (``LoadOp.box``)."""
+               b: Builder) -> tensor:
+    """``tl.load`` of a block pointer.  A block whose ``order`` runs innermost last, read with
+    zero padding, also says which box of which array it is (``LoadOp.box`` and ``array``), for
+    devices that copy boxes by descriptor; elements past a dimension that is not
+    bounds-checked may then read as zeros, which Triton leaves unspecified."""
     padding = unwrap(padding_option) or ""
     if padding not in _PADDINGS:
         raise ValueError(f"padding_option must be one of 'zero', 'nan' or '', got {padding!r}")
@@ -156,8 +158,11 @@ def load_block(bp: block_pointer, boundary_check: Any, padding_option: Any, vola
         # no padding_option reads zeros, as Triton's lowering does (its tutorials rely on it)
         other = semantic.constant(float("nan") if padding == "nan" else 0, elem, b,
                                   bp.block_shape)
-    extra = {} if box is None else {"descriptor": box[0],
-                                    "box": [unwrap(o).handle for o in box[1]]}
+    rank = len(bp.block_shape)
+    boxed = padding != "nan" and not volatile and tuple(bp.order) == tuple(range(rank - 1, -1, -1))
+    extra = {"box": [unwrap(o).handle for o in bp.offsets],
+             "array": [semantic.to_tensor(unwrap(v), b).handle
+                       for v in (bp.base, *bp.shape, *bp.strides)]} if boxed else {}
     return tensor(b.create(ops.LoadOp, ptr.handle, None if mask is None else mask.handle,
                            None if other is None else other.handle, volatile=volatile,
                            **extra).result)

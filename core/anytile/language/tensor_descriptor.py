@@ -27,16 +27,12 @@ class tensor_descriptor:
     run-time values, ``block_shape`` and ``padding`` compile-time ones."""
 
     def __init__(self, base: tensor, shape: tuple, strides: tuple, block_shape: tuple[int, ...],
-                 padding: str, param: str = "") -> None:
+                 padding: str) -> None:
         self.base = base
         self.shape = shape
         self.strides = strides
         self.block_shape = block_shape
         self.padding = padding
-        #: the kernel parameter this descriptor is (an ``at.TensorDescriptor`` argument), ""
-        #: when it was made in the kernel: loads of a parameter's blocks say which box they
-        #: read (``LoadOp.box``), for devices that copy boxes by a descriptor the host made
-        self.param = param
 
     @property
     def dtype(self) -> Any:
@@ -54,10 +50,8 @@ class tensor_descriptor:
         rank = len(self.block_shape)
         rest = iter(leaves[1 + rank:])
         strides = tuple(next(rest) if isinstance(s, tensor) else s for s in self.strides)
-        same = all(unwrap(a).handle is unwrap(b).handle
-                   for a, b in zip(leaves, self._flatten()))
         return tensor_descriptor(leaves[0], tuple(leaves[1:1 + rank]), strides,
-                                 self.block_shape, self.padding, self.param if same else "")
+                                 self.block_shape, self.padding)
 
     def _same_layout(self, other: "tensor_descriptor") -> bool:
         return self._layout_key() == other._layout_key()
@@ -80,9 +74,7 @@ class tensor_descriptor:
     def load(self, offsets: Any, _builder: Builder = None) -> tensor:
         """The ``block_shape`` block at ``offsets``; outside the array, the padding."""
         bp = self._block(offsets, "desc.load", _builder)
-        box = (self.param, bp.offsets) if self.param else None
-        return load_block(bp, tuple(range(len(self.block_shape))), self.padding, False, _builder,
-                          box)
+        return load_block(bp, tuple(range(len(self.block_shape))), self.padding, False, _builder)
 
     @builtin
     def store(self, offsets: Any, value: Any, _builder: Builder = None) -> None:
@@ -168,13 +160,12 @@ def leaf_names(name: str, rank: int) -> list[str]:
             + [f"{name}_at_stride{d}" for d in range(rank - 1)])
 
 
-def descriptor_from_leaves(leaves: Sequence[tensor], block_shape: tuple, padding: str,
-                           param: str = "") -> tensor_descriptor:
-    """The ``tensor_descriptor`` the kernel parameter ``param`` holds, from its leaves' IR
-    values."""
+def descriptor_from_leaves(leaves: Sequence[tensor], block_shape: tuple,
+                           padding: str) -> tensor_descriptor:
+    """The ``tensor_descriptor`` a kernel parameter holds, from its leaves' IR values."""
     rank = len(block_shape)
     base, shape, strides = leaves[0], tuple(leaves[1:1 + rank]), tuple(leaves[1 + rank:])
-    return tensor_descriptor(base, shape, strides + (1,), tuple(block_shape), padding, param)
+    return tensor_descriptor(base, shape, strides + (1,), tuple(block_shape), padding)
 
 
 # -- the experimental TMA descriptors of Triton 3.2-3.3 -------------------------------------------

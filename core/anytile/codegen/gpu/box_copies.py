@@ -2,12 +2,12 @@
 pipelined tile in a few instructions, reading a descriptor of the array the host made before
 the launch (a tensor copy unit).
 
-A pipelined ``async_copy`` that says which box of which descriptor parameter it copies
-(``AsyncCopyOp.box``: the load read a block of an ``at.TensorDescriptor`` argument) may go
-this way when the target's ``GpuTarget.box_copies`` plans it (``BoxCopies.plan``): the tile's
-buffer layout is one the copy unit writes, the array's rows are aligned as it needs.  Each
-planned copy names a ``BoxMap``: what the host encodes into a descriptor for each launch from
-the argument's base, shape and strides.  The kernel takes one parameter per map after its own
+A pipelined ``async_copy`` that says which box of which array it copies (``AsyncCopyOp.box``
+and ``array``: the load read a block of a tensor descriptor or a block pointer) may go this
+way when the target's ``GpuTarget.box_copies`` plans it (``BoxCopies.plan``): the array is
+described by kernel parameters (``array_leaves``), the tile's buffer layout is one the copy
+unit writes, the array's rows are aligned as it needs.  Each planned copy names a ``BoxMap``:
+what the host encodes into a descriptor for each launch from those parameters.  The kernel takes one parameter per map after its own
 (``BoxCopies.parameter_type``), and the launcher computes them (``metadata["box_maps"]``).
 
 The copies complete on their own, not per thread, so the pipeline's groups are tracked by
@@ -19,40 +19,82 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from llvmlite import ir
 
+from ...ir import ops
+from ...ir.nodes import walk
+from ...ir.rules import is_int
+from ...ir.types import elem_type
 from .shared_ops import AsyncCopyOp
 
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
-__all__ = ["BoxMap", "BoxCopies", "box_map_metadata"]
+__all__ = ["BoxMap", "BoxCopies", "box_map_metadata", "array_leaves"]
 
 
 @dataclass(frozen=True)
 class BoxMap:
-    """A descriptor the host makes for each launch: over the array of descriptor parameter
-    ``descriptor`` (elements of the IR type ``elem``), boxes of ``box`` elements (outermost
+    """A descriptor the host makes for each launch: over the array whose base, sizes and
+    strides are ``array`` -- each the name of a kernel parameter, or a number -- (elements of
+    the IR type ``elem``), boxes of ``box`` elements (outermost
     dimension first) written into shared memory in the ``swizzle``-byte swizzle (0: none);
     elements outside the array read as zeros.  ``interleave`` > 0: the rows of a box are
     written in another order, a target's own (``interleave`` says which to it)."""
 
-    descriptor: str
+    array: tuple
     elem: str
     box: tuple[int, ...]
     swizzle: int
     interleave: int = 0
 
+    @property
+    def name(self) -> str:
+        """What error messages call the array: its descriptor argument, or its base."""
+        base = str(self.array[0])
+        return f"descriptor argument '{base[:-len('_at_base')]}'" if base.endswith("_at_base") \
+            else f"the array at '{base}'"
+
     def as_metadata(self) -> list:
-        return [self.descriptor, self.elem, list(self.box), self.swizzle, self.interleave]
+        return [list(self.array), self.elem, list(self.box), self.swizzle, self.interleave]
 
     @staticmethod
     def from_metadata(entry: Any) -> "BoxMap":
-        descriptor, elem, box, swizzle, interleave = entry
-        return BoxMap(str(descriptor), str(elem), tuple(int(n) for n in box), int(swizzle),
+        array, elem, box, swizzle, interleave = entry
+        return BoxMap(tuple(array), str(elem), tuple(int(n) for n in box), int(swizzle),
                       int(interleave))
+
+
+def array_leaves(values: list, kernel: Any) -> Optional[tuple]:
+    """The kernel parameters (names) or numbers that the IR ``values`` of a box's array are,
+    seen through integer widenings and loop-carried values every iteration passes on
+    unchanged; ``None`` when one is anything else (the host could not make a descriptor)."""
+    parents = {id(r): op for op in walk(kernel.body) for r in op.regions}
+    params = {id(a) for a in kernel.args}
+    out = []
+    for v in values:
+        while True:
+            owner = v.owner
+            if id(v) in params:
+                out.append(v.name)
+                break
+            if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, int) and \
+                    not isinstance(owner.value, bool):
+                out.append(owner.value)
+                break
+            if isinstance(owner, ops.CastOp) and is_int(owner.src.type) and is_int(v.type) and \
+                    elem_type(owner.src.type).bits <= elem_type(v.type).bits:
+                v = owner.src
+                continue
+            loop = parents.get(id(owner))
+            if isinstance(loop, ops.ForOp) and v in loop.body.args[1:] and \
+                    loop.body.terminator.values[loop.body.args.index(v) - 1] is v:
+                v = loop.inits[loop.body.args.index(v) - 1]
+                continue
+            return None
+    return tuple(out)
 
 
 def box_map_metadata(maps: list) -> list:

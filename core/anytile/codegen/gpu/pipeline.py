@@ -22,6 +22,7 @@ from typing import Callable, Optional
 
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
+from ...ir.rules import is_int, is_ptr as is_pointer
 from ...ir.types import TileType, elem_type, i1, i32
 from .axis_info import analyse_function, vector_width_of_access
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
@@ -194,7 +195,7 @@ def load_transposed(fn: Function) -> int:
     dimension.  ``tl.trans(tl.load(k_rows))`` feeding a dot then reaches the pipeline as a
     transposed read, which copies into column-major slots, as K read by transposed
     addressing does, instead of passing through registers and the scratch space every
-    iteration.  A load of a descriptor's box keeps it, reordered (``LoadOp.box_order``).
+    iteration.  A load of an array's box keeps it, reordered (``LoadOp.box_order``).
     Returns how many loads changed."""
     uses = _uses(fn.body)
     count = 0
@@ -223,7 +224,7 @@ def load_transposed(fn: Function) -> int:
                 return p.result
             inner = load.box_order or tuple(range(len(op.order)))
             read = ops.LoadOp(permuted(load.ptr), permuted(load.mask), permuted(load.other),
-                              load.volatile, list(load.box), load.descriptor,
+                              load.volatile, list(load.box), list(load.array),
                               tuple(inner[i] for i in op.order) if load.box else (),
                               result_types=[op.result.type], loc=load.loc)
             read.results[0].name = op.result.name or load.result.name
@@ -271,7 +272,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             view = SharedLoadOp(alloc.result, zero.result, loc=loc)
             view.results[0].name = load.result.name
             staged = [alloc, zero, AsyncCopyOp(alloc.result, zero.result, load.ptr, load.mask,
-                                               list(load.box), [], load.descriptor,
+                                               list(load.box), [], list(load.array),
                                                load.box_order, loc=loc),
                       AsyncCommitOp(loc=loc), AsyncWaitOp(0, True, loc=loc), view]
             for op in walk(fn.body):
@@ -329,13 +330,15 @@ class _Ahead:
         self.mapping[iv] = self.iv
         for arg, offset in advancing.items():
             start = loop.inits[body.args.index(arg) - 1] if before_loop else arg
-            if distance == 0:
+            if distance == 0 or offset is None:
                 self.mapping[arg] = start
                 continue
             offset = self.value(offset)
             kt = self.const(distance, offset.type, loc)
             step = self.emit(ops.BinaryOp("mul", kt, offset, loc=loc))
-            self.mapping[arg] = self.emit(ops.AddPtrOp(start, step, loc=loc))
+            self.mapping[arg] = self.emit(ops.AddPtrOp(start, step, loc=loc)
+                                          if is_pointer(arg.type) else
+                                          ops.BinaryOp("add", start, step, loc=loc))
 
     def const(self, value: int, t, loc) -> Value:
         return self.emit(ops.ConstantOp(value, result_types=[t], loc=loc))
@@ -381,12 +384,25 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         if op.has_trait(TRAIT_PURE) and not op.regions and \
                 all(v in invariant or v not in inside for v in op.operands):
             invariant.update(op.results)
-    advancing = {}                  # carried pointer tile -> its loop-invariant step
+    # carried values advanced by a loop-invariant step each iteration: pointer tiles
+    # (``a_ptrs += BK``) and integers (a block pointer's offsets, ``tl.advance``); a value
+    # carried unchanged (the block pointer's base, shape and strides) has no step (``None``)
+    advancing: dict = {}
     for arg, y in zip(body.args[1:], yielded):
         step = y.owner
-        if isinstance(arg.type, TileType) and isinstance(step, ops.AddPtrOp) and step.ptr is arg \
-                and (step.offset in invariant or step.offset not in inside):
+
+        def steady(v: Value) -> bool:
+            return v in invariant or v not in inside
+        if y is arg:
+            advancing[arg] = None
+        elif isinstance(arg.type, TileType) and isinstance(step, ops.AddPtrOp) and \
+                step.ptr is arg and steady(step.offset):
             advancing[arg] = step.offset
+        elif not isinstance(arg.type, TileType) and isinstance(step, ops.BinaryOp) and \
+                step.kind == "add" and is_int(arg.type) and arg in (step.lhs, step.rhs):
+            other = step.rhs if step.lhs is arg else step.lhs
+            if other is not arg and steady(other):
+                advancing[arg] = other
     computable = {iv, *advancing}   # values computable at any iteration
     for op in body.ops:
         if op.has_trait(TRAIT_PURE) and not op.regions and \
@@ -400,7 +416,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
                 op.result in yielded:
             continue
         if not all(v in computable or v in invariant or v not in inside
-                   for v in (op.ptr, op.mask, *op.box) if v is not None):
+                   for v in (op.ptr, op.mask, *op.box, *op.array) if v is not None):
             continue
         loads.append(op)
     if not loads:
@@ -576,8 +592,8 @@ def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[O
         mask = both.result
     # a box copy (one instruction for the whole tile) is skipped outright past the loop's end
     out.append(AsyncCopyOp(buffer, slot, ptr, mask, [ahead.value(c) for c in load.box],
-                           [ahead.in_range] if load.box else [], load.descriptor, load.box_order,
-                           loc=load.loc))
+                           [ahead.in_range] if load.box else [],
+                           [ahead.value(v) for v in load.array], load.box_order, loc=load.loc))
     return out
 
 

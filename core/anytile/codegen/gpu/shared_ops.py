@@ -33,6 +33,7 @@ from typing import Any, Optional
 from llvmlite import ir
 
 from ...ir.nodes import TRAIT_SIDE_EFFECT, Op, Value
+from ...ir.ops.memory import check_box
 from ...ir.rules import check_mask, expect, expect_type
 from ...ir.types import (PointerType, ScalarType, TileType, i1, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)
@@ -303,15 +304,14 @@ class AsyncCopyOp(Op):
     """Start copying the tile at ``ptr`` into slot ``slot`` (an ``i32`` scalar) of
     ``buffer``; where ``mask`` is 0 the slot gets zeros and global memory is not read.
 
-    ``box``, ``descriptor`` and ``box_order``: the tile is that box of that descriptor
-    parameter (``LoadOp.box``), for a target that copies boxes by descriptor
-    (``GpuTarget.box_copies``);
-    ``when`` (none, or one ``i1`` scalar): where false, nothing need be copied at all (the
-    mask is then 0 everywhere, and the slot, which is never read, may keep what it held)."""
+    ``box``, ``array`` and ``box_order``: the tile is that box of that array (``LoadOp.box``),
+    for a target that copies boxes by descriptor (``GpuTarget.box_copies``); ``when`` (none,
+    or one ``i1`` scalar): where false, nothing need be copied at all (the mask is then 0
+    everywhere, and the slot, which is never read, may keep what it held)."""
 
     NAME = "async_copy"
-    OPERANDS = ("buffer", "slot", "ptr", "mask", "box", "when")
-    ATTRS = ("descriptor", "box_order")
+    OPERANDS = ("buffer", "slot", "ptr", "mask", "box", "when", "array")
+    ATTRS = ("box_order",)
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     buffer: Value
     slot: Value
@@ -319,7 +319,7 @@ class AsyncCopyOp(Op):
     mask: Optional[Value] = None
     box: list = field(default_factory=list)
     when: list = field(default_factory=list)
-    descriptor: str = ""
+    array: list = field(default_factory=list)
     box_order: tuple = ()
 
     def verify(self) -> None:
@@ -329,9 +329,7 @@ class AsyncCopyOp(Op):
         expect(len(self.when) <= 1, "a copy has at most one 'when'")
         for v in self.when:
             expect_type(v.type, i1, "when")
-        expect(bool(self.box) == bool(self.descriptor), "a copy's box and descriptor go together")
-        expect(not self.box or len(self.box) == len(t.shape),
-               f"a box copy of a {len(t.shape)}-D tile needs as many coordinates")
+        check_box(self.box, self.array, len(t.shape), t.elem)
 
 
 @dataclass(eq=False)

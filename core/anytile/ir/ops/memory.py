@@ -10,7 +10,7 @@ from ..rules import check_mask, expect, expect_type, is_int, is_ptr, pointee_typ
 from ..types import Type, elem_type, shape_of, with_shape
 from .arith import PURE_EW
 
-__all__ = ["AddPtrOp", "LoadOp", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
+__all__ = ["AddPtrOp", "LoadOp", "check_box", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
 
 
 @dataclass(eq=False)
@@ -34,30 +34,49 @@ class AddPtrOp(Op):
         expect(shape_of(pt) == shape_of(ot), f"addptr shapes differ: {pt} vs {ot}")
 
 
+def check_box(box: list, array: list, rank: int, elem: Type) -> None:
+    """The rules of a load's (or a copy's) ``box`` and ``array``: both or neither; one
+    coordinate per dimension; the array's base a scalar pointer to ``elem``, then integer
+    sizes and strides, one of each per dimension."""
+    expect(bool(box) == bool(array), "a box and its array go together")
+    if not box:
+        return
+    expect(len(box) == rank, f"a box of a {rank}-D tile needs {rank} coordinates, found {len(box)}")
+    expect(all(is_int(v.type) and not shape_of(v.type) for v in box),
+           "box coordinates must be integer scalars")
+    expect(len(array) == 2 * rank + 1, f"the array of a {rank}-D box is its base, {rank} sizes "
+                                       f"and {rank} strides, found {len(array)} values")
+    expect(is_ptr(array[0].type) and not shape_of(array[0].type) and
+           elem_type(array[0].type).pointee == elem,
+           f"the array's base must be a scalar pointer to {elem}, found {array[0].type}")
+    expect(all(is_int(v.type) and not shape_of(v.type) for v in array[1:]),
+           "the array's sizes and strides must be integer scalars")
+
+
 @dataclass(eq=False)
 class LoadOp(Op):
     """Read one element per pointer.  Where ``mask`` is 0 nothing is read and the result is
     ``other`` (a value of the result type), or unspecified when ``other`` is absent.  A read
     of an address outside every allocation where the mask is 1 is an error.
 
-    ``box`` and ``descriptor`` (both or neither) say the same read another way, for devices
-    that copy rectangular boxes in one instruction (Hopper's TMA): the tile is the box whose
-    first element is at coordinates ``box`` (integer scalars, one per dimension) of the
-    array the kernel's descriptor parameter ``descriptor`` describes, elements outside that
-    array reading as ``other`` -- or, with ``box_order``, that box with its dimensions
+    ``box`` and ``array`` (both or neither) say the same read another way, for devices that
+    copy rectangular boxes in one instruction: the tile is the box whose first element is at
+    coordinates ``box`` (integer scalars, one per dimension) of the array whose base pointer,
+    sizes and strides (in elements) are ``array``, elements outside the array reading as
+    ``other`` -- or, with ``box_order``, that box with its dimensions
     reordered as ``permute`` does (the tile's dimension ``i`` is the box's ``box_order[i]``).
     ``ptr`` and ``mask`` stay the meaning; a device that has no such copy ignores these."""
 
     NAME = "load"
-    OPERANDS = ("ptr", "mask", "other", "box")
-    ATTRS = ("volatile", "descriptor", "box_order")
+    OPERANDS = ("ptr", "mask", "other", "box", "array")
+    ATTRS = ("volatile", "box_order")
     TRAITS = frozenset({TRAIT_MEMORY})
     ptr: Value
     mask: Optional[Value] = None
     other: Optional[Value] = None
     volatile: bool = False      # (a field before ``box``: older code passes it by position)
     box: list = field(default_factory=list)
-    descriptor: str = ""
+    array: list = field(default_factory=list)
     box_order: tuple = ()
 
     def infer_types(self) -> list[Type]:
@@ -69,14 +88,7 @@ class LoadOp(Op):
         check_mask(self.mask, self.ptr.type)
         if self.other is not None:
             expect_type(self.other.type, pointee_type(self.ptr.type), "load other")
-        expect(bool(self.box) == bool(self.descriptor),
-               "a load's box and descriptor go together")
-        if self.box:
-            expect(len(self.box) == len(shape_of(self.ptr.type)),
-                   f"a box load of a {len(shape_of(self.ptr.type))}-D tile needs as many "
-                   f"coordinates, found {len(self.box)}")
-            expect(all(is_int(v.type) and not shape_of(v.type) for v in self.box),
-                   "box coordinates must be integer scalars")
+        check_box(self.box, self.array, len(shape_of(self.ptr.type)), elem_type(self.ptr.type).pointee)
         expect(not self.box_order or sorted(self.box_order) == list(range(len(self.box))),
                f"box_order {self.box_order} is not a permutation of the box's dimensions")
 
