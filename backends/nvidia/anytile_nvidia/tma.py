@@ -33,7 +33,8 @@ from typing import Any, Optional
 from llvmlite import ir
 
 from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap, array_leaves
-from anytile.codegen.gpu.shared_ops import AsyncCopyOp
+from anytile.codegen.gpu.shared_ops import AsyncCopyOp, AsyncWaitOp
+from anytile.ir.nodes import walk
 from anytile.errors import LaunchError
 
 from .warpgroup import SwizzledPanels
@@ -75,6 +76,11 @@ class TensorCopies(BoxCopies):
         t = op.buffer.type
         layout = t.layout
         if not isinstance(layout, SwizzledPanels) or len(t.shape) != 2 or t.elem.nbytes != 2:
+            return ()
+        # group g uses barrier g % BARRIERS: the groups in flight must stay below the ring
+        deepest = max([w.pending for w in walk(kernel.body) if isinstance(w, AsyncWaitOp)],
+                      default=0)
+        if deepest + 2 > BARRIERS:
             return ()
         leaves = array_leaves(op.array, kernel)     # base, rows, columns, row stride, 1
         if leaves is None or len(leaves) != 5 or not isinstance(leaves[0], str) or leaves[4] != 1:
@@ -150,24 +156,49 @@ class TensorCopies(BoxCopies):
             issue = b.and_(issue, ctx.scalar(when))
         row0, col0 = (b.trunc(v, I32) if v.type.width > 32 else v
                       for v in (ctx.scalar(op.box[0]), ctx.scalar(op.box[1])))
+        rows, cols = ctx.scalar(op.array[1]), ctx.scalar(op.array[2])
+        # an empty array has no descriptor the copy unit takes: its box is zeros, written by
+        # warp 0's lanes (the wait's proxy fence and barrier publish them to the MMA)
+        empty = b.or_(b.icmp_signed("==", rows, ir.Constant(rows.type, 0)),
+                      b.icmp_signed("==", cols, ir.Constant(cols.type, 0)))
         with b.if_then(issue):
-            bar = self._group_barrier(ctx, b, b.load(ctx.box_groups))
-            with b.if_then(b.icmp_unsigned("==", ctx.lane, k32(0))):
-                self.expect_bytes(b, bar, k32(t.shape[0] * t.shape[1] * t.elem.nbytes))
-            if len(maps) == 1:
-                self._boxes(ctx, t, maps[0], slot, row0, col0, bar)
-                return
-            # whole blocks of 16 W rows inside the array: one 5-D box each; else 8-row boxes
-            (blocks, blocks_param), plain = maps
-            rows = ctx.scalar(op.array[1])
-            end = b.add(b.sext(row0, rows.type), ir.Constant(rows.type, t.shape[0]))
-            whole = b.and_(b.icmp_unsigned("==", b.urem(row0, k32(blocks.box[0])), k32(0)),
-                           b.and_(b.icmp_signed(">=", row0, k32(0)), b.icmp_signed("<=", end, rows)))
-            with b.if_else(whole) as (then, otherwise):
-                with then:
-                    self._boxes(ctx, t, (blocks, blocks_param), slot, row0, col0, bar)
-                with otherwise:
-                    self._boxes(ctx, t, plain, slot, row0, col0, bar)
+            with b.if_else(empty) as (nothing, some):
+                with nothing:
+                    self._zero_slot(ctx, t, slot)
+                with some:
+                    self._copy(ctx, op, maps, slot, row0, col0, rows)
+
+    def _copy(self, ctx: Any, op: AsyncCopyOp, maps: list, slot: ir.Value, row0: ir.Value,
+              col0: ir.Value, rows: ir.Value) -> None:
+        b = ctx.b
+        t = op.buffer.type
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        bar = self._group_barrier(ctx, b, b.load(ctx.box_groups))
+        with b.if_then(b.icmp_unsigned("==", ctx.lane, k32(0))):
+            self.expect_bytes(b, bar, k32(t.shape[0] * t.shape[1] * t.elem.nbytes))
+        if len(maps) == 1:
+            self._boxes(ctx, t, maps[0], slot, row0, col0, bar)
+            return
+        # whole blocks of 16 W rows inside the array: one 5-D box each; else 8-row boxes
+        (blocks, blocks_param), plain = maps
+        end = b.add(b.sext(row0, rows.type), ir.Constant(rows.type, t.shape[0]))
+        whole = b.and_(b.icmp_unsigned("==", b.urem(row0, k32(blocks.box[0])), k32(0)),
+                       b.and_(b.icmp_signed(">=", row0, k32(0)), b.icmp_signed("<=", end, rows)))
+        with b.if_else(whole) as (then, otherwise):
+            with then:
+                self._boxes(ctx, t, (blocks, blocks_param), slot, row0, col0, bar)
+            with otherwise:
+                self._boxes(ctx, t, plain, slot, row0, col0, bar)
+
+    @staticmethod
+    def _zero_slot(ctx: Any, t: Any, slot: ir.Value) -> None:
+        """Warp 0's lanes write zeros over the slot, 16 bytes each per step."""
+        b = ctx.b
+        vec = ir.VectorType(I32, 4)
+        for first in range(0, t.slot_bytes, 32 * 16):
+            at = b.add(b.mul(ctx.lane, ir.Constant(I32, 16)), ir.Constant(I32, first))
+            with b.if_then(b.icmp_unsigned("<", at, ir.Constant(I32, t.slot_bytes))):
+                b.store(ir.Constant(vec, None), b.gep(slot, [at], source_etype=I8)).align = 16
 
     def _boxes(self, ctx: Any, t: Any, box_map: tuple, slot: ir.Value, row0: ir.Value,
                col0: ir.Value, bar: ir.Value) -> None:
@@ -317,7 +348,13 @@ def map_geometry(box_map: BoxMap, rows: int, cols: int, row_stride: int,
 def encode_tensor_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stride: int,
                       elem_bytes: int) -> bytes:
     """The 128-byte ``CUtensorMap`` of ``box_map`` over the ``rows x cols`` array at ``base``
-    (rows ``row_stride`` elements apart)."""
+    (rows ``row_stride`` elements apart).  An empty array gets a map of one element, which the
+    kernel never reads (it writes zeros instead)."""
+    if max(rows, cols) >= 1 << 31:
+        raise LaunchError(f"{box_map.name}: an array of shape [{rows}, {cols}] is past the GPU's "
+                          f"copy unit's 32-bit coordinates: compile with tma=False")
+    if not rows or not cols:        # never read: any map the encoder takes
+        rows, cols, row_stride = 1, 1, 16 // elem_bytes
     out = (ctypes.c_uint8 * MAP_BYTES)()
     dims, strides, box = map_geometry(box_map, rows, cols, row_stride, elem_bytes)
     n = len(dims)

@@ -173,23 +173,28 @@ def test_pipelined_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, K, loop, wgmma
     assert bool(compiled.metadata.get("wgmma")) == (wgmma and hopper)
 
 
-@pytest.mark.parametrize("BM,BN,BK,num_warps,M,N,K,stages", [
-    (128, 128, 64, 4, 256, 256, 320, 3), (128, 256, 64, 8, 300, 260, 200, 3),
-    (64, 128, 32, 4, 128, 256, 64, 4), (128, 64, 64, 8, 128, 64, 40, 3), (64, 64, 64, 4, 64, 64, 512, 5)])
+@pytest.mark.parametrize("BM,BN,BK,num_warps,M,N,K,stages,pad", [
+    (128, 128, 64, 4, 256, 256, 320, 3, 0), (128, 256, 64, 8, 300, 260, 200, 3, 0),
+    (64, 128, 32, 4, 128, 256, 64, 4, 0), (128, 64, 64, 8, 128, 64, 40, 3, 0),
+    (64, 64, 64, 4, 64, 64, 512, 5, 0),
+    (128, 128, 64, 8, 200, 128, 64, 3, 0),     # ragged M: A's last block in 8-row boxes, some outside
+    (128, 128, 64, 4, 256, 192, 128, 3, 16)])  # rows wider than the array (padded strides)
 @pytest.mark.parametrize("tma", [False, True])
-def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stages, tma):
+def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stages, pad, tma):
     """Operands from ``at.TensorDescriptor`` arguments, copied by the tensor memory
     accelerator on sm_90 (``tma=True``: descriptors made on the host, mbarrier ring) or by
-    cp.async, against NumPy: partial boxes at every edge, several warpgroups and stages."""
+    cp.async, against NumPy: partial boxes at every edge, boxes wholly outside the array,
+    rows padded past the array's width, several warpgroups and stages."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from test_tma import desc_matmul
     rng = np.random.default_rng(K + M)
-    a = rng.standard_normal((M, K)).astype(np.float16)
-    b = rng.standard_normal((K, N)).astype(np.float16)
+    a_wide = rng.standard_normal((M, K + pad)).astype(np.float16)
+    b_wide = rng.standard_normal((K, N + pad)).astype(np.float16)
+    a, b = a_wide[:, :K], b_wide[:, :N]
     c = at.empty((M, N), np.float32, device=cuda)
-    a_d, b_d = at.asarray(a, device=cuda), at.asarray(b, device=cuda)
-    descs = (at.TensorDescriptor(a_d, [M, K], [K, 1], [BM, BK]),
-             at.TensorDescriptor(b_d, [K, N], [N, 1], [BK, BN]))
+    a_d, b_d = at.asarray(a_wide, device=cuda), at.asarray(b_wide, device=cuda)
+    descs = (at.TensorDescriptor(a_d, [M, K], [K + pad, 1], [BM, BK]),
+             at.TensorDescriptor(b_d, [K, N], [N + pad, 1], [BK, BN]))
     for _ in range(2):      # the second launch reuses the host's descriptors
         compiled = desc_matmul[(-(-M // BM), -(-N // BN))](*descs, c, M, N, K, BM=BM, BN=BN, BK=BK,
                                                             num_warps=num_warps, num_stages=stages,
@@ -197,7 +202,7 @@ def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stag
         ref = a.astype(np.float64) @ b.astype(np.float64)
         np.testing.assert_allclose(c.numpy(), ref, rtol=2e-3, atol=2e-3)
     hopper = cuda.properties["compute_capability"] == (9, 0)
-    aligned = K % 16 == 0 or N % 16 == 0      # rows of A or of B 16-byte aligned
+    aligned = (K + pad) % 16 == 0 or (N + pad) % 16 == 0     # rows of A or of B 16-byte aligned
     assert bool(compiled.metadata.get("box_maps")) == (tma and hopper and aligned)
 
 

@@ -5,6 +5,7 @@ pipelined matmuls run on the host simulator with the copies emulated (``tma_sim.
 bytes land only when a wait sees their phase complete), checked against NumPy; the host's
 descriptor records are checked against the kernel's metadata.  The same kernels run on an
 H100 and H200 in test_device.py."""
+import copy
 import ctypes
 import re
 
@@ -300,3 +301,43 @@ def test_block_pointers_over_pointer_arguments_copy_whole_boxes():
             [ctypes.addressof(r) for r in records])
     assert not tma_sim.stalls
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
+
+
+def test_a_pipeline_deeper_than_the_barrier_ring_keeps_per_thread_copies():
+    """Group g completes on barrier g % 16: a pipeline that keeps 16 or more groups in
+    flight would arm a barrier again before its last phase was waited for, so its copies
+    stay cp.async."""
+    sig = _signature(64, 64, 32)
+    consts = {"BM": 64, "BN": 64, "BK": 32}
+    module = at.compile(desc_matmul, target="nvidia:sm_90", signature=sig, constexprs=consts).module
+    target = _tma_target()
+    target.shared_memory_limit = 227 * 1024
+    for stages, taken in ((16, True), (17, False)):      # 14 / 15 groups pending at the wait
+        options = CompileOptions(num_warps=4, num_stages=stages)
+        kernel = lower_to_llvm(lay_out(copy.deepcopy(module), target, options, {}), target,
+                               options, {})
+        assert bool(kernel.box_maps) == taken, stages
+
+
+def test_an_empty_array_reads_as_zeros_without_a_copy():
+    """A descriptor over an array with no columns: every box is outside it, so warp 0 writes
+    the slot's zeros itself (the copy unit has no map of an empty array)."""
+    BM, BN, BK, warps, M, N, K = 64, 64, 64, 4, 64, 64, 128
+    module = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(BM, BN, BK),
+                        constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
+    target = _tma_target()
+    options = CompileOptions(num_warps=warps, num_stages=3)
+    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    a = np.ones((M, 8), np.float16)                 # the loop runs K, the array has none
+    b = np.ones((K, N), np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    values = {"c_ptr": c, "M": M, "N": N, "K": K,
+              "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": 0, "a_desc_at_stride0": 8,
+              "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
+    fn = module.kernel
+    records = _records(kernel.box_maps, values)
+    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    del tma_sim.stalls[:]
+    sim.run((1, 1), [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls
+    np.testing.assert_array_equal(c, 0.0)

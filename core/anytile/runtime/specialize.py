@@ -153,9 +153,10 @@ _TENSORDESC = re.compile(r"^tensordesc<\s*([A-Za-z0-9_]+)\s*\[([0-9,\s]+)\]\s*>(
 
 def _descriptor_spec(name: str, text: str) -> "ArgSpec":
     """The ``ArgSpec`` of ``at.compile``'s ``"tensordesc<fp16[64, 64]>"`` (Triton's text for a
-    descriptor argument): the element type and block shape; the base and row strides are
-    taken as 16-byte aligned, as a descriptor the GPU's copy unit reads must be, and the
-    sizes as anything (``...>:16``: as divisible by 16)."""
+    descriptor argument): the element type and block shape; the base is taken as 16-byte
+    aligned and the row strides as multiples of 16 elements (so rows start 16-byte aligned,
+    as a descriptor the GPU's copy unit reads must), and the sizes as anything
+    (``...>:16``: as multiples of 16)."""
     m = _TENSORDESC.match(text.strip())
     if m is None:
         raise CompilationError(f"'{name}': malformed descriptor type {text!r} (expected e.g. "

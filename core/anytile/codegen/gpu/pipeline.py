@@ -177,6 +177,7 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     buffers = buffers or _padded_rows
     count = 0
     transposed = transposed_loads(fn)
+    shared_limit -= _box_state(fn)
     for op in list(walk(fn.body)):
         if isinstance(op, ops.ForOp):
             stages = op.num_stages if op.num_stages is not None else num_stages
@@ -264,7 +265,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             buffer = SharedBufferType(t.shape, t.elem, 1, layout)
             taken = sum(a.result.type.nbytes for a in walk(fn.body)
                         if isinstance(a, SharedAllocOp))
-            if taken + buffer.nbytes + (BOX_STATE_BYTES if load.box else 0) > shared_limit:
+            if taken + buffer.nbytes + _box_state(fn) > shared_limit:
                 continue
             loc = load.loc
             alloc = SharedAllocOp(result_types=[buffer], loc=loc)
@@ -281,6 +282,13 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             parent.ops[at:at + 1] = staged
             count += 1
     return count
+
+
+def _box_state(fn: Function) -> int:
+    """Shared memory kept free, once for the whole kernel, where some load could be copied
+    by descriptor (``BOX_STATE_BYTES``)."""
+    return BOX_STATE_BYTES if any(isinstance(op, ops.LoadOp) and op.box
+                                  for op in walk(fn.body)) else 0
 
 
 def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
@@ -425,8 +433,6 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     slots = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, 1, layouts[ld]) for ld in loads]
     # the dots' operands left out still pass through the scratch space after the buffers
     moved = {ld.result for ld in loads}
-    if any(ld.box for ld in loads):
-        shared_limit -= BOX_STATE_BYTES     # copies by descriptor may track completion there
     shared_limit -= max([_scratch_bytes(dot, moved, buffers)
                          for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
     # a dot whose reads stay in flight keeps a slot busy that long after its iteration: one
