@@ -109,11 +109,28 @@ class NvidiaBackend(DriverBackend):
                            int(meta["threads_per_block"]), kernel.signature, meta.get("asserts"),
                            meta.get("bounds_params"),
                            tensor_map_parameters(meta.get("box_maps"), kernel.signature,
-                                                 lambda: driver.on(device.index)))
+                                                 lambda: driver.on(device.index),
+                                                 lambda: _zeros(device.index)))
 
     def timer(self, device: DeviceInfo) -> DeviceTimer:
         """CUDA events on the default stream (which waits for the other blocking streams)."""
         return _EventTimer(self, device)
+
+
+_ZEROS: dict = {}
+
+
+def _zeros(index: int) -> int:
+    """The device address of 16 zero bytes on GPU ``index`` (kept for the process): what a
+    descriptor of an empty array points at (``tma.tensor_map_maker``)."""
+    found = _ZEROS.get(index)
+    if found is None:
+        import ctypes
+        found = driver.alloc(index, 256)
+        zero = (ctypes.c_uint8 * 256)()
+        driver.copy_htod(index, found, ctypes.addressof(zero), 256)
+        _ZEROS[index] = found
+    return found
 
 
 class _EventTimer(DeviceTimer):

@@ -26,6 +26,7 @@ phase.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import threading
 from typing import Any, Optional
@@ -156,17 +157,8 @@ class TensorCopies(BoxCopies):
             issue = b.and_(issue, ctx.scalar(when))
         row0, col0 = (b.trunc(v, I32) if v.type.width > 32 else v
                       for v in (ctx.scalar(op.box[0]), ctx.scalar(op.box[1])))
-        rows, cols = ctx.scalar(op.array[1]), ctx.scalar(op.array[2])
-        # an empty array has no descriptor the copy unit takes: its box is zeros, written by
-        # warp 0's lanes (the wait's proxy fence and barrier publish them to the MMA)
-        empty = b.or_(b.icmp_signed("==", rows, ir.Constant(rows.type, 0)),
-                      b.icmp_signed("==", cols, ir.Constant(cols.type, 0)))
         with b.if_then(issue):
-            with b.if_else(empty) as (nothing, some):
-                with nothing:
-                    self._zero_slot(ctx, t, slot)
-                with some:
-                    self._copy(ctx, op, maps, slot, row0, col0, rows)
+            self._copy(ctx, op, maps, slot, row0, col0, ctx.scalar(op.array[1]))
 
     def _copy(self, ctx: Any, op: AsyncCopyOp, maps: list, slot: ir.Value, row0: ir.Value,
               col0: ir.Value, rows: ir.Value) -> None:
@@ -189,16 +181,6 @@ class TensorCopies(BoxCopies):
                 self._boxes(ctx, t, (blocks, blocks_param), slot, row0, col0, bar)
             with otherwise:
                 self._boxes(ctx, t, plain, slot, row0, col0, bar)
-
-    @staticmethod
-    def _zero_slot(ctx: Any, t: Any, slot: ir.Value) -> None:
-        """Warp 0's lanes write zeros over the slot, 16 bytes each per step."""
-        b = ctx.b
-        vec = ir.VectorType(I32, 4)
-        for first in range(0, t.slot_bytes, 32 * 16):
-            at = b.add(b.mul(ctx.lane, ir.Constant(I32, 16)), ir.Constant(I32, first))
-            with b.if_then(b.icmp_unsigned("<", at, ir.Constant(I32, t.slot_bytes))):
-                b.store(ir.Constant(vec, None), b.gep(slot, [at], source_etype=I8)).align = 16
 
     def _boxes(self, ctx: Any, t: Any, box_map: tuple, slot: ir.Value, row0: ir.Value,
                col0: ir.Value, bar: ir.Value) -> None:
@@ -348,13 +330,10 @@ def map_geometry(box_map: BoxMap, rows: int, cols: int, row_stride: int,
 def encode_tensor_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stride: int,
                       elem_bytes: int) -> bytes:
     """The 128-byte ``CUtensorMap`` of ``box_map`` over the ``rows x cols`` array at ``base``
-    (rows ``row_stride`` elements apart).  An empty array gets a map of one element, which the
-    kernel never reads (it writes zeros instead)."""
+    (rows ``row_stride`` elements apart)."""
     if max(rows, cols) >= 1 << 31:
         raise LaunchError(f"{box_map.name}: an array of shape [{rows}, {cols}] is past the GPU's "
                           f"copy unit's 32-bit coordinates: compile with tma=False")
-    if not rows or not cols:        # never read: any map the encoder takes
-        rows, cols, row_stride = 1, 1, 16 // elem_bytes
     out = (ctypes.c_uint8 * MAP_BYTES)()
     dims, strides, box = map_geometry(box_map, rows, cols, row_stride, elem_bytes)
     n = len(dims)
@@ -370,11 +349,13 @@ def encode_tensor_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stri
     return bytes(out)
 
 
-def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_tensor_map) -> Any:
+def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_tensor_map,
+                     zeros: Any = None) -> Any:
     """``make(base, rows, cols, row_stride) -> bytes``: ``encode`` of ``box_map`` for a
     launch's descriptor leaves (inside ``context()``: the kernel's device current), remembered
     for the arrays seen last (a map depends on nothing else, so a remembered one is always
-    right)."""
+    right).  The copy unit takes no map of an empty array: one is a map of a single zero
+    element at ``zeros()`` (a device address), so every box reads zeros, as it should."""
     elem_bytes = _ELEM_BYTES[box_map.elem]
     cache: dict = {}
 
@@ -384,6 +365,10 @@ def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_
         if found is None:
             if len(cache) >= 256:
                 cache.clear()
+            if (not rows or not cols) and zeros is not None:
+                with context() if context is not None else contextlib.nullcontext():
+                    base = zeros()
+                rows, cols, row_stride = 1, 1, 16 // elem_bytes
             if context is None:
                 found = encode(box_map, base, rows, cols, row_stride, elem_bytes)
             else:
@@ -395,17 +380,19 @@ def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_
 
 
 
-def tensor_map_parameters(box_maps: Optional[list], signature: list, context: Any = None) -> list:
+def tensor_map_parameters(box_maps: Optional[list], signature: list, context: Any = None,
+                          zeros: Any = None) -> list:
     """The launcher's computed parameters for a kernel's ``metadata["box_maps"]``:
     ``(name, 128, make, sources)`` each, ``sources`` the indices in ``signature`` of the
     parameters among the array's base, rows, columns and row stride (the others are
     numbers, filled in here); ``context()`` makes the kernel's device current (the driver's
-    encoder asks for one)."""
+    encoder asks for one); ``zeros()``: the device address of 16 zero bytes (the stand-in
+    for an empty array)."""
     names = [name for name, _ in signature]
     out = []
     for i, entry in enumerate(box_maps or ()):
         box_map = BoxMap.from_metadata(entry)
-        make = tensor_map_maker(box_map, context)
+        make = tensor_map_maker(box_map, context, zeros=zeros)
         leaves = box_map.array[:4]          # base, rows, columns, row stride (the last is 1)
         sources = tuple(names.index(leaf) for leaf in leaves if isinstance(leaf, str))
         if len(sources) != len(leaves):

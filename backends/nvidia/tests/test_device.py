@@ -206,6 +206,21 @@ def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stag
     assert bool(compiled.metadata.get("box_maps")) == (tma and hopper and aligned)
 
 
+def test_a_descriptor_of_an_empty_array_reads_zeros_on_the_gpu(cuda):
+    """The copy unit takes no map of an empty array: the launcher maps it onto zeros."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_tma import desc_matmul
+    a_d = at.asarray(np.ones((64, 64), np.float16), device=cuda)
+    b_d = at.asarray(np.ones((64, 64), np.float16), device=cuda)
+    c = at.asarray(np.full((64, 64), np.nan, np.float32), device=cuda)
+    compiled = desc_matmul[(1, 1)](at.TensorDescriptor(a_d, [64, 0], [64, 1], [64, 64]),
+                                   at.TensorDescriptor(b_d, [64, 64], [64, 1], [64, 64]), c,
+                                   64, 64, 64, BM=64, BN=64, BK=64, num_warps=4, num_stages=3)
+    np.testing.assert_array_equal(c.numpy(), 0.0)
+    if cuda.properties["compute_capability"] == (9, 0):
+        assert compiled.metadata.get("box_maps")
+
+
 @pytest.mark.parametrize("M,N,K", [(256, 256, 320), (200, 192, 96)])
 @pytest.mark.parametrize("tma", [False, True])
 def test_block_pointer_matmul_on_the_gpu(cuda, M, N, K, tma):

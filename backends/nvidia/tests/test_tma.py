@@ -19,7 +19,7 @@ from anytile.codegen.gpu import BoxMap, lay_out, lower_to_llvm
 from anytile.codegen.gpu.simulator import SimulatedKernel
 from anytile.gpu_host import RecordParameter, argument_slots
 from anytile_nvidia.stages import find_ptxas
-from anytile_nvidia.tma import box_layout, tensor_map_parameters
+from anytile_nvidia.tma import box_layout, encode_tensor_map, tensor_map_maker, tensor_map_parameters
 from anytile_nvidia import tma_sim
 from anytile_nvidia.tma_sim import EmulatedTensorCopies, host_map
 from anytile_nvidia.warpgroup import SwizzledPanels
@@ -319,9 +319,10 @@ def test_a_pipeline_deeper_than_the_barrier_ring_keeps_per_thread_copies():
         assert bool(kernel.box_maps) == taken, stages
 
 
-def test_an_empty_array_reads_as_zeros_without_a_copy():
-    """A descriptor over an array with no columns: every box is outside it, so warp 0 writes
-    the slot's zeros itself (the copy unit has no map of an empty array)."""
+def test_an_empty_array_reads_as_zeros():
+    """A descriptor over an array with no columns: every box is outside it and reads zeros
+    (the launcher gives the copy unit, which takes no map of an empty array, a map of one
+    zero element instead: ``tensor_map_maker``)."""
     BM, BN, BK, warps, M, N, K = 64, 64, 64, 4, 64, 64, 128
     module = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(BM, BN, BK),
                         constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
@@ -341,3 +342,22 @@ def test_an_empty_array_reads_as_zeros_without_a_copy():
     sim.run((1, 1), [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
     assert not tma_sim.stalls
     np.testing.assert_array_equal(c, 0.0)
+
+
+def test_the_launcher_maps_an_empty_array_onto_zeros_and_remembers_maps():
+    """``tensor_map_maker``: a map is made once per array (the cache), an empty array's map
+    points at the zero element ``zeros()`` gives, and arrays past 32-bit coordinates are a
+    clear error."""
+    made = []
+    box_map = BoxMap(("a", "m", "k", "s", 1), "f16", (64, 64), 128)
+
+    def encode(m, base, rows, cols, stride, elem):
+        made.append((base, rows, cols, stride))
+        return bytes(128)
+    make = tensor_map_maker(box_map, None, encode, zeros=lambda: 0xABC0)
+    make(0x1000, 64, 128, 128)
+    make(0x1000, 64, 128, 128)
+    make(0x2000, 0, 128, 128)
+    assert made == [(0x1000, 64, 128, 128), (0xABC0, 1, 1, 8)]
+    with pytest.raises(at.LaunchError, match="32-bit coordinates"):
+        encode_tensor_map(box_map, 0x1000, 1 << 31, 64, 64, 2)
