@@ -163,6 +163,42 @@ def test_streaming_stores_at_every_alignment(dev, rng, monkeypatch, n, dtype):
     assert loaded.stream_programs == 1           # the launches did pass "may stream"
 
 
+def _bounded_copy(x_ptr, out_ptr, bias, lim, BLOCK: tl.constexpr, FORM: tl.constexpr):
+    k = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    if FORM == 0:
+        mask = k + bias < lim             # i32: wraps when bias is near 2**31
+    elif FORM == 1:
+        mask = lim > k - bias
+    elif FORM == 2:
+        mask = k + bias >= lim
+    else:
+        mask = lim <= bias + k
+    tl.store(out_ptr + k, tl.load(x_ptr + k, mask=mask, other=0.0) + 1.0, mask=mask)
+
+
+@pytest.mark.parametrize("form", [0, 1, 2, 3])
+@pytest.mark.parametrize("bias, lim", [(0, 4096 * 2 + 7), (5, 4096), (2**31 - 5000, 2**31 - 1),
+                                       (2**31 - 5000, -(2**31)), (-3, 4096 * 3),
+                                       (2**31 - 4096, 2**31 - 1)])
+def test_streaming_stores_of_a_bounded_range_mask(dev, rng, monkeypatch, form, bias, lim):
+    """A streaming store's mask ``offs < bound`` (and >, <=, >=, either side) is looked at in
+    its first and last elements only: every lane as the ordinary loop says, also where
+    ``offs`` wraps around i32 inside a block."""
+    monkeypatch.setattr(cpu_launch, "STREAM_LAUNCH_BYTES", 1)    # stream every launch
+    kernel = at.jit(_bounded_copy)
+    n = 4096 * 3
+    x = rng.standard_normal(n).astype(np.float32)
+    k = np.arange(n, dtype=np.int64)
+    shifted = (k + bias + 2**31) % 2**32 - 2**31            # i32 arithmetic
+    low = (k - bias + 2**31) % 2**32 - 2**31
+    want_mask = [shifted < lim, lim > low, shifted >= lim, lim <= shifted][form]
+    out = np.full(n, np.nan, np.float32)
+    kernel[(3,)](at.asarray(x, device=dev), at.asarray(out, device=dev), bias, lim,
+                 BLOCK=4096, FORM=form)
+    want = np.where(want_mask, x + np.float32(1), np.float32(np.nan))
+    np.testing.assert_array_equal(out, want)
+
+
 def _strided_fill(out_ptr, n, step):
     for i in range(0, n, step):
         tl.store(out_ptr + i, 1.0)
