@@ -360,3 +360,27 @@ def test_function_names_that_need_quotes():
           %0 = call {callee = "outer.<locals>.helper-1"} ([%a]) : i32
         }
     """)
+
+
+def test_trailing_empty_list_operands_are_left_out_and_read_back():
+    """A load's ``box`` and ``array`` are empty for every load but a box read: the printer
+    leaves trailing empty lists that have a default out (never the only group), and the
+    parser reads the text with or without them."""
+    module = parse_module(ir("""
+        kernel @k(%p: ptr<f16> {divisibility = 16}, %m: i64, %n: i64, %s: i64, %r: i32) {
+          %one = constant {value = 1} : i64
+          %0 = splat (%p) : tile<16x16xptr<f16>>
+          %1 = load (%0, none, none) : tile<16x16xf16>
+          %2 = load (%0, none, none, [], []) : tile<16x16xf16>
+          %3 = load {box_order = (1, 0)} (%0, none, none, [%r, %r], [%p, %m, %n, %s, %one]) : tile<16x16xf16>
+        }
+    """))
+    verify_module(module)
+    loads = module.kernel.body.ops[2:]
+    assert [len(op.box) for op in loads] == [0, 0, 2] and len(loads[2].array) == 5
+    text = print_module(module)
+    assert text.count("load (%0, none, none) : tile<16x16xf16>") == 2
+    assert "[%r, %r], [%p, %m, %n, %s, %one]) : tile<16x16xf16>" in text
+    assert print_module(parse_module(text)) == text
+    with pytest.raises(IRVerificationError, match="go together"):
+        verify_module(parse_module(text.replace(", [%p, %m, %n, %s, %one]", "")))
