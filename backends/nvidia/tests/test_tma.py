@@ -361,3 +361,36 @@ def test_the_launcher_maps_an_empty_array_onto_zeros_and_remembers_maps():
     assert made == [(0x1000, 64, 128, 128), (0xABC0, 1, 1, 8)]
     with pytest.raises(at.LaunchError, match="32-bit coordinates"):
         encode_tensor_map(box_map, 0x1000, 1 << 31, 64, 64, 2)
+
+
+def test_an_array_is_found_through_widenings_recasts_and_unchanged_loop_values():
+    """``array_leaves``: a size widened to i64, a base recast to elements of the same size
+    (Triton 3.2's byte-typed descriptors read as fp16 -- here i16 as f16), and a value a
+    loop passes on unchanged all resolve to the kernel's parameters; anything computed
+    does not."""
+    from anytile.codegen.gpu.box_copies import array_leaves
+    from anytile.ir.parser import parse_module
+    module = parse_module("""
+        kernel @k(%p: ptr<i16> {divisibility = 16}, %m: i32, %n: i64, %s: i64) {
+          %one = constant {value = 1} : i64
+          %q = bitcast (%p) : ptr<f16>
+          %m64 = cast (%m) : i64
+          %twice = binary {kind = "add"} (%n, %n) : i64
+          %0 = constant {value = 0} : i32
+          %r = for (%0, %m, %m, [%q]) : ptr<f16> {
+          ^(%i: i32, %carried: ptr<f16>):
+            yield ([%carried])
+          }
+        }
+    """)
+    kernel = module.kernel
+    values = {op.result.name: op.result for op in kernel.body.ops if op.results}
+    loop = kernel.body.ops[-1]
+    carried = loop.body.args[1]
+    one = values["one"]
+    assert array_leaves([values["q"], values["m64"], kernel.args[2], kernel.args[3], one],
+                        kernel) == ("p", "m", "n", "s", 1)
+    assert array_leaves([carried, values["m64"], kernel.args[2], kernel.args[3], one],
+                        kernel) == ("p", "m", "n", "s", 1)
+    assert array_leaves([values["q"], values["twice"], kernel.args[2], kernel.args[3], one],
+                        kernel) is None

@@ -25,7 +25,7 @@ from llvmlite import ir
 
 from ...ir import ops
 from ...ir.nodes import walk
-from ...ir.rules import is_int
+from ...ir.rules import is_int, is_ptr
 from ...ir.types import elem_type
 from .shared_ops import AsyncCopyOp
 
@@ -69,7 +69,8 @@ class BoxMap:
 
 def array_leaves(values: list, kernel: Any) -> Optional[tuple]:
     """The kernel parameters (names) or numbers that the IR ``values`` of a box's array are,
-    seen through integer widenings and loop-carried values every iteration passes on
+    seen through integer widenings, pointers recast to elements of the same size (Triton
+    3.2's byte-typed descriptors) and loop-carried values every iteration passes on
     unchanged; ``None`` when one is anything else (the host could not make a descriptor)."""
     parents = {id(r): op for op in walk(kernel.body) for r in op.regions}
     params = {id(a) for a in kernel.args}
@@ -87,6 +88,10 @@ def array_leaves(values: list, kernel: Any) -> Optional[tuple]:
             if isinstance(owner, ops.CastOp) and is_int(owner.src.type) and is_int(v.type) and \
                     elem_type(owner.src.type).bits <= elem_type(v.type).bits:
                 v = owner.src
+                continue
+            if isinstance(owner, ops.BitcastOp) and is_ptr(owner.src.type) and is_ptr(v.type) and \
+                    elem_type(owner.src.type).pointee.nbytes == elem_type(v.type).pointee.nbytes:
+                v = owner.src       # the same address read as other elements of one size
                 continue
             loop = parents.get(id(owner))
             if isinstance(loop, ops.ForOp) and v in loop.body.args[1:] and \
