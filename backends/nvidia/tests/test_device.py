@@ -206,6 +206,25 @@ def test_descriptor_matmul_on_the_gpu(cuda, BM, BN, BK, num_warps, M, N, K, stag
     assert bool(compiled.metadata.get("box_maps")) == (tma and hopper and aligned)
 
 
+def test_descriptors_made_in_the_kernel_on_the_gpu(cuda):
+    """``tl.make_tensor_descriptor`` over pointer arguments: TMA on sm_90 (the host makes
+    the descriptors from the arguments), against NumPy with ragged edges."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_tma import made_descriptor_matmul
+    M, N, K = 200, 256, 192
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = at.empty((M, N), np.float32, device=cuda)
+    compiled = made_descriptor_matmul[(-(-M // 128), N // 128)](
+        at.asarray(a, device=cuda), at.asarray(b, device=cuda), c, M, N, K,
+        BM=128, BN=128, BK=64, num_warps=8, num_stages=3)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=2e-3, atol=2e-3)
+    if cuda.properties["compute_capability"] == (9, 0):
+        assert compiled.metadata.get("box_maps")
+
+
 def test_a_descriptor_of_an_empty_array_reads_zeros_on_the_gpu(cuda):
     """The copy unit takes no map of an empty array: the launcher maps it onto zeros."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))

@@ -394,3 +394,48 @@ def test_an_array_is_found_through_widenings_recasts_and_unchanged_loop_values()
                         kernel) == ("p", "m", "n", "s", 1)
     assert array_leaves([values["q"], values["twice"], kernel.args[2], kernel.args[3], one],
                         kernel) is None
+
+
+@at.jit
+def made_descriptor_matmul(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                           BK: tl.constexpr):
+    """Descriptors made in the kernel (``tl.make_tensor_descriptor``) over pointer arguments,
+    as Triton 3.6's tutorial 09 makes them."""
+    a_desc = tl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    b_desc = tl.make_tensor_descriptor(b_ptr, shape=[K, N], strides=[N, 1], block_shape=[BK, BN])
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([tl.program_id(0) * BM, k]), b_desc.load([k, tl.program_id(1) * BN]),
+                     acc)
+    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
+    offs_n = tl.program_id(1) * BN + tl.arange(0, BN)
+    tl.store(c_ptr + offs_m[:, None] * N + offs_n[None, :], acc,
+             mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def test_descriptors_made_in_the_kernel_over_arguments_copy_whole_boxes():
+    """The host can make the descriptor of an array the kernel's arguments describe, however
+    the kernel spelled it: here the sizes are arguments and the row stride is one of them."""
+    BM, BN, BK, warps, M, N, K = 64, 64, 32, 4, 96, 128, 96
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32",
+           "N": "i32:16", "K": "i32:16"}
+    module = at.compile(made_descriptor_matmul, target="nvidia:sm_90", signature=sig,
+                        constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
+    target = _tma_target()
+    options = CompileOptions(num_warps=warps, num_stages=3)
+    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "K", 1)] * 2 + \
+        [("b_ptr", "K", "N", "N", 1)]
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    c = np.full((M, N), np.nan, np.float32)
+    values = {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K}
+    fn = module.kernel
+    records = _records(kernel.box_maps, values)
+    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    del tma_sim.stalls[:]
+    sim.run((-(-M // BM), N // BN), [values[x.name] for x in fn.args] +
+            [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
