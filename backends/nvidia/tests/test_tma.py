@@ -95,6 +95,33 @@ def _desc(box_map):
     return box_map.array[0].removesuffix("_at_base")
 
 
+def _lowered(fn, sig, consts, warps, stages=3):
+    """(the IR module, the ``GpuKernel``) of ``fn`` lowered for the emulated Hopper target."""
+    module = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs=consts,
+                        num_warps=warps).module
+    target = _tma_target()
+    options = CompileOptions(num_warps=warps, num_stages=stages)
+    return module, lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+
+
+def _run(module, kernel, values, grid, warps):
+    """Run the lowered ``kernel`` on the simulator with ``values`` by parameter name and the
+    emulated descriptor records of its maps; no wait may have stalled."""
+    fn = module.kernel
+    records = _records(kernel.box_maps, values)
+    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    del tma_sim.stalls[:]
+    sim.run(grid, [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls, f"waits that never completed: {tma_sim.stalls}"
+
+
+def _matmul_operands(M, N, K, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((M, K)).astype(np.float16)
+    b = rng.standard_normal((K, N)).astype(np.float16)
+    return a, b, np.full((M, N), np.nan, np.float32), a.astype(np.float64) @ b.astype(np.float64)
+
+
 class _Simulated(SimulatedKernel):
     """A simulated kernel whose last ``records`` parameters are the emulated maps (pointers)."""
 
@@ -280,27 +307,13 @@ def test_block_pointers_over_pointer_arguments_copy_whole_boxes():
     M, N, K = 96, 128, 160
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32", "N": "i32",
            "K": "i32", "stride_am": "i32:16", "stride_bk": "i32:16"}
-    module = at.compile(block_pointer_matmul, target="nvidia:sm_90", signature=sig,
-                        constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
-    target = _tma_target()
-    options = CompileOptions(num_warps=warps, num_stages=3)
-    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    module, kernel = _lowered(block_pointer_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
     assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "stride_am", 1)] * 2 + \
         [("b_ptr", "K", "N", "stride_bk", 1)]
-    rng = np.random.default_rng(3)
-    a = rng.standard_normal((M, K)).astype(np.float16)
-    b = rng.standard_normal((K, N)).astype(np.float16)
-    c = np.full((M, N), np.nan, np.float32)
-    values = {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K, "stride_am": K,
-              "stride_bk": N}
-    fn = module.kernel
-    records = _records(kernel.box_maps, values)
-    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
-    del tma_sim.stalls[:]
-    sim.run((-(-M // BM), N // BN), [values[x.name] for x in fn.args] +
-            [ctypes.addressof(r) for r in records])
-    assert not tma_sim.stalls
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
+    a, b, c, ref = _matmul_operands(M, N, K, 3)
+    _run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K,
+                          "stride_am": K, "stride_bk": N}, (-(-M // BM), N // BN), warps)
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
 
 
 def test_a_pipeline_deeper_than_the_barrier_ring_keeps_per_thread_copies():
@@ -419,23 +432,10 @@ def test_descriptors_made_in_the_kernel_over_arguments_copy_whole_boxes():
     BM, BN, BK, warps, M, N, K = 64, 64, 32, 4, 96, 128, 96
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32",
            "N": "i32:16", "K": "i32:16"}
-    module = at.compile(made_descriptor_matmul, target="nvidia:sm_90", signature=sig,
-                        constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
-    target = _tma_target()
-    options = CompileOptions(num_warps=warps, num_stages=3)
-    kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+    module, kernel = _lowered(made_descriptor_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
     assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "K", 1)] * 2 + \
         [("b_ptr", "K", "N", "N", 1)]
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((M, K)).astype(np.float16)
-    b = rng.standard_normal((K, N)).astype(np.float16)
-    c = np.full((M, N), np.nan, np.float32)
-    values = {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K}
-    fn = module.kernel
-    records = _records(kernel.box_maps, values)
-    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
-    del tma_sim.stalls[:]
-    sim.run((-(-M // BM), N // BN), [values[x.name] for x in fn.args] +
-            [ctypes.addressof(r) for r in records])
-    assert not tma_sim.stalls
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
+    a, b, c, ref = _matmul_operands(M, N, K, 5)
+    _run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K},
+         (-(-M // BM), N // BN), warps)
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
