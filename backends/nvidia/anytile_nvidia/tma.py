@@ -37,6 +37,7 @@ from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap, array_leaves
 from anytile.codegen.gpu.shared_ops import AsyncCopyOp, AsyncWaitOp
 from anytile.ir.nodes import walk
 from anytile.errors import LaunchError
+from anytile.ir.types import scalar_type
 
 from .warpgroup import SwizzledPanels
 
@@ -291,8 +292,6 @@ _DATA_TYPES = {"f16": 6, "bf16": 9, "f32": 7, "i8": 0, "u8": 0, "i16": 1, "u16":
 #: swizzle bytes -> CUtensorMapSwizzle
 _SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}
 _L2_PROMOTION_128B = 2
-_ELEM_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "i8": 1, "u8": 1, "i16": 2, "u16": 2, "i32": 4,
-               "u32": 4, "f64": 8, "i64": 8, "u64": 8}
 _ENCODE: Any = None
 _ENCODE_LOCK = threading.Lock()
 
@@ -356,7 +355,7 @@ def tensor_map_maker(box_map: BoxMap, context: Any = None, encode: Any = encode_
     for the arrays seen last (a map depends on nothing else, so a remembered one is always
     right).  The copy unit takes no map of an empty array: one is a map of a single zero
     element at ``zeros()`` (a device address), so every box reads zeros, as it should."""
-    elem_bytes = _ELEM_BYTES[box_map.elem]
+    elem_bytes = scalar_type(box_map.elem).nbytes
     cache: dict = {}
 
     def make(base: int, rows: int, cols: int, row_stride: int) -> bytes:

@@ -25,14 +25,14 @@ import ctypes
 import struct
 import threading
 import time
-from typing import Any
 
 import numpy as np
 from llvmlite import ir
 
 from anytile.codegen.gpu.box_copies import BoxMap
+from anytile.ir.types import scalar_type
 
-from .tma import _ELEM_BYTES, TensorCopies, map_geometry
+from .tma import TensorCopies, map_geometry
 
 __all__ = ["EmulatedTensorCopies", "host_map"]
 
@@ -50,7 +50,7 @@ _LOCK = threading.RLock()
 
 def host_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stride: int) -> ctypes.Array:
     """The emulation's record of ``box_map`` over an array (a buffer to pass by address)."""
-    elem = _ELEM_BYTES[box_map.elem]
+    elem = scalar_type(box_map.elem).nbytes
     dims, strides, box = map_geometry(box_map, rows, cols, row_stride, elem)
     n = len(dims)
     data = _RECORD.pack(base, n, elem, box_map.swizzle, *(dims + [1] * (5 - n)),

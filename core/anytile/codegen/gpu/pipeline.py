@@ -249,6 +249,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
     buffers = buffers or _padded_rows
     count = 0
     transposed = transposed_loads(fn)
+    box_state = _box_state(fn)
     for loop in [op for op in walk(fn.body) if isinstance(op, ops.ForOp)]:
         parent = _parent_block(fn.body, loop)
         where = parent.ops.index(loop)
@@ -265,7 +266,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             buffer = SharedBufferType(t.shape, t.elem, 1, layout)
             taken = sum(a.result.type.nbytes for a in walk(fn.body)
                         if isinstance(a, SharedAllocOp))
-            if taken + buffer.nbytes + _box_state(fn) > shared_limit:
+            if taken + buffer.nbytes + box_state > shared_limit:
                 continue
             loc = load.loc
             alloc = SharedAllocOp(result_types=[buffer], loc=loc)
