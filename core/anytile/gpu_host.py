@@ -486,8 +486,8 @@ class LoadedGpuKernel:
         owner = fill_slots(self.slots, self.is_pointer, args, self.bad_argument_message)
         for slot, (make, sources) in zip(self.slots[len(self.slots) - len(self.computed):],
                                          self.computed):
-            raw = [a.value.buffer.address + a.value.offset if self.is_pointer[i] else a.value
-                   for i, a in ((i, args[i]) for i in sources)]
+            raw = [args[i].value.buffer.address + args[i].value.offset if self.is_pointer[i]
+                   else args[i].value for i in sources]
             ctypes.memmove(slot, make(*raw), len(slot))
         if stream is None:
             stream = 0 if owner is None else framework_stream(owner, self.device_index)
