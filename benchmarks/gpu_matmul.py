@@ -6,7 +6,9 @@ One kernel source per row, compiled by both (Triton's tutorial shapes written ou
 a grouped-order tiled matmul (fp16 and bf16 into fp32; fp16 out with a fused ReLU; int8 into
 int32) and a persistent one (programs loop over tiles ``num_programs`` apart), and both again
 reading and writing through tensor descriptors (``--rows tma,tma-persistent``: Hopper's
-TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async).  Each side
+TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async), and float8 (e4m3) with
+B K-major, by pointers and by descriptors (``--rows fp8,fp8-8192,fp8-tma``; peer
+``torch._scaled_mm``).  Each side
 runs the same menu of block configurations and keeps its best (median of ``do_bench``);
 results are checked against torch first.  Prints a markdown table (ratio = anytile / Triton
 throughput) and each side's best configuration, registers and spills where known.
@@ -62,6 +64,45 @@ def make(jit, lang):
         c_ptrs = c_ptr + rm[:, None] * scm + rn[None, :]
         lang.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
 
+    def kmajor_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbn, scm, BM: lang.constexpr,
+                      BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        # B held K-major (its N x K transpose row-major), as float8 matmuls keep it
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        rm = pid_m * BM + lang.arange(0, BM)
+        rn = pid_n * BN + lang.arange(0, BN)
+        rk = lang.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] + rn[None, :] * sbn
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for _ in range(0, K, BK):
+            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
+            a_ptrs += BK
+            b_ptrs += BK
+        lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+    def indexed_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
+                       BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        # one tile a program, its addresses computed from k each step as the persistent
+        # kernel's inner loop computes them (not carried and advanced)
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        rm = pid_m * BM + lang.arange(0, BM)
+        rn = pid_n * BN + lang.arange(0, BN)
+        rk = lang.arange(0, BK)
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for k in range(0, K, BK):
+            a = lang.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
+            b = lang.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
+            acc = lang.dot(a, b, acc)
+        lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+    def kmajor_desc_matmul(a_desc, bt_desc, c_desc, M, N, K, BM: lang.constexpr, BN: lang.constexpr,
+                           BK: lang.constexpr, GROUP: lang.constexpr):
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for k in range(0, K, BK):
+            acc = lang.dot(a_desc.load([pid_m * BM, k]), bt_desc.load([pid_n * BN, k]).T, acc)
+        c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
     def persistent(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
                    BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
         tiles = lang.cdiv(M, BM) * lang.cdiv(N, BN)
@@ -110,13 +151,16 @@ def make(jit, lang):
         lang.store(c_bp, acc.to(c_ptr.dtype.element_ty), boundary_check=(0, 1))
 
     tile_of = jit(tile_of)
-    return jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent), jit(block_matmul)
+    return (jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent), jit(block_matmul),
+            jit(kmajor_matmul), jit(kmajor_desc_matmul), jit(indexed_matmul))
 
 
 AT = make(at.jit, tl)
 TR = make(triton.jit, ttl)
 CONFIGS = [(128, 256, 64, 8, 3), (128, 128, 64, 8, 3), (128, 128, 64, 4, 4), (128, 128, 32, 4, 3),
            (64, 256, 32, 4, 4)]
+FP8_CONFIGS = [(128, 256, 128, 8, 3), (128, 128, 128, 8, 3), (128, 256, 64, 8, 4), (128, 128, 128, 4, 4),
+               (64, 128, 128, 4, 4)]
 INT8_CONFIGS = [(128, 256, 128, 8, 3), (128, 128, 128, 8, 3), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]
 
 
@@ -129,10 +173,23 @@ def _descriptors(side, a, b, c, bm, bn, bk):
 
 
 def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False,
-            descriptors=False, block_pointers=False):
+            descriptors=False, block_pointers=False, indexed_addresses=False, b_kmajor=False):
     M = N = K = size
     gen = torch.Generator(device="cuda").manual_seed(size)
-    if dtype == torch.int8:
+    float8 = dtype == torch.float8_e4m3fn
+    kmajor = float8 or b_kmajor
+    if kmajor:
+        # B kept K-major (``bt`` is N x K), as Triton's and cuBLAS's float8 matmuls want it
+        # and as ``x @ W.T`` holds it
+        a = torch.randn(M, K, device="cuda", generator=gen).to(dtype)
+        bt = torch.randn(N, K, device="cuda", generator=gen).to(dtype)
+        b = bt.T
+        ref = a.float() @ b.float()
+        one = torch.ones((), device="cuda")
+        peer = ("torch._scaled_mm", lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                                             out_dtype=out_dtype)) if float8 else \
+            ("torch", lambda: a @ b)
+    elif dtype == torch.int8:
         a = torch.randint(-8, 8, (M, K), device="cuda", dtype=torch.int8, generator=gen)
         b = torch.randint(-8, 8, (K, N), device="cuda", dtype=torch.int8, generator=gen)
         ref = torch._int_mm(a, b)
@@ -150,12 +207,23 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     out = {"row": name, "size": size}
     extra = {} if os.environ.get("AT_TMA", "1") == "1" else {"tma": False}
     for side, kernels in (("anytile", AT), ("triton", TR)):
-        matmul, persist, desc_matmul, desc_persist, block_matmul = kernels
+        matmul, persist, desc_matmul, desc_persist, block_matmul, kmajor_kernel, kmajor_desc, indexed = kernels
         best = None
         for cfg in configs[:2] if quick else configs:
             bm, bn, bk, w, s = cfg
             options = extra if side == "anytile" else {}
-            if descriptors:
+            if kmajor and descriptors:
+                make = at.TensorDescriptor if side == "anytile" else TritonDescriptor
+                ad, btd, cd = (make(x, list(x.shape), list(x.stride()), blk) for x, blk in
+                               ((a, [bm, bk]), (bt, [bn, bk]), (c, [bm, bn])))
+                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+                launch = lambda: kmajor_desc[grid](ad, btd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                                   GROUP=8, num_warps=w, num_stages=s, **options)
+            elif kmajor:
+                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+                launch = lambda: kmajor_kernel[grid](a, bt, c, M, N, K, K, K, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                              GROUP=8, num_warps=w, num_stages=s, **options)
+            elif descriptors:
                 ad, bd, cd = _descriptors(side, a, b, c, bm, bn, bk)
                 kernel = desc_persist if persistent else desc_matmul
                 grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),) if persistent else \
@@ -167,6 +235,10 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
                 launch = lambda: block_matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
                                                     BK=bk, GROUP=8, num_warps=w, num_stages=s,
                                                     **options)
+            elif indexed_addresses:
+                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+                launch = lambda: indexed[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                               GROUP=8, num_warps=w, num_stages=s)
             elif persistent:
                 grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
                 launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
@@ -184,6 +256,10 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
                 compile_s = time.perf_counter() - t0
                 if dtype == torch.int8:
                     ok = torch.equal(c, ref)
+                elif float8:
+                    # sums of 4096 float8 products, accumulated with fewer bits than f32 on
+                    # sm_90 (both compilers' default, as cuBLAS's), rounded to fp16
+                    ok = (c.float() - ref).abs().max().item() <= 1e-2 * ref.abs().max().item()
                 else:
                     ok = torch.allclose(c.float(), ref, rtol=2e-2, atol=5e-2)
                 if not ok:
@@ -229,6 +305,9 @@ def main() -> None:
                                 relu=True, quick=args.quick),
         "persistent": lambda: run_row("fp16 persistent (tiles num_programs apart)", 8192,
                                       torch.float16, torch.float16, persistent=True, quick=args.quick),
+        "indexed": lambda: run_row("fp16, addresses from k each step (the persistent kernel's inner loop)",
+                                   8192, torch.float16, torch.float16, indexed_addresses=True,
+                                   quick=args.quick),
         "int8": lambda: run_row("int8 -> int32", 4096, torch.int8, torch.int32, configs=INT8_CONFIGS,
                                 quick=args.quick),
         "tma": lambda: run_row("fp16 descriptors (TMA), fp16 out", 4096, torch.float16, torch.float16,
@@ -237,6 +316,15 @@ def main() -> None:
                                     torch.float16, descriptors=True, quick=args.quick),
         "block-ptr": lambda: run_row("fp16 block pointers (tl.advance), fp16 out", 4096, torch.float16,
                                      torch.float16, block_pointers=True, quick=args.quick),
+        "fp16-kmajor": lambda: run_row("fp16, B K-major (x @ W.T), fp16 out", 4096, torch.float16,
+                                       torch.float16, b_kmajor=True, quick=args.quick),
+        "fp8": lambda: run_row("fp8 e4m3 (B K-major), fp16 out", 4096, torch.float8_e4m3fn,
+                               torch.float16, configs=FP8_CONFIGS, quick=args.quick),
+        "fp8-8192": lambda: run_row("fp8 e4m3 (B K-major), fp16 out", 8192, torch.float8_e4m3fn,
+                                    torch.float16, configs=FP8_CONFIGS, quick=args.quick),
+        "fp8-tma": lambda: run_row("fp8 e4m3 descriptors (B K-major, `.T`), fp16 out", 4096,
+                                   torch.float8_e4m3fn, torch.float16, configs=FP8_CONFIGS,
+                                   descriptors=True, quick=args.quick),
         "tma-persistent": lambda: run_row("fp16 descriptors (TMA), persistent", 8192, torch.float16,
                                           torch.float16, persistent=True, descriptors=True,
                                           quick=args.quick),

@@ -77,7 +77,7 @@ class TensorCopies(BoxCopies):
     def plan(self, op: AsyncCopyOp, kernel: Any) -> tuple[BoxMap, ...]:
         t = op.buffer.type
         layout = t.layout
-        if not isinstance(layout, SwizzledPanels) or len(t.shape) != 2 or t.elem.nbytes != 2:
+        if not isinstance(layout, SwizzledPanels) or len(t.shape) != 2 or t.elem.nbytes != layout.elem_bytes:
             return ()
         # group g uses barrier g % BARRIERS: the groups in flight must stay below the ring
         deepest = max([w.pending for w in walk(kernel.body) if isinstance(w, AsyncWaitOp)],
@@ -287,7 +287,7 @@ class TensorCopies(BoxCopies):
 # The host's side: a CUtensorMap per map and launch
 # ---------------------------------------------------------------------------------------------
 #: IR element type -> CUtensorMapDataType
-_DATA_TYPES = {"f16": 6, "bf16": 9, "f32": 7, "i8": 0, "u8": 0, "i16": 1, "u16": 1,
+_DATA_TYPES = {"f16": 6, "bf16": 9, "f32": 7, "i8": 0, "u8": 0, "f8e4m3": 0, "f8e5m2": 0, "i16": 1, "u16": 1,
                "i32": 3, "u32": 2, "f64": 8, "i64": 5, "u64": 4}
 #: swizzle bytes -> CUtensorMapSwizzle
 _SWIZZLES = {0: 0, 32: 1, 64: 2, 128: 3}

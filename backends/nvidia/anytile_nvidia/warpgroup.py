@@ -95,6 +95,8 @@ class SwizzledPanels(SharedBufferLayout):
     warps: int = 0
     reads_in_flight: int = 1
     columns: bool = False
+    #: bytes an element: 2 (f16, bf16) or 1 (the float8 formats, which the MMA reads K-major)
+    elem_bytes: int = 2
     async_readers = True
     alignment = 1024
 
@@ -110,11 +112,11 @@ class SwizzledPanels(SharedBufferLayout):
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         row, col = (coord[1], coord[0]) if self.columns else (coord[0], coord[1])
         row = self._row(b, row) if self.warps else row
-        per_row = self.width // 2                         # elements of a panel's row
+        per_row = self.width // self.elem_bytes           # elements of a panel's row
         panel, inside = b.lshr(col, k32(per_row.bit_length() - 1)), b.and_(col, k32(per_row - 1))
         rows = self.stored(shape)[0]
         linear = b.add(b.add(b.mul(panel, k32(rows * self.width)), b.mul(row, k32(self.width))),
-                       b.shl(inside, k32(1)))
+                       b.shl(inside, k32(self.elem_bytes.bit_length() - 1)))
         phase = b.and_(b.lshr(linear, k32(7)), k32(self.width // 16 - 1))
         return b.gep(slot, [b.xor(linear, b.shl(phase, k32(4)))], source_etype=I8)
 
@@ -133,7 +135,7 @@ class SwizzledPanels(SharedBufferLayout):
         return 0 if self.columns else 1
 
     def along_columns(self, shape: tuple[int, ...]) -> SharedBufferLayout:
-        width = swizzle_width(2 * shape[0]) if len(shape) == 2 else None
+        width = swizzle_width(self.elem_bytes * shape[0]) if len(shape) == 2 else None
         if self.warps or self.columns or width is None:
             return self            # A stays M-major: its transposed reads go element-wise
         return dataclasses.replace(self, width=width, columns=True)
@@ -141,12 +143,12 @@ class SwizzledPanels(SharedBufferLayout):
     def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
         if self.width not in SWIZZLE_MODES:
             return f"panels are 32, 64 or 128 bytes wide, not {self.width}"
-        if len(shape) != 2 or elem.nbytes != 2:
-            return f"holds 2-D tiles of 16-bit elements, not {len(shape)}-D ones of {elem}"
+        if len(shape) != 2 or elem.nbytes != self.elem_bytes or self.elem_bytes not in (1, 2):
+            return f"holds 2-D tiles of {8 * self.elem_bytes}-bit elements, not {len(shape)}-D ones of {elem}"
         if self.warps and self.columns:
             return "an A operand (rows permuted for the warps) is kept row-major"
         rows, cols = self.stored(shape)
-        if rows % 8 or cols * 2 % self.width:
+        if rows % 8 or cols * self.elem_bytes % self.width:
             return f"a {shape[0]} x {shape[1]} tile is not whole 8-row atoms of {self.width}-byte panels"
         if self.warps and (self.warps % 4 or shape[0] % 64):
             return f"needs whole warpgroups (a multiple of 4 warps) and 64-row M-tiles, " \
@@ -155,7 +157,8 @@ class SwizzledPanels(SharedBufferLayout):
 
     def __str__(self) -> str:
         return f"swizzle {self.width}" + (" columns" if self.columns else "") + \
-            (f" warps {self.warps}" if self.warps else "") + f" in-flight {self.reads_in_flight}"
+            (f" warps {self.warps}" if self.warps else "") + f" in-flight {self.reads_in_flight}" + \
+            (f" bytes {self.elem_bytes}" if self.elem_bytes != 2 else "")
 
     @classmethod
     def parse(cls, text: str) -> "SwizzledPanels":
@@ -165,12 +168,12 @@ class SwizzledPanels(SharedBufferLayout):
             words = words[:2] + words[3:]
         fields = dict(zip(words[2::2], words[3::2]))
         if len(words) % 2 or words[0] != "swizzle" or not words[1].isdigit() or \
-                not set(fields) <= {"warps", "in-flight"} or \
+                not set(fields) <= {"warps", "in-flight", "bytes"} or \
                 not all(v.isdigit() for v in fields.values()):
             raise ValueError(f"malformed buffer layout {text!r}: expected "
-                             f"'swizzle W [columns] [warps N] [in-flight K]'")
+                             f"'swizzle W [columns] [warps N] [in-flight K] [bytes B]'")
         return cls(int(words[1]), int(fields.get("warps", 0)), int(fields.get("in-flight", 1)),
-                   columns)
+                   columns, int(fields.get("bytes", 2)))
 
 
 register_buffer_layout("swizzle", SwizzledPanels.parse)
@@ -179,17 +182,42 @@ register_buffer_layout("swizzle", SwizzledPanels.parse)
 _SITES = itertools.count()
 
 
+#: the instruction's names of the element types it reads, and its K step for each
+PTX_TYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
+
+
+def k_step(elem: ScalarType) -> int:
+    """The K of one warpgroup MMA on ``elem`` operands: 32 bytes of each row."""
+    return 32 // elem.nbytes
+
+
 def warpgroup_fits(op: ops.DotOp, num_warps: int) -> bool:
     """Whether a warpgroup MMA can compute ``op`` with ``num_warps`` warps, all along M:
-    fp16/bf16 into f32, M a multiple of 64 per warpgroup, N a multiple of 16 up to 256, K of
-    16 (so both operands' rows fill whole swizzle panels)."""
-    a, acc = elem_type(op.a.type), elem_type(op.acc.type)
-    if a.name not in ("f16", "bf16") or elem_type(op.b.type) != a or acc.name != "f32" or \
+    fp16/bf16 (or two float8 types) into f32, M a multiple of 64 per warpgroup, N a multiple
+    of 16 up to 256, K of the instruction's K (16, or 32 for float8)."""
+    a, b, acc = elem_type(op.a.type), elem_type(op.b.type), elem_type(op.acc.type)
+    if a.name not in PTX_TYPES or b.name not in PTX_TYPES or acc.name != "f32" or \
+            (a != b and not (a.is_float8 and b.is_float8)) or \
             len(shape_of(op.a.type)) != 2:        # batched (3-D) dots: mma.sync
         return False
     (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
     return num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 16 == 0 and n <= 256 and \
-        k % 16 == 0
+        k % k_step(a) == 0
+
+
+def _narrow(op: ops.DotOp) -> bool:
+    return elem_type(op.a.type).nbytes == 1
+
+
+def operand_layouts(op: ops.DotOp, num_warps: int, in_flight: int = 1) -> tuple:
+    """The ``SwizzledPanels`` of ``op``'s A and B: A K-major, rows permuted for the warps;
+    B N-major, or K-major (``columns``) for 8-bit types, which the MMA reads K-major only."""
+    (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+    size = elem_type(op.a.type).nbytes
+    a = SwizzledPanels(swizzle_width(size * k), num_warps, in_flight, elem_bytes=size)
+    if size == 1:
+        return a, SwizzledPanels(swizzle_width(k), 0, in_flight, columns=True, elem_bytes=1)
+    return a, SwizzledPanels(swizzle_width(2 * n), 0, in_flight)
 
 
 def _buffer_layout(v: Any) -> Optional[SharedBufferLayout]:
@@ -215,24 +243,34 @@ class WarpgroupInstructions:
         b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
               side_effect=True)
 
-    def mma(self, b: ir.IRBuilder, in_type: str, n: int, a: Any, desc_b: ir.Value,
+    #: the unit multiplies float8 (e4m3, e5m2) operands
+    float8 = True
+
+    def mma(self, b: ir.IRBuilder, in_types: tuple[str, str], n: int, a: Any, desc_b: ir.Value,
             b_k_major: bool, acc: list, place: int, site: int) -> list:
-        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x 16 tile: ``a`` is A's
+        """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x K tile (K: 32 bytes of
+        the element types ``in_types``, the IR's names of A's and B's): ``a`` is A's
         descriptor (K-major in shared memory) or the thread's four A registers (two 16-bit
         elements each, the ``mma.m16n8k16`` A fragment of its warp's 16 rows); B in shared
-        memory, K-major with ``b_k_major``, else N-major.  ``acc``: the thread's ``n / 2``
-        floats, found from ``place`` on in the list the waits of the dot ``site`` (a number
-        for each lowered dot) pass (what an emulation needs)."""
+        memory, K-major with ``b_k_major`` (always, for float8), else N-major.  ``acc``: the
+        thread's ``n / 2`` floats, found from ``place`` on in the list the waits of the dot
+        ``site`` (a number for each lowered dot) pass (what an emulation needs)."""
         f32 = ir.FloatType()
         count = n // 2
+        ta, tb = (PTX_TYPES[t] for t in in_types)
+        k = 16 if ta in ("f16", "bf16") else 32
         regs = ", ".join(f"${i}" for i in range(count))
         in_registers = isinstance(a, list)
         a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}" if in_registers else f"${count}"
         b_at = count + (4 if in_registers else 1)
-        # scale-d is a predicate: always accumulate; A K-major (trans-a 0), B as said
-        trans = f"1, 1, {0 if b_k_major else 1}" if in_registers else f"1, 1, 0, {0 if b_k_major else 1}"
+        # scale-d is a predicate: always accumulate; scales of A and B 1; the transposes
+        # (16-bit types only): A K-major (trans-a 0), B as said
+        if k == 32:
+            trans = "1, 1"
+        else:
+            trans = f"1, 1, {0 if b_k_major else 1}" if in_registers else f"1, 1, 0, {0 if b_k_major else 1}"
         asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(b_at + 1) + ", 0; "
-               f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{in_type}.{in_type} "
+               f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ta}.{tb} "
                f"{{{regs}}}, {a_text}, ${b_at}, p, {trans}; }}")
         a_args = list(a) if in_registers else [a]
         constraint = ",".join(["=f"] * count + (["r"] * 4 if in_registers else ["l"]) + ["l", "r"] +
@@ -273,17 +311,23 @@ class WarpgroupDot(DotStrategy):
 
     def plan(self, op: ops.DotOp, num_warps: int) -> Optional[DotPlan]:
         a, b = _buffer_layout(op.a), _buffer_layout(op.b)
-        if a is None and b is None or not warpgroup_fits(op, num_warps):
+        # a float8 dot has no other matrix instruction: it stages what is not in a buffer
+        if a is None and b is None and not _narrow(op) or not warpgroup_fits(op, num_warps):
             return None
         a_ok = a is None or isinstance(a, SwizzledPanels) and a.warps == num_warps
-        b_ok = b is None or isinstance(b, SwizzledPanels) and not b.warps
+        b_ok = b is None or isinstance(b, SwizzledPanels) and not b.warps and \
+            (b.columns or not _narrow(op))
         return DotPlan(self, acc_layout(MMA_F16, (num_warps, 1))) if a_ok and b_ok else None
 
     def operand_buffers(self, op: ops.DotOp, num_warps: int, both: bool) -> Optional[tuple]:
-        if not warpgroup_fits(op, num_warps):
-            return None
-        (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
-        return SwizzledPanels(swizzle_width(2 * k), num_warps), SwizzledPanels(swizzle_width(2 * n))
+        return operand_layouts(op, num_warps) if warpgroup_fits(op, num_warps) else None
+
+    def reads_narrow(self, op: ops.DotOp, num_warps: int, a: ScalarType, b: ScalarType) -> bool:
+        (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
+        return self.unit.float8 and a.is_float8 and b.is_float8 and \
+            elem_type(op.acc.type).name == "f32" and len(shape_of(op.a.type)) == 2 and \
+            num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 16 == 0 and n <= 256 and \
+            k % 32 == 0
 
     def lower(self, ctx: Any, op: ops.DotOp, plan: DotPlan) -> None:
         """Each warpgroup runs ``wgmma.m64nNk16`` per 64-row M-tile and K step, then commits
@@ -295,14 +339,16 @@ class WarpgroupDot(DotStrategy):
         layout = plan.layout
         warps = ctx.laid.num_warps
         groups = warps // 4
-        elem = elem_type(op.a.type)
+        elem, elem_b = elem_type(op.a.type), elem_type(op.b.type)
+        size, step = elem.nbytes, k_step(elem)
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
         acc = ctx.tile(op.acc, layout)
         a_view, b_view = ctx.shared_views.get(op.a), ctx.shared_views.get(op.b)
-        a_regs = None if a_view is not None else _a_fragments(ctx, op, warps)
-        staged = [(v, SwizzledPanels(swizzle_width(2 * shape_of(v.type)[1]), w, 0))
-                  for v, w, needed in ((op.a, warps, a_view is None and a_regs is None),
-                                       (op.b, 0, b_view is None)) if needed]
+        # A from registers: the 16-bit fragments of ``mma.m16n8k16`` only
+        a_regs = None if a_view is not None or size != 2 else _a_fragments(ctx, op, warps)
+        layouts = operand_layouts(op, warps, 0)
+        staged = [(v, lay) for v, lay, needed in ((op.a, layouts[0], a_view is None and a_regs is None),
+                                                  (op.b, layouts[1], b_view is None)) if needed]
         views = _stage(ctx, staged)
         a_view, b_view = views.get(op.a, a_view), views.get(op.b, b_view)
         wb, b_k_major = b_view.layout.width, b_view.layout.columns
@@ -314,7 +360,7 @@ class WarpgroupDot(DotStrategy):
         site = next(_SITES)
         # A's registers are written before the fence that orders them before the MMAs
         a_frags = {(i, kk): _pack_fragment(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
-                   for kk in range(0, K, 16)} if a_regs is not None else {}
+                   for kk in range(0, K, step)} if a_regs is not None else {}
         unit.fence(b)
         for i in range(M // (64 * groups)):
             slots = []
@@ -325,20 +371,21 @@ class WarpgroupDot(DotStrategy):
                 wa = a_view.layout.width
                 block = b.add(b.mul(ir.Constant(I32, i), ir.Constant(I32, groups)), group)
                 a_tile = _at(b, a_view.base, b.mul(block, ir.Constant(I32, 64 * wa)))
-            for kk in range(0, K, 16):
+            for kk in range(0, K, step):
                 if a_regs is None:
-                    panel, inside = divmod(2 * kk, wa)
+                    panel, inside = divmod(size * kk, wa)
                     a = unit.descriptor(b, _at(b, a_tile, ir.Constant(I32, panel * M * wa + inside)),
                                         M * wa, wa)
                 else:
                     a = a_frags[(i, kk)]
                 if b_k_major:        # N rows of K: like A's
-                    panel, inside = divmod(2 * kk, wb)
+                    panel, inside = divmod(size * kk, wb)
                     b_at = _at(b, b_view.base, ir.Constant(I32, panel * N * wb + inside))
                     desc_b = unit.descriptor(b, b_at, N * wb, wb)
                 else:
                     desc_b = unit.descriptor(b, _at(b, b_view.base, ir.Constant(I32, kk * wb)), K * wb, wb)
-                current = unit.mma(b, elem.name, N, a, desc_b, b_k_major, current, len(touched), site)
+                current = unit.mma(b, (elem.name, elem_b.name), N, a, desc_b, b_k_major, current,
+                                   len(touched), site)
             for x, v in zip(slots, current):
                 values[x] = v
             touched += slots

@@ -25,6 +25,7 @@ from __future__ import annotations
 import ctypes
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 from llvmlite import ir
 
@@ -34,7 +35,7 @@ __all__ = ["EmulatedWarpgroup", "simulated_hopper_target"]
 
 I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 _WIDTHS = {mode: width for width, mode in SWIZZLE_MODES.items()}
-_TYPES = {"f16": 0, "bf16": 1}
+_TYPES = {"f16": 0, "bf16": 1, "f8e4m3": 2, "f8e5m2": 3}
 _ISSUE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, *[ctypes.c_int32] * 5)
 _ISSUE_REGS_T = ctypes.CFUNCTYPE(None, *[ctypes.c_uint32] * 4, ctypes.c_uint64, *[ctypes.c_int32] * 5)
 _COMMIT_T = ctypes.CFUNCTYPE(None)
@@ -99,11 +100,18 @@ def _decode(desc: int) -> tuple[int, int, int, int]:
     return field(0), field(16), field(32), _WIDTHS[mode]
 
 
+def _elem_bytes(kind: int) -> int:
+    return 1 if kind >= _TYPES["f8e4m3"] else 2
+
+
 def _read(address: np.ndarray, width: int, kind: int) -> np.ndarray:
-    """The 16-bit elements at (unswizzled) byte ``address``es, as float64."""
+    """The elements of type ``kind`` at (unswizzled) byte ``address``es, as float64."""
     from anytile.codegen.gpu.simulator import shared_memory
     shared = shared_memory()
     swizzled = address ^ (((address >> 7) & (width // 16 - 1)) << 4)
+    if _elem_bytes(kind) == 1:
+        fmt = ml_dtypes.float8_e4m3fn if kind == _TYPES["f8e4m3"] else ml_dtypes.float8_e5m2
+        return shared[swizzled].astype(np.uint8).view(fmt).astype(np.float64)
     bits = shared[swizzled].astype(np.uint16) | (shared[swizzled + 1].astype(np.uint16) << 8)
     if kind == _TYPES["f16"]:
         return bits.view(np.float16).astype(np.float64)
@@ -131,29 +139,32 @@ def _register_a(key: tuple, tid: int, rows: np.ndarray, kind: int) -> np.ndarray
 
 def _products(tid: int, desc_a: Any, key: Any, desc_b: int, n: int, kind: int,
               b_k_major: bool) -> np.ndarray:
-    """One ``m64nNk16`` MMA's share of thread ``tid`` (of its warpgroup): its ``n / 2``
-    accumulator elements' sums of products, read from shared memory now."""
+    """One ``m64nNkK`` MMA's share of thread ``tid`` (of its warpgroup): its ``n / 2``
+    accumulator elements' sums of products, read from shared memory now.  ``kind``: A's
+    element type, and B's times 16 (K: 32 bytes of a row, 16 or 32 elements)."""
+    kind_a, kind_b = kind & 15, kind >> 4
+    size = _elem_bytes(kind_a)
     warp, lane = divmod(tid % 128, 32)
     e = np.arange(n // 2)
     rows = 16 * warp + lane // 4 + 8 * (e >> 1 & 1)
     cols = 8 * (e >> 2) + 2 * (lane % 4) + (e & 1)
-    k = np.arange(16)
+    k = np.arange(32 // size)
     if desc_a is None:
-        a = _register_a(key, tid, rows, kind)
+        a = _register_a(key, tid, rows, kind_a)
     else:
         start, leading, stride, width = _decode(desc_a)      # A: K-major
-        a_bytes = 2 * k[None, :]
+        a_bytes = size * k[None, :]
         a = _read(start + rows[:, None] // 8 * stride + rows[:, None] % 8 * width
-                  + a_bytes // width * leading + a_bytes % width, width, kind)
+                  + a_bytes // width * leading + a_bytes % width, width, kind_a)
     start, leading, stride, width = _decode(desc_b)
     if b_k_major:                                           # N rows of K bytes, as A
-        k_bytes = 2 * k[None, :]
+        k_bytes = size * k[None, :]
         b = _read(start + cols[:, None] // 8 * stride + cols[:, None] % 8 * width
-                  + k_bytes // width * leading + k_bytes % width, width, kind)
-    else:                                                   # K rows of N bytes
+                  + k_bytes // width * leading + k_bytes % width, width, kind_b)
+    else:                                                   # K rows of N bytes (16-bit)
         b_bytes = 2 * cols[:, None]
         b = _read(start + b_bytes // width * leading + k[None, :] // 8 * stride
-                  + k[None, :] % 8 * width + b_bytes % width, width, kind)
+                  + k[None, :] % 8 * width + b_bytes % width, width, kind_b)
     return (a * b).sum(axis=1).astype(np.float32)
 
 
@@ -188,9 +199,10 @@ class EmulatedWarpgroup(WarpgroupInstructions):
     def fence(self, b: ir.IRBuilder) -> None:
         pass
 
-    def mma(self, b: ir.IRBuilder, in_type: str, n: int, a: Any, desc_b: ir.Value,
+    def mma(self, b: ir.IRBuilder, in_types: tuple[str, str], n: int, a: Any, desc_b: ir.Value,
             b_k_major: bool, acc: list, place: int, site: int) -> list:
-        tail = [desc_b] + [ir.Constant(I32, v) for v in (n, _TYPES[in_type], place, int(b_k_major), site)]
+        kind = _TYPES[in_types[0]] | _TYPES[in_types[1]] << 4
+        tail = [desc_b] + [ir.Constant(I32, v) for v in (n, kind, place, int(b_k_major), site)]
         if isinstance(a, list):
             self._call(b, "anytile_sim_wgmma_issue_registers", list(a) + tail)
         else:

@@ -293,3 +293,48 @@ def test_device_print_reaches_stdout(capfd):
     dev.synchronize()
     lines = sorted(capfd.readouterr().out.splitlines())    # once each, though 32 threads
     assert lines == [f"pid (0, 0, 0) idx ({i}) v {i}" for i in range(4)]    # hold copies
+
+
+@pytest.mark.parametrize("M,N,K,BM,BN,BK,num_warps", [(256, 256, 320, 128, 128, 64, 4),
+                                                      (200, 256, 96, 128, 256, 32, 8)])
+def test_float8_matmul_on_the_gpu(cuda, M, N, K, BM, BN, BK, num_warps):
+    """e4m3 x e5m2 with B read along K: the warpgroup MMA's float8 form on sm_90 (the dot's
+    operands narrowed back from f16), against NumPy; the hardware sums float8 products
+    with fewer bits than f32 (as Triton's default on sm_90 does), hence the tolerance."""
+    import ml_dtypes
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_float8_dots import _fp8_matmul
+    rng = np.random.default_rng(M + K)
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.float8_e4m3fn)
+    b = rng.standard_normal((K, N)).astype(ml_dtypes.float8_e5m2)
+    c = at.empty((M, N), np.float32, device=cuda)
+    compiled = _fp8_matmul[(-(-M // BM), N // BN)](
+        at.asarray(a, device=cuda), at.asarray(np.ascontiguousarray(b.T), device=cuda), c, M, N, K,
+        B_ALONG_K=True, BM=BM, BN=BN, BK=BK, num_warps=num_warps, num_stages=3)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b.astype(np.float64),
+                               rtol=1e-2, atol=5e-2)
+    hopper = cuda.properties["compute_capability"] == (9, 0)
+    assert (compiled.metadata.get("float8_dots") == 1) == hopper
+
+
+@pytest.mark.parametrize("tma", [False, True])
+def test_float8_descriptor_matmul_on_the_gpu(cuda, tma):
+    """float8 descriptors, B given N x K and read with ``.T``: whole boxes of bytes by the
+    copy unit (``tma=True``) or cp.async, then the float8 MMA."""
+    import ml_dtypes
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_float8_dots import _fp8_desc_matmul
+    M, N, K, BM, BN, BK = 200, 256, 320, 128, 128, 128
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K)).astype(ml_dtypes.float8_e4m3fn)
+    bt = rng.standard_normal((N, K)).astype(ml_dtypes.float8_e4m3fn)
+    c = at.empty((M, N), np.float32, device=cuda)
+    descs = (at.TensorDescriptor(at.asarray(a, device=cuda), [M, K], [K, 1], [BM, BK]),
+             at.TensorDescriptor(at.asarray(bt, device=cuda), [N, K], [K, 1], [BN, BK]))
+    compiled = _fp8_desc_matmul[(-(-M // BM), N // BN)](*descs, c, M, N, K, BM=BM, BN=BN, BK=BK,
+                                                        num_warps=8, num_stages=3, tma=tma)
+    np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ bt.T.astype(np.float64),
+                               rtol=1e-2, atol=5e-2)
+    hopper = cuda.properties["compute_capability"] == (9, 0)
+    assert (compiled.metadata.get("float8_dots") == 1) == hopper
+    assert bool(compiled.metadata.get("box_maps")) == (tma and hopper)

@@ -88,14 +88,27 @@ class _Assigner:
         attention's K), lanes laid out fastest along that one, so a warp's accesses coalesce."""
         shape = shape_of(ptr.type)
         vector = self.access_vector(op, ptr, mask)
-        info = self.out.axis.get(ptr)
-        if vector == 1 and len(shape) == 2 and info is not None and info.contiguity and \
-                info.contiguity[-1] == 1 and info.contiguity[0] > 1:
+        if self.runs_along_rows(ptr, vector):
             width = self.transposed_vector(ptr, mask)
             self.out.vector[op] = width
             self.out.transposed.add(op)
             return self.default(shape, width, (0, 1))
         return self.default(shape, vector)
+
+    def runs_along_rows(self, ptr: Value, vector: int) -> bool:
+        """Whether accesses through ``ptr`` (``vector`` wide along the last dimension) are a
+        transposed read: a 2-D tile whose addresses run along the first dimension only."""
+        info = self.out.axis.get(ptr)
+        return vector == 1 and len(shape_of(ptr.type)) == 2 and info is not None and \
+            bool(info.contiguity) and info.contiguity[-1] == 1 and info.contiguity[0] > 1
+
+    def pointer_layout(self, ptr: Value) -> BlockedLayout:
+        """The layout accesses through the pointer tile ``ptr`` want (``access_layout``,
+        recording nothing)."""
+        vector = self.pointer_vector(ptr)
+        if self.runs_along_rows(ptr, vector):
+            return self.default(shape_of(ptr.type), self.transposed_vector(ptr, None), (0, 1))
+        return self.default(shape_of(ptr.type), vector)
 
     def transposed_vector(self, ptr: Value, mask: Optional[Value]) -> int:
         """``pointer_vector`` for a 2-D pointer tile whose addresses run along dimension 0."""
@@ -235,7 +248,8 @@ class _Assigner:
                     and self.is_remat(init):
                 # a carried pointer tile (``ptrs += BK``) is anchored: lay it out for the
                 # widest access the axis facts prove, as its loads and stores will want
-                layout = self.default(arg.type.shape, self.pointer_vector(arg))
+                # (along the first dimension for a transposed read: B held K-major)
+                layout = self.pointer_layout(arg)
             self.set(arg, layout)
             if isinstance(arg.type, TileType) and self.is_remat(init) and \
                     not isinstance(arg.type.elem, PointerType):

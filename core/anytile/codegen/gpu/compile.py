@@ -27,6 +27,7 @@ from llvmlite import ir
 from ...backend import CompileOptions, Stage
 from ...errors import CompilationError
 from ...ir.nodes import Module
+from ...ir.types import elem_type
 from ...ir.verifier import verify_if_enabled
 from ..bounds_checks import insert_bounds_checks
 from .assign import LaidOutKernel, assign_layouts
@@ -34,7 +35,9 @@ from .box_copies import box_map_metadata
 from .dot import DotSelector
 from .lowering import KernelLowering
 from .ordered_reduce import order_reductions
-from .pipeline import load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands
+from .narrow import narrow_float8_dots
+from .pipeline import (load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands,
+                       transposed_loads)
 from .shared import plan_persistent_shared
 from .target import GpuTarget
 
@@ -99,6 +102,10 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
     if options.num_stages > 1:
         if load_transposed(kernel):
             verify_if_enabled(module, after="load_transposed")
+        metadata["float8_dots"] = narrow_float8_dots(
+            kernel, lambda d, a, b: dots.reads_narrow(d, elem_type(a.type), elem_type(b.type)),
+            transposed_loads(kernel))
+        verify_if_enabled(module, after="narrow_float8_dots")
         metadata["staged_dot_operands"] = stage_invariant_operands(
             kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)
         verify_if_enabled(module, after="stage_invariant_operands")

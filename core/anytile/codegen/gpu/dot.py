@@ -71,6 +71,11 @@ class DotStrategy(abc.ABC):
         ``None`` when this strategy would not read ``op``'s operands from such buffers."""
         return None
 
+    def reads_narrow(self, op: ops.DotOp, num_warps: int, a: ScalarType, b: ScalarType) -> bool:
+        """Whether this strategy lowers ``op`` (whose operands the language widened to f16)
+        reading its operands as the float8 types ``a`` and ``b`` instead (``narrow``)."""
+        return False
+
 
 # -- placing registers from an instruction's maps ----------------------------------------------
 def acc_layout(instr: MatrixInstr, warps: tuple[int, int]) -> BlockedLayout:
@@ -496,6 +501,11 @@ class DotSelector:
 
     def reads_shared(self, op: ops.DotOp) -> bool:
         return self.operand_buffers(op, False) is not None
+
+    def reads_narrow(self, op: ops.DotOp, a: ScalarType, b: ScalarType) -> bool:
+        """Whether one of the strategies takes ``op`` with float8 operands ``a`` and ``b``
+        (``DotStrategy.reads_narrow``)."""
+        return any(s.reads_narrow(op, self.num_warps, a, b) for s in self.strategies)
 
 
 def lower_dot(ctx: "KernelLowering", op: ops.DotOp) -> None:

@@ -166,7 +166,7 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     loads moved.  ``dot_ok(dot)``: the dot will read its operands from shared memory.
 
     A load qualifies when it is at the top of the loop body, reads a 2-D tile of 16-bit
-    elements, is used only as an operand of such dots, has no ``other`` or a zero one, and
+    (or float8) elements, is used only as an operand of such dots, has no ``other`` or a zero one, and
     its pointer and mask can be computed ``stages - 1`` iterations ahead: from the
     induction variable, values defined outside the loop, and loop-carried pointer tiles
     advanced by a loop-invariant offset (``a_ptrs += BK``).
@@ -294,12 +294,12 @@ def _box_state(fn: Function) -> int:
 
 def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
     """Whether ``op`` is a load a dot can read from shared memory instead: a 2-D tile of
-    16-bit elements, masked-off lanes zero, used only as ``a`` or ``b`` of dots ``dot_ok``
-    accepts."""
+    16-bit (or float8: ``narrow.py``) elements, masked-off lanes zero, used only as ``a`` or
+    ``b`` of dots ``dot_ok`` accepts."""
     if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
         return False
     t = op.result.type
-    return len(t.shape) == 2 and t.elem.nbytes == 2 and bool(users) and \
+    return len(t.shape) == 2 and (t.elem.nbytes == 2 or t.elem.is_float8) and bool(users) and \
         (op.other is None or _is_zero(op.other)) and \
         all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
             and dot_ok(u) for u in users)
@@ -561,11 +561,14 @@ def _oriented(load: ops.LoadOp, layout: SharedBufferLayout,
 
 def transposed_loads(fn: Function) -> frozenset:
     """The 2-D loads of ``fn`` whose addresses run along the first dimension and not the last
-    (the axis facts): their tiles are copied into column-major slots."""
+    (the axis facts), and the transposed reads of an array's box (``box_order`` (1, 0)):
+    their tiles are copied into column-major slots."""
     axis = analyse_function(fn)
     out = set()
     for op in walk(fn.body):
-        if isinstance(op, ops.LoadOp) and isinstance(op.ptr.type, TileType) and \
+        if isinstance(op, ops.LoadOp) and op.box and tuple(op.box_order) == (1, 0):
+            out.add(op)
+        elif isinstance(op, ops.LoadOp) and isinstance(op.ptr.type, TileType) and \
                 len(op.ptr.type.shape) == 2:
             info = axis.get(op.ptr)
             if info is not None and info.contiguity and info.contiguity[-1] == 1 and \

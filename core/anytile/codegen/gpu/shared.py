@@ -155,8 +155,10 @@ def lower_async_wait(ctx: "KernelLowering", op: AsyncWaitOp) -> None:
 def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
     ctx.shared_views[op.result] = SharedView(_slot_address(ctx, op.buffer, ctx.scalar(op.slot)),
                                              op.buffer.type.layout)
-    if elem_type(op.result.type).nbytes != 2:
-        ctx.fail(op, "shared_load of a non-16-bit tile")  # the pipeline pass never makes one
+    elem = elem_type(op.result.type)
+    if elem.nbytes != 2 and not elem.is_float8:
+        # the pipeline pass never makes one
+        ctx.fail(op, f"shared_load of a tile of {elem} (16-bit or float8 elements only)")
 
 
 LOWERINGS = {SharedAllocOp: lower_shared_alloc, AsyncCopyOp: lower_async_copy,

@@ -88,6 +88,8 @@ class ScanOp(_CombineOp):
 class DotOp(Op):
     """``acc + a @ b`` for ``a: MxK``, ``b: KxN``, ``acc: MxN``; the result has ``acc``'s type.
 
+    ``a`` and ``b`` have one element type, or two float8 types (e4m3 times e5m2: the
+    language widens float8 operands to f16, a target may narrow them back, ``narrow.py``).
     Products are summed in the accumulator's type.  ``input_precision`` for f32 inputs:
     ``ieee`` (exact f32 products), ``tf32`` (inputs may be rounded to tf32), ``tf32x3``,
     ``bf16x3`` or ``bf16x6`` (products of split inputs: at least as accurate as the tolerance
@@ -115,6 +117,7 @@ class DotOp(Op):
         *batch_b, k2, n = b.shape
         expect(k == k2 and batch_a == batch_b, f"dot inner dimensions differ: {a} @ {b}")
         expect(tuple(acc.shape) == (*batch_a, m, n), f"dot accumulator {acc} is not {m}x{n}")
-        expect(a.elem == b.elem, f"dot inputs differ in element type: {a.elem} vs {b.elem}")
+        expect(a.elem == b.elem or all(getattr(t.elem, "is_float8", False) for t in (a, b)),
+               f"dot inputs differ in element type: {a.elem} vs {b.elem}")
         expect(is_float(a) == is_float(acc) and not is_ptr(a),
                f"dot of {a.elem} cannot accumulate in {acc.elem}")

@@ -1,0 +1,68 @@
+"""Dots of float8 tiles given back their float8 operands where a target multiplies them natively.
+
+The language widens a ``tl.dot`` of float8 tiles to f16 (``cast`` ops before the dot): every
+float8 value is exact in f16, so any f16 matrix instruction computes the product.  A target
+whose matrix unit reads float8 itself reads half the bytes and runs at twice the rate:
+``narrow_float8_dots`` removes those casts where one of the target's dot strategies takes
+the dot in float8 (``DotSelector.reads_narrow``), and only in the shape that pays: both
+operands loaded and read along K (A's rows, B's columns), so each is copied as it is into
+shared memory.  The products are the same exact ones; a matrix unit may add them with
+fewer bits than the f32 accumulator has (some float8 units do, as Triton's default and
+vendors' float8 matmuls accept), within the tolerance of a dot.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+from ...ir import ops
+from ...ir.nodes import Block, Function, Op, Value, walk
+from ...ir.types import elem_type
+
+__all__ = ["narrow_float8_dots"]
+
+
+def narrow_float8_dots(fn: Function, accepts: Callable[[ops.DotOp, Value, Value], bool],
+                       transposed: frozenset) -> int:
+    """Rewrite ``dot(cast(a8), cast(b8), acc)`` into ``dot(a8, b8, acc)`` where ``a8`` and
+    ``b8`` are float8 tile loads that only those casts (to f16) read, each cast read by that
+    dot alone, ``a8`` read along its rows and ``b8`` along its columns (``transposed``: the
+    loads whose addresses run along the first dimension), and ``accepts(dot, a8, b8)``.
+    Returns how many dots changed."""
+    uses: dict = {}
+    for op in walk(fn.body):
+        for v in op.operands:
+            uses.setdefault(v, []).append(op)
+    count = 0
+    for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
+        for dot in [op for op in block.ops if isinstance(op, ops.DotOp)]:
+            casts = [_widening(v, dot, uses) for v in (dot.a, dot.b)]
+            if None in casts or casts[0] is casts[1]:
+                continue
+            a8, b8 = (c.src for c in casts)
+            if a8.owner in transposed or b8.owner not in transposed or not accepts(dot, a8, b8):
+                continue
+            dot.a, dot.b = a8, b8
+            for cast in casts:
+                _remove(fn.body, cast)
+            count += 1
+    return count
+
+
+def _widening(v: Value, dot: ops.DotOp, uses: dict):
+    """The cast producing ``v`` when it widens a float8 tile load, read by that cast alone,
+    to f16, and ``dot`` is its only reader; else ``None``."""
+    cast = v.owner
+    if not isinstance(cast, ops.CastOp) or uses.get(v) != [dot] or elem_type(v.type).name != "f16":
+        return None
+    src = cast.src
+    if not elem_type(src.type).is_float8 or not isinstance(src.owner, ops.LoadOp) or \
+            uses.get(src) != [cast]:
+        return None
+    return cast
+
+
+def _remove(root: Block, op: Op) -> None:
+    for block in [root] + [r for o in walk(root) for r in o.regions]:
+        if op in block.ops:
+            block.ops.remove(op)
+            return
