@@ -34,12 +34,17 @@ from typing import Any, Optional
 from llvmlite import ir
 
 from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap, array_leaves
+from anytile.codegen.gpu.layouts import register_indices
+from anytile.codegen.gpu.memory import access_groups, guarded
+from anytile.codegen.gpu.registers import coords, register_is_replica
+from anytile.codegen.gpu.scratch import reserve
 from anytile.codegen.gpu.shared_ops import AsyncCopyOp, AsyncWaitOp
+from anytile.ir import ops
 from anytile.ir.nodes import walk
 from anytile.errors import LaunchError
-from anytile.ir.types import scalar_type
+from anytile.ir.types import elem_type, scalar_type, shape_of
 
-from .warpgroup import SwizzledPanels
+from .warpgroup import SwizzledPanels, swizzle_width
 
 __all__ = ["TensorCopies", "BARRIERS", "box_layout", "encode_tensor_map", "map_geometry",
            "tensor_map_maker", "tensor_map_parameters"]
@@ -51,6 +56,9 @@ I8 = ir.IntType(8)
 BARRIERS = 16
 #: bytes of a ``CUtensorMap``
 MAP_BYTES = 128
+#: what the system keeps of a multiprocessor's shared memory per program (sm_90: 228 KiB a
+#: multiprocessor, at most 227 KiB a program)
+RESERVED_PER_PROGRAM = 1024
 
 
 def box_layout(rows: int, cols: int, layout: SwizzledPanels, elem_bytes: int) -> Optional[tuple]:
@@ -84,15 +92,8 @@ class TensorCopies(BoxCopies):
                       default=0)
         if deepest + 2 > BARRIERS:
             return ()
-        leaves = array_leaves(op.array, kernel)     # base, rows, columns, row stride, 1
-        if leaves is None or len(leaves) != 5 or not isinstance(leaves[0], str) or leaves[4] != 1:
-            return ()
-        # the copy unit reads rows 16-byte aligned: the base and the row stride must be
-        facts = {a.name: attrs for a, attrs in zip(kernel.args, kernel.arg_attrs)}
-        stride = leaves[3]
-        if facts[leaves[0]].get("divisibility", 1) % 16 or \
-                (isinstance(stride, str) and facts[stride].get("divisibility", 1) % 16) or \
-                (isinstance(stride, int) and stride * t.elem.nbytes % 16):
+        leaves = _aligned_leaves(op.array, kernel, t.elem.nbytes)
+        if leaves is None:
             return ()
         # the slot keeps the box as the array holds it: rows along the panels' rows, which
         # for a tile read transposed (``box_order`` (1, 0)) is the column-major slot
@@ -112,6 +113,17 @@ class TensorCopies(BoxCopies):
         if rows % block or (rows // block) * (cols // shape[1]) > 32:
             return (plain,)
         return (BoxMap(leaves, t.elem.name, (block, shape[1]), layout.width, layout.warps), plain)
+
+    def plan_store(self, op: ops.StoreOp, kernel: Any) -> tuple[BoxMap, ...]:
+        shape, elem = shape_of(op.ptr.type), elem_type(op.ptr.type).pointee
+        if len(shape) != 2 or elem.nbytes not in (1, 2, 4):
+            return ()
+        rows, cols = shape
+        width = swizzle_width(cols * elem.nbytes)
+        leaves = _aligned_leaves(op.array, kernel, elem.nbytes)
+        if width is None or rows % 8 or rows > 256 or leaves is None:
+            return ()
+        return (BoxMap(leaves, elem.name, (rows, width // elem.nbytes), width),)
 
     def parameter_type(self) -> ir.Type:
         return ir.PointerType(ir.ArrayType(I8, MAP_BYTES))
@@ -210,6 +222,81 @@ class TensorCopies(BoxCopies):
                 coords = [col, b.add(row0, first)]
             self.copy_box(b, dst, self.map_address(b, param), coords, bar)
 
+    def store(self, ctx: Any, op: ops.StoreOp, maps: list, value: Any) -> bool:
+        """The tile goes from registers into the scratch space, in panels of ``swizzle``
+        bytes (``SwizzledPanels`` rows unpermuted: each panel is one box as the copy unit
+        keeps it in shared memory), as many panels at a time as the shared memory left
+        holds; after a proxy fence and a barrier, lane ``i`` of warp 0 stores panel ``i``
+        (``cp.async.bulk.tensor`` to global memory, clipped to the array) and waits until
+        the copy unit has read it, before the next round or the next use of the scratch
+        space (each starts with a barrier) may write there.  Not where even one panel would
+        leave room for fewer programs on a multiprocessor (``False``: the per-thread path)."""
+        b = ctx.b
+        k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+        (m, param), = maps
+        rows, cols = value.shape
+        elem = elem_type(op.ptr.type).pointee
+        box_cols = m.box[1]
+        panel_bytes = rows * m.swizzle
+        panels = cols // box_cols
+        # no more shared memory than keeps as many programs on a multiprocessor as the
+        # kernel's other uses allow (measured: attention lost 10-35% a program fewer)
+        per_multiprocessor = ctx.target.shared_memory_limit + RESERVED_PER_PROGRAM
+        used = max(ctx.shared_bytes, ctx.persistent_shared) + RESERVED_PER_PROGRAM
+        programs = max(1, per_multiprocessor // used)
+        allowed = per_multiprocessor // programs - RESERVED_PER_PROGRAM
+        per_round = min(panels, (allowed - ctx.persistent_shared - 1024) // panel_bytes)
+        if per_round < 1:
+            return False
+        reserve(ctx, per_round * panel_bytes + 1024)
+        i64 = ir.IntType(64)
+        start = b.ptrtoint(ctx.smem_base, i64)
+        aligned = b.and_(b.add(start, ir.Constant(i64, 1023)), ir.Constant(i64, -1024))
+        base = b.gep(ctx.smem_base, [b.sub(aligned, start)], source_etype=I8)
+        layout = SwizzledPanels(m.swizzle, reads_in_flight=0, elem_bytes=elem.nbytes)
+        storage = ctx.types.storage(elem)
+        width, groups = access_groups(ctx, op, value.layout, value.shape)
+        where = coords(ctx, value.layout, value.shape)
+        indices = register_indices(value.layout, value.shape)
+        row0, col0 = (b.trunc(v, I32) if v.type.width > 32 else v
+                      for v in (ctx.scalar(op.box[0]), ctx.scalar(op.box[1])))
+        tmap = self.map_address(b, param)
+        for first_panel in range(0, panels, per_round):
+            count = min(per_round, panels - first_panel)
+            lo = first_panel * box_cols
+            ctx.target.barrier(b)        # the scratch space's last readers are done
+            for group in groups:
+                first = group[0]
+                if register_is_replica(value.layout, value.shape, indices[first]):
+                    continue
+                row, col = where[first]
+
+                def emit(group=group, row=row, col=col) -> list:
+                    at = layout.emit_address(b, base, (row, b.sub(col, k32(lo))),
+                                             (rows, count * box_cols), storage)
+                    data = [ctx.ew.to_storage(elem, value.values[i]) for i in group]
+                    if len(data) == 1:
+                        b.store(data[0], at)
+                        return []
+                    vec = ir.Constant(ir.VectorType(storage, len(data)), ir.Undefined)
+                    for k, x in enumerate(data):
+                        vec = b.insert_element(vec, x, k32(k))
+                    b.store(vec, at).align = len(data) * elem.nbytes
+                    return []
+                inside = None if count == panels else b.and_(
+                    b.icmp_unsigned(">=", col, k32(lo)), b.icmp_unsigned("<", col, k32(lo + count * box_cols)))
+                guarded(ctx, inside, emit, [])
+            ctx.target.fence_async_shared(b)
+            ctx.target.barrier(b)
+            issue = b.and_(b.icmp_unsigned("==", ctx.warp, k32(0)), b.icmp_unsigned("<", ctx.lane, k32(count)))
+            with b.if_then(issue):
+                src = b.gep(base, [b.mul(ctx.lane, k32(panel_bytes))], source_etype=I8)
+                col = b.add(col0, b.mul(b.add(ctx.lane, k32(first_panel)), k32(box_cols)))
+                self.store_box(b, tmap, [col, row0], self.shared_address(b, src))
+                self.store_commit(b)
+                self.store_wait_read(b)
+        return True
+
     def commit(self, ctx: Any) -> None:
         b = ctx.b
         group = b.load(ctx.box_groups)
@@ -275,6 +362,21 @@ class TensorCopies(BoxCopies):
                      f"complete_tx::bytes [$0], [$1, {{{places}}}], [${2 + n}];",
                   "r,l," + "r," * n + "r", [dst, tmap, *coords, bar])
 
+    def store_box(self, b: ir.IRBuilder, tmap: ir.Value, coords: list, src: ir.Value) -> None:
+        """Write the box at ``coords`` (innermost dimension first) from shared memory at
+        ``src`` (its elements outside the array are not written)."""
+        n = len(coords)
+        places = ", ".join(f"${1 + i}" for i in range(n))
+        self._asm(b, f"cp.async.bulk.tensor.{n}d.global.shared::cta.bulk_group [$0, {{{places}}}], "
+                     f"[${1 + n}];", "l," + "r," * n + "r", [tmap, *coords, src])
+
+    def store_commit(self, b: ir.IRBuilder) -> None:
+        self._asm(b, "cp.async.bulk.commit_group;", "", [])
+
+    def store_wait_read(self, b: ir.IRBuilder) -> None:
+        """Until this thread's committed box stores have read their shared memory."""
+        self._asm(b, "cp.async.bulk.wait_group.read 0;", "", [])
+
     def arrive(self, b: ir.IRBuilder, bar: ir.Value) -> None:
         self._asm(b, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r", [bar])
 
@@ -309,6 +411,22 @@ def _encoder() -> Any:
             fn.restype = ctypes.c_int
             _ENCODE = fn
     return _ENCODE
+
+
+def _aligned_leaves(array: list, kernel: Any, elem_bytes: int) -> Optional[tuple]:
+    """``array_leaves`` of a 2-D array whose base and rows are 16-byte aligned, as the copy
+    unit reads and writes them (the parameters' ``divisibility`` facts say so), else
+    ``None``."""
+    leaves = array_leaves(array, kernel)     # base, rows, columns, row stride, 1
+    if leaves is None or len(leaves) != 5 or not isinstance(leaves[0], str) or leaves[4] != 1:
+        return None
+    facts = {a.name: attrs for a, attrs in zip(kernel.args, kernel.arg_attrs)}
+    stride = leaves[3]
+    if facts[leaves[0]].get("divisibility", 1) % 16 or \
+            (isinstance(stride, str) and facts[stride].get("divisibility", 1) % 16) or \
+            (isinstance(stride, int) and stride * elem_bytes % 16):
+        return None
+    return leaves
 
 
 def map_geometry(box_map: BoxMap, rows: int, cols: int, row_stride: int,

@@ -18,6 +18,10 @@ run freely, not in lockstep) did those.  Box elements outside the array land as 
 swizzle is applied to the shared address as the hardware does (bits 4.. XOR bits 7..).  A
 wait that sees no progress for ``STALL_SECONDS`` gives up and records the stall in
 ``stalls`` (a hardware hang; a callback cannot raise into the simulated code).
+
+A box store reads shared memory and writes the array when its thread waits for its reads
+(``store_wait_read``), the latest moment the hardware could read: a tile overwritten before
+that wait is caught.  Elements outside the array are not written.
 """
 from __future__ import annotations
 
@@ -45,6 +49,8 @@ _V_II = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32)
 _COPY_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_uint64, *[ctypes.c_int32] * 5,
                            ctypes.c_int32)
 _WAIT_T = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32, ctypes.c_int32)
+_STORE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, *[ctypes.c_int32] * 5, ctypes.c_int32)
+_V = ctypes.CFUNCTYPE(None)
 _LOCK = threading.RLock()
 
 
@@ -129,6 +135,38 @@ def _copy(dst: int, record: int, c0: int, c1: int, c2: int, c3: int, c4: int, ba
         barrier.settle()
 
 
+def _store(record: int, c0: int, c1: int, c2: int, c3: int, c4: int, src: int) -> None:
+    """A box store: kept until this thread waits for its reads (``_store_wait``), the latest
+    moment the copy unit could read the shared memory it writes from."""
+    from anytile.codegen.gpu.simulator import thread_state
+    state = thread_state()
+    if not hasattr(state, "tma_stores"):
+        state.tma_stores = []
+    state.tma_stores.append((record, (c0, c1, c2, c3, c4), src))
+
+
+def _store_wait() -> None:
+    """This thread's box stores read shared memory and write the elements inside the array."""
+    from anytile.codegen.gpu.simulator import shared_memory, thread_state
+    state = thread_state()
+    shared = shared_memory()
+    for record, coords, src in getattr(state, "tma_stores", []):
+        fields = _RECORD.unpack(ctypes.string_at(record, _RECORD.size))
+        base, rank, elem, swizzle = fields[:4]
+        dims, strides, box = fields[4:9], (elem,) + fields[9:13], fields[13:18]
+        index = np.indices(box[:rank][::-1]).reshape(rank, -1)[::-1]
+        where = index + np.array(coords[:rank])[:, None]
+        inside = np.all((where >= 0) & (where < np.array(dims[:rank])[:, None]), axis=0)
+        offsets = src + np.arange(index.shape[1] * elem)
+        if swizzle:
+            offsets = offsets ^ (((offsets >> 7) & (swizzle // 16 - 1)) << 4)
+        data = shared[offsets].reshape(-1, elem)
+        address = base + (where * np.array(strides[:rank])[:, None]).sum(axis=0)
+        for k in np.nonzero(inside)[0]:
+            ctypes.memmove(int(address[k]), data[k].tobytes(), elem)
+    state.tma_stores = []
+
+
 def _arrive(bar: int) -> None:
     with _LOCK:
         barrier = _barriers()[bar]
@@ -169,7 +207,8 @@ class EmulatedTensorCopies(TensorCopies):
             from anytile.codegen.gpu.simulator import add_callback
             for name, kind, fn in (("init", _V_I, _init), ("expect", _V_II, _expect),
                                    ("copy", _COPY_T, _copy), ("arrive", _V_I, _arrive),
-                                   ("try_wait", _WAIT_T, _try_wait)):
+                                   ("try_wait", _WAIT_T, _try_wait), ("store", _STORE_T, _store),
+                                   ("store_wait", _V, _store_wait)):
                 add_callback(f"anytile_sim_tma_{name}", kind(fn))
             EmulatedTensorCopies._registered = True
 
@@ -209,6 +248,16 @@ class EmulatedTensorCopies(TensorCopies):
                  bar: ir.Value) -> None:
         padded = list(coords) + [ir.Constant(I32, 0)] * (5 - len(coords))
         self._call(b, "copy", [dst, tmap, *padded, bar])
+
+    def store_box(self, b: ir.IRBuilder, tmap: ir.Value, coords: list, src: ir.Value) -> None:
+        padded = list(coords) + [ir.Constant(I32, 0)] * (5 - len(coords))
+        self._call(b, "store", [tmap, *padded, src])
+
+    def store_commit(self, b: ir.IRBuilder) -> None:
+        pass
+
+    def store_wait_read(self, b: ir.IRBuilder) -> None:
+        self._call(b, "store_wait", [])
 
     def arrive(self, b: ir.IRBuilder, bar: ir.Value) -> None:
         self._call(b, "arrive", [bar])

@@ -242,7 +242,8 @@ def desc_attention(desc_q, desc_k, desc_v, desc_o, sm_scale, N_CTX, BM: tl.const
 @pytest.mark.parametrize("causal", [False, True])
 def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
     """q staged once (a 5-D box: its rows permuted for the MMA), K read as rows and
-    transposed: its boxes land in the column-major slot (``box_order``), V as it is."""
+    transposed: its boxes land in the column-major slot (``box_order``), V as it is; the
+    output's box is written by the copy unit."""
     BM, BN, D, N, heads, warps = 64, 32, 64, 128, 2, 4
     sig = {name: f"tensordesc<fp16[{rows}, {D}]>:16" for name, rows in
            (("desc_q", BM), ("desc_k", BN), ("desc_v", BN), ("desc_o", BM))}
@@ -253,7 +254,7 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
     target = _tma_target()
     options = CompileOptions(num_warps=warps, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
-    assert sorted({_desc(m) for m in kernel.box_maps}) == ["desc_k", "desc_q", "desc_v"]
+    assert sorted({_desc(m) for m in kernel.box_maps}) == ["desc_k", "desc_o", "desc_q", "desc_v"]
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((heads * N, D)).astype(np.float16) for _ in range(3))
     o = np.full((heads * N, D), np.nan, np.float16)
@@ -439,3 +440,66 @@ def test_descriptors_made_in_the_kernel_over_arguments_copy_whole_boxes():
     _run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K},
          (-(-M // BM), N // BN), warps)
     np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
+
+
+@at.jit
+def desc_store_matmul(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.constexpr,
+                      BK: tl.constexpr):
+    """Operands and result through descriptors: the result's box written by the copy unit."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, tl.cdiv(K, BK)):
+        acc = tl.dot(a_desc.load([pid_m * BM, k * BK]), b_desc.load([k * BK, pid_n * BN]), acc)
+    c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
+
+
+@pytest.mark.parametrize("BM,BN,BK,warps,M,N,K,out,pad,boxed", [
+    (64, 64, 32, 4, 64, 128, 96, "fp16", 0, True),        # one 128-byte panel a tile
+    (64, 128, 32, 4, 100, 200, 64, "fp16", 8, True),      # two panels; boxes clipped at both edges
+    (128, 32, 64, 4, 128, 64, 128, "fp32", 4, True),      # f32 in 128-byte panels of 32 columns
+    (128, 128, 64, 4, 128, 128, 128, "fp16", 0, True),    # the slots leave room for a panel a round
+    # a panel would leave room for fewer programs on a multiprocessor: per-thread stores
+    (64, 32, 32, 4, 64, 64, 64, "fp32", 4, False),
+])
+def test_descriptor_stores_write_whole_boxes(BM, BN, BK, warps, M, N, K, out, pad, boxed):
+    """A descriptor's store goes from registers into swizzled panels of the scratch space and
+    out by the copy unit, one box a panel; elements past the array's edges (into its padded
+    rows) are not written."""
+    dtype = np.float16 if out == "fp16" else np.float32
+    sig = {"a_desc": f"tensordesc<fp16[{BM}, {BK}]>", "b_desc": f"tensordesc<fp16[{BK}, {BN}]>",
+           "c_desc": f"tensordesc<{out}[{BM}, {BN}]>", "K": "i32"}
+    module, kernel = _lowered(desc_store_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
+    text = str(kernel)
+    assert ("anytile_sim_tma_store" in text) == boxed
+    stores = [m for m in kernel.box_maps if _desc(m) == "c_desc"]
+    assert [m.box for m in stores] == [(BM, 128 // np.dtype(dtype).itemsize)]
+    a, b, _, ref = _matmul_operands(M, N, K, 5)
+    c_wide = np.full((M, N + pad), 7.0, dtype)
+    values = {"K": K,
+              "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": K, "a_desc_at_stride0": K,
+              "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N,
+              "c_desc_at_base": c_wide, "c_desc_at_shape0": M, "c_desc_at_shape1": N,
+              "c_desc_at_stride0": N + pad}
+    _run(module, kernel, values, (-(-M // BM), -(-N // BN)), warps)
+    np.testing.assert_allclose(c_wide[:, :N].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
+    np.testing.assert_array_equal(c_wide[:, N:], 7.0)
+
+
+@pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
+def test_the_box_store_ptx_assembles_for_sm_90a():
+    """sm_90's PTX of a descriptor's store: 128x256 fp16 in four 128-byte panels, as many a
+    round as the pipeline's slots leave room for, each panel one bulk tensor store."""
+    sig = {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 256]>",
+           "c_desc": "tensordesc<fp16[128, 256]>", "K": "i32"}
+    compiled = at.compile(desc_store_matmul, target="nvidia:sm_90", signature=sig, num_warps=8,
+                          constexprs={"BM": 128, "BN": 256, "BK": 64}, num_stages=3)
+    ptx = compiled.asm["ptx"]
+    stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
+    # 4 slots of 48 KiB leave 34 KiB: two 16 KiB panels a round, two rounds
+    assert len(stores) == 2 and ptx.count("cp.async.bulk.wait_group.read 0") == 2
+    assert compiled.metadata["shared"] <= 232448
+    assert "fence.proxy.async.shared::cta" in ptx
+    assert not re.search(r"st\.global", ptx)
+    c_leaves = ["c_desc_at_base", "c_desc_at_shape0", "c_desc_at_shape1", "c_desc_at_stride0", 1]
+    assert [c_leaves, "f16", [128, 64], 128, 0] in compiled.metadata["box_maps"]
+    assert compiled.metadata.get("spills", 0) == 0

@@ -177,4 +177,12 @@ def store_block(bp: block_pointer, value: Any, boundary_check: Any, b: Builder) 
                          f"{list(bp.block_shape)}")
     v = semantic.broadcast_to(semantic.cast(v, dtype_of(elem), b), bp.block_shape, b)
     ptr, mask = _pointers_and_mask(bp, boundary_check, b)
-    b.create(ops.StoreOp, ptr.handle, v.handle, None if mask is None else mask.handle)
+    # every dimension bounds-checked (a descriptor's store): exactly the box's elements inside
+    # the array are written, so the store also says which box it is (``StoreOp.box``)
+    rank = len(bp.block_shape)
+    boxed = tuple(bp.order) == tuple(range(rank - 1, -1, -1)) and \
+        sorted(set(_checked_dims(bp, boundary_check))) == list(range(rank))
+    extra = {"box": [unwrap(o).handle for o in bp.offsets],
+             "array": [semantic.to_tensor(unwrap(v_), b).handle
+                       for v_ in (bp.base, *bp.shape, *bp.strides)]} if boxed else {}
+    b.create(ops.StoreOp, ptr.handle, v.handle, None if mask is None else mask.handle, **extra)

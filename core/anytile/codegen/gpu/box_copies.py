@@ -14,6 +14,10 @@ The copies complete on their own, not per thread, so the pipeline's groups are t
 the target (``commit``, ``wait``) beside its per-thread asynchronous copies; ``async_wait``
 keeps its meaning: at most ``pending`` committed groups are still in flight.  Copies that
 were not planned keep the per-thread path, in the same groups.
+
+A ``store`` that says which box it writes (``StoreOp.box``: a descriptor's store) may go the
+same way (``plan_store``, ``store``): the target writes the tile from registers into the
+scratch space and its copy unit writes the box to global memory from there.
 """
 from __future__ import annotations
 
@@ -141,3 +145,14 @@ class BoxCopies(abc.ABC):
     @abc.abstractmethod
     def wait(self, ctx: "KernelLowering", pending: int) -> None:
         """Wait until at most ``pending`` committed groups are in flight."""
+
+    def plan_store(self, op: ops.StoreOp, kernel: Any) -> tuple[BoxMap, ...]:
+        """The maps the store ``op`` (a store with a ``box``) would write through, or ``()``
+        (the store then takes the per-thread path)."""
+        return ()
+
+    def store(self, ctx: "KernelLowering", op: ops.StoreOp, maps: list, value: Any) -> bool:
+        """Write ``value`` (``op``'s tile in registers, a ``Regs``) through the maps
+        ``plan_store`` gave it (the elements outside the array are not written), or return
+        ``False`` and write nothing (the store then takes the per-thread path)."""
+        raise NotImplementedError(f"{type(self).__name__} plans no stores")

@@ -114,10 +114,11 @@ class KernelLowering:
         # copies of boxes by descriptor: one parameter per descriptor the host makes, last
         copies = self.target.box_copies if not self.debug else None
         self.box_maps: list = []
-        self.box_map_of: dict = {}          # async_copy -> indices into box_maps
+        self.box_map_of: dict = {}          # async_copy or store -> indices into box_maps
         for op in walk(self.fn_ir.body) if copies is not None else ():
-            if isinstance(op, AsyncCopyOp) and op.box:
-                planned = copies.plan(op, self.fn_ir)
+            if isinstance(op, (AsyncCopyOp, ops.StoreOp)) and op.box:
+                planned = copies.plan(op, self.fn_ir) if isinstance(op, AsyncCopyOp) else \
+                    copies.plan_store(op, self.fn_ir)
                 for m in planned:
                     if m not in self.box_maps:
                         self.box_maps.append(m)

@@ -96,20 +96,28 @@ class LoadOp(Op):
 @dataclass(eq=False)
 class StoreOp(Op):
     """Write ``value`` through ``ptr`` where ``mask`` is 1 (everywhere when absent).  When two
-    elements of one store hit one address, one of them wins."""
+    elements of one store hit one address, one of them wins.
+
+    ``box`` and ``array`` (both or neither), as a load's: the same write another way, for
+    devices that copy rectangular boxes in one instruction -- the tile is the box at
+    coordinates ``box`` of the array ``array`` (base, sizes, strides), and exactly its
+    elements inside the array are written (``mask`` says no more and no less)."""
 
     NAME = "store"
-    OPERANDS = ("ptr", "value", "mask")
+    OPERANDS = ("ptr", "value", "mask", "box", "array")
     TRAITS = frozenset({TRAIT_MEMORY, TRAIT_SIDE_EFFECT})
     ptr: Value
     value: Value
     mask: Optional[Value] = None
+    box: list = field(default_factory=list)
+    array: list = field(default_factory=list)
 
     def verify(self) -> None:
         expect(is_ptr(self.ptr.type), f"store needs pointers, found {self.ptr.type}")
         expect(not elem_type(self.ptr.type).const, f"store through const {self.ptr.type}")
         expect_type(self.value.type, pointee_type(self.ptr.type), "stored value")
         check_mask(self.mask, self.ptr.type)
+        check_box(self.box, self.array, len(shape_of(self.ptr.type)), elem_type(self.ptr.type).pointee)
 
 
 @dataclass(eq=False)
