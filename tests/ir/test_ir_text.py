@@ -384,3 +384,25 @@ def test_trailing_empty_list_operands_are_left_out_and_read_back():
     assert print_module(parse_module(text)) == text
     with pytest.raises(IRVerificationError, match="go together"):
         verify_module(parse_module(text.replace(", [%p, %m, %n, %s, %one]", "")))
+
+
+def test_a_store_of_a_box_reads_back():
+    """A store says which box it writes as a load does (``StoreOp.box`` and ``array``);
+    other stores print as before."""
+    module = parse_module(ir("""
+        kernel @k(%p: ptr<f16> {divisibility = 16}, %m: i64, %n: i64, %s: i64, %r: i32) {
+          %one = constant {value = 1} : i64
+          %0 = splat (%p) : tile<16x16xptr<f16>>
+          %1 = load (%0, none, none) : tile<16x16xf16>
+          store (%0, %1, none)
+          store (%0, %1, none, [%r, %r], [%p, %m, %n, %s, %one])
+        }
+    """))
+    verify_module(module)
+    stores = module.kernel.body.ops[3:]
+    assert [len(op.box) for op in stores] == [0, 2] and len(stores[1].array) == 5
+    text = print_module(module)
+    assert "  store (%0, %1, none)\n" in text
+    assert print_module(parse_module(text)) == text
+    with pytest.raises(IRVerificationError, match="coordinates"):
+        verify_module(parse_module(text.replace("[%r, %r]", "[%r]")))

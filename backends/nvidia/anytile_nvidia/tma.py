@@ -23,6 +23,14 @@ parity of each group it has not waited for yet, up to the last ``pending``.  A p
 keeps at most ``stages`` groups in flight and waits every iteration behind a program
 barrier, so no barrier is reused while a thread could still be waiting on its previous
 phase.
+
+A store of a box (``StoreOp.box``: a descriptor's ``store``) goes the other way
+(``TensorCopies.store``): registers into 128-byte (or narrower) swizzled panels of the
+scratch space, a proxy fence and a barrier, one ``cp.async.bulk.tensor`` global store per
+panel (the copy unit clips the box to the array), and the issuing lane waits until its
+stores have read shared memory (``cp.async.bulk.wait_group.read``).  It is used only where
+its panels leave as many programs on a multiprocessor as the kernel's other uses of shared
+memory (measured: attention D=64 lost 10-35% with one program fewer).
 """
 from __future__ import annotations
 

@@ -16,6 +16,12 @@ warpgroup row ``16 w + 8 h + g`` holds the accumulator layout's row of warp ``w`
 ``h``, lane row ``g``, so the accumulator keeps the ``mma.m16n8k16`` layout with every warp
 along M.
 
+float8 dots (e4m3, e5m2, mixed: the operands ``narrow.py`` gives back to a dot the language
+widened) run as ``wgmma.m64nNk32`` from panels of 8-bit elements (``elem_bytes`` 1): the
+instruction reads 8-bit operands K-major only, so B's slot is the column-major one (B read
+along K, as ``x @ W.T`` and Triton's float8 matmuls hold it), and A always comes from shared
+memory (staged there when computed).
+
 Descriptors (the matrix-descriptor format of the PTX ISA): the start address, the *leading*
 byte offset (between panels: ``R * width``) and the *stride* byte offset (between the 8-row
 atoms along the other dimension: ``8 * width``) in 16-byte units, and the swizzle mode.
