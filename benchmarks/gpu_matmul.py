@@ -80,11 +80,9 @@ def make(jit, lang):
             b_ptrs += BK
         lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
 
-    def indexed_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
-                       BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
-        # one tile a program, its addresses computed from k each step as the persistent
-        # kernel's inner loop computes them (not carried and advanced)
-        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+    def tile_product(a_ptr, b_ptr, c_ptr, pid_m, pid_n, K, sam, sbk, scm, BM: lang.constexpr,
+                     BN: lang.constexpr, BK: lang.constexpr):
+        # one C tile, its addresses computed from k each step (not carried and advanced)
         rm = pid_m * BM + lang.arange(0, BM)
         rn = pid_n * BN + lang.arange(0, BN)
         rk = lang.arange(0, BK)
@@ -94,6 +92,12 @@ def make(jit, lang):
             b = lang.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
             acc = lang.dot(a, b, acc)
         lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
+    def indexed_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
+                       BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        # one tile a program, computed as the persistent kernel computes each of its tiles
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        tile_product(a_ptr, b_ptr, c_ptr, pid_m, pid_n, K, sam, sbk, scm, BM, BN, BK)
 
     def kmajor_desc_matmul(a_desc, bt_desc, c_desc, M, N, K, BM: lang.constexpr, BN: lang.constexpr,
                            BK: lang.constexpr, GROUP: lang.constexpr):
@@ -108,15 +112,7 @@ def make(jit, lang):
         tiles = lang.cdiv(M, BM) * lang.cdiv(N, BN)
         for tile in range(lang.program_id(0), tiles, lang.num_programs(0)):
             pid_m, pid_n = tile_of(tile, M, N, BM, BN, GROUP)
-            rm = pid_m * BM + lang.arange(0, BM)
-            rn = pid_n * BN + lang.arange(0, BN)
-            rk = lang.arange(0, BK)
-            acc = lang.zeros((BM, BN), dtype=lang.float32)
-            for k in range(0, K, BK):
-                a = lang.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
-                b = lang.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
-                acc = lang.dot(a, b, acc)
-            lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+            tile_product(a_ptr, b_ptr, c_ptr, pid_m, pid_n, K, sam, sbk, scm, BM, BN, BK)
 
     def desc_matmul(a_desc, b_desc, c_desc, M, N, K, BM: lang.constexpr, BN: lang.constexpr,
                     BK: lang.constexpr, GROUP: lang.constexpr):
@@ -151,6 +147,7 @@ def make(jit, lang):
         lang.store(c_bp, acc.to(c_ptr.dtype.element_ty), boundary_check=(0, 1))
 
     tile_of = jit(tile_of)
+    tile_product = jit(tile_product)
     return (jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent), jit(block_matmul),
             jit(kmajor_matmul), jit(kmajor_desc_matmul), jit(indexed_matmul))
 

@@ -124,7 +124,7 @@ class TensorCopies(BoxCopies):
 
     def plan_store(self, op: ops.StoreOp, kernel: Any) -> tuple[BoxMap, ...]:
         shape, elem = shape_of(op.ptr.type), elem_type(op.ptr.type).pointee
-        if len(shape) != 2 or elem.nbytes not in (1, 2, 4):
+        if len(shape) != 2 or elem.nbytes not in (1, 2, 4) or elem.name not in _DATA_TYPES:
             return ()
         rows, cols = shape
         width = swizzle_width(cols * elem.nbytes)
@@ -237,7 +237,9 @@ class TensorCopies(BoxCopies):
         holds; after a proxy fence and a barrier, lane ``i`` of warp 0 stores panel ``i``
         (``cp.async.bulk.tensor`` to global memory, clipped to the array) and waits until
         the copy unit has read it, before the next round or the next use of the scratch
-        space (each starts with a barrier) may write there.  Not where even one panel would
+        space (each starts with a barrier) may write there.  (Only the reads are waited
+        for, as Triton does: the global writes land in the background, so a later load of
+        the same addresses by the same program is not ordered after them.)  Not where even one panel would
         leave room for fewer programs on a multiprocessor (``False``: the per-thread path)."""
         b = ctx.b
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
@@ -253,7 +255,8 @@ class TensorCopies(BoxCopies):
         used = max(ctx.shared_bytes, ctx.persistent_shared) + RESERVED_PER_PROGRAM
         programs = max(1, per_multiprocessor // used)
         allowed = per_multiprocessor // programs - RESERVED_PER_PROGRAM
-        per_round = min(panels, (allowed - ctx.persistent_shared - 1024) // panel_bytes)
+        # a panel a lane of warp 0
+        per_round = min(panels, 32, (allowed - ctx.persistent_shared - 1024) // panel_bytes)
         if per_round < 1:
             return False
         reserve(ctx, per_round * panel_bytes + 1024)

@@ -503,3 +503,69 @@ def test_the_box_store_ptx_assembles_for_sm_90a():
     c_leaves = ["c_desc_at_base", "c_desc_at_shape0", "c_desc_at_shape1", "c_desc_at_stride0", 1]
     assert [c_leaves, "f16", [128, 64], 128, 0] in compiled.metadata["box_maps"]
     assert compiled.metadata.get("spills", 0) == 0
+
+
+@at.jit
+def dot_then_wide_store(a_ptr, b_ptr, o_ptr, x_ptr, c_desc, BM: tl.constexpr, BN: tl.constexpr,
+                        K: tl.constexpr):
+    """A dot first (its scratch space leaves the store room), then a box store of ``x``."""
+    r, k, n = tl.arange(0, 64), tl.arange(0, K), tl.arange(0, 64)
+    acc = tl.dot(tl.load(a_ptr + r[:, None] * K + k[None, :]), tl.load(b_ptr + k[:, None] * 64 + n[None, :]))
+    tl.store(o_ptr + r[:, None] * 64 + n[None, :], acc)
+    offs_m, offs_n = tl.arange(0, BM), tl.arange(0, BN)
+    c_desc.store([0, 0], tl.load(x_ptr + offs_m[:, None] * BN + offs_n[None, :]))
+
+
+def test_a_store_of_more_panels_than_lanes_takes_rounds_of_32():
+    """8 x 8192 fp16 is 128 panels of 64 columns: a round stores at most 32 (a lane of warp
+    0 each), so every column is written."""
+    BM, BN, K = 8, 8192, 256
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "o_ptr": "*fp32:16", "x_ptr": "*fp16:16",
+           "c_desc": f"tensordesc<fp16[{BM}, {BN}]>"}
+    module, kernel = _lowered(dot_then_wide_store, sig, {"BM": BM, "BN": BN, "K": K}, 4)
+    assert 'call void @"anytile_sim_tma_store"(' in str(kernel)
+    x = (np.arange(BM * BN) % 1000).astype(np.float16).reshape(BM, BN)
+    c = np.full((BM, BN), 7, np.float16)
+    o = np.zeros((64, 64), np.float32)
+    _run(module, kernel, {"a_ptr": np.ones((64, K), np.float16), "b_ptr": np.ones((K, 64), np.float16),
+                          "o_ptr": o, "x_ptr": x, "c_desc_at_base": c, "c_desc_at_shape0": BM,
+                          "c_desc_at_shape1": BN, "c_desc_at_stride0": BN}, (1,), 4)
+    np.testing.assert_array_equal(c, x)
+    np.testing.assert_array_equal(o, K)
+
+
+@at.jit
+def pointer_matmul_block_store(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+                               BK: tl.constexpr, BOOL: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :]),
+                     tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :]), acc)
+    bp = tl.make_block_ptr(c_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, tl.program_id(1) * BN),
+                           (BM, BN), (1, 0))
+    tl.store(bp, acc > 0 if BOOL else acc.to(tl.float16), boundary_check=(0, 1))
+
+
+def test_a_kernel_whose_only_boxes_are_stores_keeps_no_copy_tracking():
+    """Loads by cp.async and a box store: no barrier ring is kept (the 128 bytes the pipeline
+    did not budget), so a pipeline that fills the shared memory still compiles."""
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32", "N": "i32:16",
+           "K": "i32:16"}
+    module, kernel = _lowered(pointer_matmul_block_store, sig,
+                              {"BM": 128, "BN": 128, "BK": 64, "BOOL": False}, 4)
+    text = str(kernel)
+    assert [m.array[0] for m in kernel.box_maps] == ["c_ptr"]
+    assert "anytile_sim_tma_init" not in text and "anytile_sim_tma_try_wait" not in text
+    assert kernel.shared_bytes <= _tma_target().shared_memory_limit
+
+
+def test_a_store_of_booleans_is_not_a_box():
+    """The copy unit has no boolean element type: such a store keeps the per-thread path."""
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*i1:16", "M": "i32", "N": "i32:16",
+           "K": "i32:16"}
+    compiled = at.compile(pointer_matmul_block_store, target="nvidia:sm_90", signature=sig, num_warps=4,
+                          constexprs={"BM": 128, "BN": 128, "BK": 64, "BOOL": True})
+    assert "box_maps" not in compiled.metadata.extra

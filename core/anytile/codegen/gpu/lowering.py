@@ -124,6 +124,8 @@ class KernelLowering:
                         self.box_maps.append(m)
                 if planned:
                     self.box_map_of[op] = [self.box_maps.index(m) for m in planned]
+        # copies into pipeline slots complete on the target's tracking; box stores need none
+        self.box_copying = any(isinstance(op, AsyncCopyOp) for op in self.box_map_of)
         first_map = len(params)
         params += [copies.parameter_type() for _ in self.box_maps]
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), self.fn_ir.name)
@@ -151,7 +153,7 @@ class KernelLowering:
         self.smem.type = ir.PointerType(addrspace=self.target.shared_address_space)  # opaque
         # pipelined buffers first (fixed offsets), then the scratch space every other op shares
         self.persistent_offsets, self.persistent_shared = plan_persistent_shared(self.fn_ir)
-        if self.box_maps:      # the box copies' completion tracking, after the buffers
+        if self.box_copying:   # the box copies' completion tracking, after the buffers
             self.box_state = self.entry_b.gep(self.smem, [ir.Constant(I32, self.persistent_shared)],
                                               source_etype=ir.IntType(8))
             assert copies.shared_bytes <= BOX_STATE_BYTES, "the pipeline keeps less room"
@@ -162,7 +164,7 @@ class KernelLowering:
         for arg, param in zip(self.fn_ir.args, fn.args):
             self.bind(arg, self.param_value(arg.type, param))
         self.error_word = fn.args[len(self.fn_ir.args)] if self.asserts else None
-        if self.box_maps:
+        if self.box_copying:
             copies.start(self)
         self.lower_block(self.fn_ir.body)
         self.b.ret_void()

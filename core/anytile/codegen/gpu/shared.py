@@ -138,13 +138,13 @@ def _copy_elements(ctx: "KernelLowering", t: Any, slot: ir.Value, where: list, p
 
 def lower_async_commit(ctx: "KernelLowering", op: AsyncCommitOp) -> None:
     ctx.target.async_commit(ctx.b)
-    if ctx.box_maps:
+    if ctx.box_copying:
         ctx.target.box_copies.commit(ctx)
 
 
 def lower_async_wait(ctx: "KernelLowering", op: AsyncWaitOp) -> None:
     ctx.target.async_wait(ctx.b, op.pending)
-    if ctx.box_maps:
+    if ctx.box_copying:
         ctx.target.box_copies.wait(ctx, op.pending)
     if op.proxy_fence:
         ctx.target.fence_async_shared(ctx.b)
