@@ -8,13 +8,10 @@
 # call (ROWS overrides the rows).
 set -u
 OUT=${OUT:-/tmp/anytile-gpu-fp8}
-mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 source benchmarks/device_env.sh
 
-step "install"
-install_anytile "$OUT/install.log"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+start_run
 
 step "float8 tests (simulated and on the device), TMA and pipelined-matmul device tests"
 timeout 400 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests/test_float8_dots.py \

@@ -8,13 +8,10 @@
 # (benchmarks/gpu_attention.py --descriptors; ATTENTION=0 skips it).  ROWS overrides the rows.
 set -u
 OUT=${OUT:-/tmp/anytile-gpu-tma}
-mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 source benchmarks/device_env.sh
 
-step "install"
-install_anytile "$OUT/install.log"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+start_run
 
 step "TMA tests (simulated and on the device)"
 timeout 300 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests/test_tma.py \

@@ -6,13 +6,10 @@
 # TR_SHAPES ("BMxBNxBK/warps/stages,...") override the configurations.
 set -u
 OUT=${OUT:-/tmp/anytile-gpu-wgmma}
-mkdir -p "$OUT"
 cd "$(dirname "$0")/.."
 source benchmarks/device_env.sh
 
-step "install"
-install_anytile "$OUT/install.log"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+start_run
 
 step "pipelined matmul device tests"
 timeout 200 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests/test_device.py \

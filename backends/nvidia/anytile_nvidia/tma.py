@@ -45,7 +45,7 @@ from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap, array_leaves
 from anytile.codegen.gpu.layouts import register_indices
 from anytile.codegen.gpu.memory import access_groups, guarded
 from anytile.codegen.gpu.registers import coords, register_is_replica
-from anytile.codegen.gpu.scratch import reserve
+from anytile.codegen.gpu.scratch import aligned_scratch
 from anytile.codegen.gpu.shared_ops import AsyncCopyOp, AsyncWaitOp
 from anytile.ir import ops
 from anytile.ir.nodes import walk
@@ -239,8 +239,9 @@ class TensorCopies(BoxCopies):
         the copy unit has read it, before the next round or the next use of the scratch
         space (each starts with a barrier) may write there.  (Only the reads are waited
         for, as Triton does: the global writes land in the background, so a later load of
-        the same addresses by the same program is not ordered after them.)  Not where even one panel would
-        leave room for fewer programs on a multiprocessor (``False``: the per-thread path)."""
+        the same addresses by the same program is not ordered after them.)  Not where even
+        one panel would leave room for fewer programs on a multiprocessor (``False``: the
+        per-thread path)."""
         b = ctx.b
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
         (m, param), = maps
@@ -259,14 +260,10 @@ class TensorCopies(BoxCopies):
         per_round = min(panels, 32, (allowed - ctx.persistent_shared - 1024) // panel_bytes)
         if per_round < 1:
             return False
-        reserve(ctx, per_round * panel_bytes + 1024)
-        i64 = ir.IntType(64)
-        start = b.ptrtoint(ctx.smem_base, i64)
-        aligned = b.and_(b.add(start, ir.Constant(i64, 1023)), ir.Constant(i64, -1024))
-        base = b.gep(ctx.smem_base, [b.sub(aligned, start)], source_etype=I8)
+        base = aligned_scratch(ctx, per_round * panel_bytes, 1024)
         layout = SwizzledPanels(m.swizzle, reads_in_flight=0, elem_bytes=elem.nbytes)
         storage = ctx.types.storage(elem)
-        width, groups = access_groups(ctx, op, value.layout, value.shape)
+        _, groups = access_groups(ctx, op, value.layout, value.shape)
         where = coords(ctx, value.layout, value.shape)
         indices = register_indices(value.layout, value.shape)
         row0, col0 = (b.trunc(v, I32) if v.type.width > 32 else v
@@ -285,14 +282,11 @@ class TensorCopies(BoxCopies):
                 def emit(group=group, row=row, col=col) -> list:
                     at = layout.emit_address(b, base, (row, b.sub(col, k32(lo))),
                                              (rows, count * box_cols), storage)
-                    data = [ctx.ew.to_storage(elem, value.values[i]) for i in group]
-                    if len(data) == 1:
-                        b.store(data[0], at)
-                        return []
-                    vec = ir.Constant(ir.VectorType(storage, len(data)), ir.Undefined)
-                    for k, x in enumerate(data):
-                        vec = b.insert_element(vec, x, k32(k))
-                    b.store(vec, at).align = len(data) * elem.nbytes
+                    if len(group) == 1:
+                        b.store(ctx.ew.to_storage(elem, value.values[first]), at)
+                    else:   # converted together (f32 pairs to f16 by one instruction)
+                        vec = ctx.ew.pack_storage(elem, [value.values[i] for i in group])
+                        b.store(vec, at).align = len(group) * elem.nbytes
                     return []
                 inside = None if count == panels else b.and_(
                     b.icmp_unsigned(">=", col, k32(lo)), b.icmp_unsigned("<", col, k32(lo + count * box_cols)))

@@ -107,27 +107,33 @@ def _expect(bar: int, nbytes: int) -> None:
         _barriers()[bar].expected += nbytes
 
 
-def _copy(dst: int, record: int, c0: int, c1: int, c2: int, c3: int, c4: int, bar: int) -> None:
+def _box(record: int, coords: tuple, shared_at: int) -> tuple:
+    """(element bytes, innermost box dimension, which elements of the box lie inside the
+    array, their global addresses, the swizzled shared-memory offsets of the box's bytes
+    from ``shared_at``) of the box at ``coords`` of the map ``record``; elements are
+    listed innermost dimension fastest."""
     fields = _RECORD.unpack(ctypes.string_at(record, _RECORD.size))
     base, rank, elem, swizzle = fields[:4]
     dims, strides, box = fields[4:9], (elem,) + fields[9:13], fields[13:18]
-    coords = (c0, c1, c2, c3, c4)[:rank]
-    # every element of the box, innermost dimension fastest: its global coordinates
     index = np.indices(box[:rank][::-1]).reshape(rank, -1)[::-1]
-    where = index + np.array(coords)[:, None]
+    where = index + np.array(coords[:rank])[:, None]
     inside = np.all((where >= 0) & (where < np.array(dims[:rank])[:, None]), axis=0)
     address = base + (where * np.array(strides[:rank])[:, None]).sum(axis=0)
-    data = np.zeros((index.shape[1], elem), np.uint8)
-    width = box[0]                     # runs of the innermost dimension: one read each
-    for run in range(index.shape[1] // width):
+    offsets = shared_at + np.arange(index.shape[1] * elem)
+    if swizzle:
+        offsets = offsets ^ (((offsets >> 7) & (swizzle // 16 - 1)) << 4)
+    return elem, box[0], inside, address, offsets
+
+
+def _copy(dst: int, record: int, c0: int, c1: int, c2: int, c3: int, c4: int, bar: int) -> None:
+    elem, width, inside, address, offsets = _box(record, (c0, c1, c2, c3, c4), dst)
+    data = np.zeros((len(inside), elem), np.uint8)
+    for run in range(len(inside) // width):    # runs of the innermost dimension: a read each
         ks = np.nonzero(inside[run * width:(run + 1) * width])[0]
         if len(ks):
             first = run * width + ks[0]
             raw = ctypes.string_at(int(address[first]), len(ks) * elem)
             data[first:first + len(ks)] = np.frombuffer(raw, np.uint8).reshape(-1, elem)
-    offsets = dst + np.arange(data.size)
-    if swizzle:
-        offsets = offsets ^ (((offsets >> 7) & (swizzle // 16 - 1)) << 4)
     with _LOCK:
         barrier = _barriers()[bar]
         barrier.open.append((offsets, data.ravel()))
@@ -151,17 +157,8 @@ def _store_wait() -> None:
     state = thread_state()
     shared = shared_memory()
     for record, coords, src in getattr(state, "tma_stores", []):
-        fields = _RECORD.unpack(ctypes.string_at(record, _RECORD.size))
-        base, rank, elem, swizzle = fields[:4]
-        dims, strides, box = fields[4:9], (elem,) + fields[9:13], fields[13:18]
-        index = np.indices(box[:rank][::-1]).reshape(rank, -1)[::-1]
-        where = index + np.array(coords[:rank])[:, None]
-        inside = np.all((where >= 0) & (where < np.array(dims[:rank])[:, None]), axis=0)
-        offsets = src + np.arange(index.shape[1] * elem)
-        if swizzle:
-            offsets = offsets ^ (((offsets >> 7) & (swizzle // 16 - 1)) << 4)
+        elem, _, inside, address, offsets = _box(record, coords, src)
         data = shared[offsets].reshape(-1, elem)
-        address = base + (where * np.array(strides[:rank])[:, None]).sum(axis=0)
         for k in np.nonzero(inside)[0]:
             ctypes.memmove(int(address[k]), data[k].tobytes(), elem)
     state.tma_stores = []

@@ -46,11 +46,11 @@ from anytile.codegen.gpu import (DotPlan, DotStrategy, SharedBufferLayout, acc_l
                                  register_table)
 from anytile.codegen.gpu.pipeline import accumulates_in_place
 from anytile.codegen.gpu.registers import Regs, coords
-from anytile.codegen.gpu.scratch import reserve
+from anytile.codegen.gpu.scratch import aligned_scratch
 from anytile.codegen.gpu.shared import SharedView
 from anytile.codegen.gpu.shared_ops import SharedLoadOp, register_buffer_layout
 from anytile.ir import ops
-from anytile.ir.types import ScalarType, elem_type, shape_of
+from anytile.ir.types import ScalarType, elem_type, scalar_type, shape_of
 
 from .matrix import MMA_F16
 
@@ -188,7 +188,7 @@ register_buffer_layout("swizzle", SwizzledPanels.parse)
 _SITES = itertools.count()
 
 
-#: the instruction's names of the element types it reads, and its K step for each
+#: the instruction's names of the element types it reads
 PTX_TYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
 
 
@@ -198,11 +198,15 @@ def k_step(elem: ScalarType) -> int:
 
 
 def warpgroup_fits(op: ops.DotOp, num_warps: int) -> bool:
-    """Whether a warpgroup MMA can compute ``op`` with ``num_warps`` warps, all along M:
-    fp16/bf16 (or two float8 types) into f32, M a multiple of 64 per warpgroup, N a multiple
-    of 16 up to 256, K of the instruction's K (16, or 32 for float8)."""
-    a, b, acc = elem_type(op.a.type), elem_type(op.b.type), elem_type(op.acc.type)
-    if a.name not in PTX_TYPES or b.name not in PTX_TYPES or acc.name != "f32" or \
+    """Whether a warpgroup MMA can compute ``op`` with ``num_warps`` warps (``_fits``)."""
+    return _fits(elem_type(op.a.type), elem_type(op.b.type), op, num_warps)
+
+
+def _fits(a: ScalarType, b: ScalarType, op: ops.DotOp, num_warps: int) -> bool:
+    """Whether a warpgroup MMA can compute ``op`` read as ``a`` and ``b`` elements, all along
+    M: fp16/bf16 (or two float8 types) into f32, M a multiple of 64 per warpgroup, N a
+    multiple of 16 up to 256, K of the instruction's K (16, or 32 for float8)."""
+    if a.name not in PTX_TYPES or b.name not in PTX_TYPES or elem_type(op.acc.type).name != "f32" or \
             (a != b and not (a.is_float8 and b.is_float8)) or \
             len(shape_of(op.a.type)) != 2:        # batched (3-D) dots: mma.sync
         return False
@@ -249,9 +253,6 @@ class WarpgroupInstructions:
         b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.fence.sync.aligned;", "~{memory}", [],
               side_effect=True)
 
-    #: the unit multiplies float8 (e4m3, e5m2) operands
-    float8 = True
-
     def mma(self, b: ir.IRBuilder, in_types: tuple[str, str], n: int, a: Any, desc_b: ir.Value,
             b_k_major: bool, acc: list, place: int, site: int) -> list:
         """Start one warpgroup-wide ``D = A @ B + D`` on a 64 x ``n`` x K tile (K: 32 bytes of
@@ -264,7 +265,7 @@ class WarpgroupInstructions:
         f32 = ir.FloatType()
         count = n // 2
         ta, tb = (PTX_TYPES[t] for t in in_types)
-        k = 16 if ta in ("f16", "bf16") else 32
+        k = k_step(scalar_type(in_types[0]))
         regs = ", ".join(f"${i}" for i in range(count))
         in_registers = isinstance(a, list)
         a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}" if in_registers else f"${count}"
@@ -329,14 +330,10 @@ class WarpgroupDot(DotStrategy):
         return operand_layouts(op, num_warps) if warpgroup_fits(op, num_warps) else None
 
     def reads_narrow(self, op: ops.DotOp, num_warps: int, a: ScalarType, b: ScalarType) -> bool:
-        (m, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
-        return self.unit.float8 and a.is_float8 and b.is_float8 and \
-            elem_type(op.acc.type).name == "f32" and len(shape_of(op.a.type)) == 2 and \
-            num_warps % 4 == 0 and m % (16 * num_warps) == 0 and n % 16 == 0 and n <= 256 and \
-            k % 32 == 0
+        return a.is_float8 and b.is_float8 and _fits(a, b, op, num_warps)
 
     def lower(self, ctx: Any, op: ops.DotOp, plan: DotPlan) -> None:
-        """Each warpgroup runs ``wgmma.m64nNk16`` per 64-row M-tile and K step, then commits
+        """Each warpgroup runs ``wgmma.m64nNkK`` per 64-row M-tile and K step, then commits
         them as one group; it waits for that group here, or, when both operands are pipeline
         slots and the loop around carries the accumulator through this dot alone, for the
         previous iteration's (the loop's exit waits for the last)."""
@@ -451,12 +448,8 @@ def _stage(ctx: Any, operands: list) -> dict:
     if not operands:
         return {}
     b = ctx.b
-    i64 = ir.IntType(64)
     sizes = [layout.slot_bytes(shape_of(v.type), elem_type(v.type)) for v, layout in operands]
-    reserve(ctx, sum(sizes) + 1024)
-    start = b.ptrtoint(ctx.smem_base, i64)
-    aligned = b.and_(b.add(start, ir.Constant(i64, 1023)), ir.Constant(i64, -1024))
-    base = b.gep(ctx.smem_base, [b.sub(aligned, start)], source_etype=I8)
+    base = aligned_scratch(ctx, sum(sizes), 1024)
     ctx.target.barrier(b)            # whoever used the scratch space before is done with it
     views, offset = {}, 0
     for (v, layout), size in zip(operands, sizes):

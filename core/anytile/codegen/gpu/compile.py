@@ -36,8 +36,7 @@ from .dot import DotSelector
 from .lowering import KernelLowering
 from .ordered_reduce import order_reductions
 from .narrow import narrow_float8_dots
-from .pipeline import (load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands,
-                       transposed_loads)
+from .pipeline import load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands
 from .shared import plan_persistent_shared
 from .target import GpuTarget
 
@@ -103,8 +102,7 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
         if load_transposed(kernel):
             verify_if_enabled(module, after="load_transposed")
         metadata["float8_dots"] = narrow_float8_dots(
-            kernel, lambda d, a, b: dots.reads_narrow(d, elem_type(a.type), elem_type(b.type)),
-            transposed_loads(kernel))
+            kernel, lambda d, a, b: dots.reads_narrow(d, elem_type(a.type), elem_type(b.type)))
         verify_if_enabled(module, after="narrow_float8_dots")
         metadata["staged_dot_operands"] = stage_invariant_operands(
             kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)

@@ -15,35 +15,38 @@ from __future__ import annotations
 from typing import Callable
 
 from ...ir import ops
-from ...ir.nodes import Block, Function, Op, Value, walk
+from ...ir.nodes import Function, Value, walk
 from ...ir.types import elem_type
+from .pipeline import transposed_loads
 
 __all__ = ["narrow_float8_dots"]
 
 
-def narrow_float8_dots(fn: Function, accepts: Callable[[ops.DotOp, Value, Value], bool],
-                       transposed: frozenset) -> int:
+def narrow_float8_dots(fn: Function, accepts: Callable[[ops.DotOp, Value, Value], bool]) -> int:
     """Rewrite ``dot(cast(a8), cast(b8), acc)`` into ``dot(a8, b8, acc)`` where ``a8`` and
-    ``b8`` are float8 tile loads that only those casts (to f16) read, each cast read by that
-    dot alone, ``a8`` read along its rows and ``b8`` along its columns (``transposed``: the
-    loads whose addresses run along the first dimension), and ``accepts(dot, a8, b8)``.
-    Returns how many dots changed."""
+    ``b8`` are float8 tile loads that only those casts (to f16, in the dot's block) read,
+    each cast read by that dot alone, ``a8`` read along its rows and ``b8`` along its
+    columns (``pipeline.transposed_loads``: their addresses run along the first dimension,
+    found only where a dot is a candidate), and ``accepts(dot, a8, b8)``.  Returns how many
+    dots changed."""
     uses: dict = {}
     for op in walk(fn.body):
         for v in op.operands:
             uses.setdefault(v, []).append(op)
     count = 0
+    transposed = None
     for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
         for dot in [op for op in block.ops if isinstance(op, ops.DotOp)]:
             casts = [_widening(v, dot, uses) for v in (dot.a, dot.b)]
-            if None in casts or casts[0] is casts[1]:
+            if None in casts or casts[0] is casts[1] or not all(c in block.ops for c in casts):
                 continue
             a8, b8 = (c.src for c in casts)
+            transposed = transposed if transposed is not None else transposed_loads(fn)
             if a8.owner in transposed or b8.owner not in transposed or not accepts(dot, a8, b8):
                 continue
             dot.a, dot.b = a8, b8
             for cast in casts:
-                _remove(fn.body, cast)
+                block.ops.remove(cast)
             count += 1
     return count
 
@@ -60,9 +63,3 @@ def _widening(v: Value, dot: ops.DotOp, uses: dict):
         return None
     return cast
 
-
-def _remove(root: Block, op: Op) -> None:
-    for block in [root] + [r for o in walk(root) for r in o.regions]:
-        if op in block.ops:
-            block.ops.remove(op)
-            return

@@ -165,9 +165,9 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     ``num_stages``, reduced until its buffers fit ``shared_limit`` bytes); returns how many
     loads moved.  ``dot_ok(dot)``: the dot will read its operands from shared memory.
 
-    A load qualifies when it is at the top of the loop body, reads a 2-D tile of 16-bit
-    (or float8) elements, is used only as an operand of such dots, has no ``other`` or a zero one, and
-    its pointer and mask can be computed ``stages - 1`` iterations ahead: from the
+    A load qualifies when it is at the top of the loop body, reads a 2-D tile of 16-bit (or
+    float8) elements, is used only as an operand of such dots, has no ``other`` or a zero
+    one, and its pointer and mask can be computed ``stages - 1`` iterations ahead: from the
     induction variable, values defined outside the loop, and loop-carried pointer tiles
     advanced by a loop-invariant offset (``a_ptrs += BK``).
 

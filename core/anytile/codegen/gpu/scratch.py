@@ -19,8 +19,18 @@ from .registers import Regs, coords, first_thread, linear_index
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
-__all__ = ["reserve", "llvm_bytes", "shared_type", "shared_ptr", "shared_store", "shared_load",
+__all__ = ["reserve", "aligned_scratch", "llvm_bytes", "shared_type", "shared_ptr", "shared_store", "shared_load",
            "broadcast_from_first_thread", "through_shared", "convert"]
+
+
+def aligned_scratch(ctx: "KernelLowering", nbytes: int, alignment: int) -> ir.Value:
+    """Scratch space of ``nbytes`` starting on an ``alignment``-byte boundary (a power of two)
+    of the shared-memory address: its start (an i8 pointer)."""
+    b = ctx.b
+    reserve(ctx, nbytes + alignment)
+    start = b.ptrtoint(ctx.smem_base, I64)
+    aligned = b.and_(b.add(start, ir.Constant(I64, alignment - 1)), ir.Constant(I64, -alignment))
+    return b.gep(ctx.smem_base, [b.sub(aligned, start)], source_etype=I8)
 
 
 def llvm_bytes(t: ir.Type) -> int:
