@@ -146,10 +146,27 @@ def make(jit, lang):
         c_bp = lang.make_block_ptr(c_ptr, (M, N), (scm, 1), (pid_m * BM, pid_n * BN), (BM, BN), (1, 0))
         lang.store(c_bp, acc.to(c_ptr.dtype.element_ty), boundary_check=(0, 1))
 
+    def residual_matmul(a_ptr, b_ptr, r_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
+                        BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        # a fused epilogue reading another tile: C = A @ B + R (R fp16, as C)
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        rm = pid_m * BM + lang.arange(0, BM)
+        rn = pid_n * BN + lang.arange(0, BN)
+        rk = lang.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for _ in range(0, K, BK):
+            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
+            a_ptrs += BK
+            b_ptrs += BK * sbk
+        acc += lang.load(r_ptr + rm[:, None] * scm + rn[None, :])
+        lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
+
     tile_of = jit(tile_of)
     tile_product = jit(tile_product)
     return (jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent), jit(block_matmul),
-            jit(kmajor_matmul), jit(kmajor_desc_matmul), jit(indexed_matmul))
+            jit(kmajor_matmul), jit(kmajor_desc_matmul), jit(indexed_matmul), jit(residual_matmul))
 
 
 AT = make(at.jit, tl)
@@ -170,7 +187,11 @@ def _descriptors(side, a, b, c, bm, bn, bk):
 
 
 def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False,
-            descriptors=False, block_pointers=False, indexed_addresses=False, b_kmajor=False):
+            descriptors=False, block_pointers=False, indexed_addresses=False, b_kmajor=False,
+            residual=False, paired=0):
+    """The best configuration of each side and torch's figure; with ``paired``, the two best
+    launches then timed that many times more, alternately, for the ratio's median and range
+    (the host's clocks drift between one side's sweep and the other's)."""
     M = N = K = size
     gen = torch.Generator(device="cuda").manual_seed(size)
     float8 = dtype == torch.float8_e4m3fn
@@ -198,53 +219,68 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
         if relu:
             ref = ref.relu()
         peer = ("torch", lambda: torch.relu(a @ b) if relu else a @ b)
+        if residual:
+            r = torch.randn(M, N, device="cuda", dtype=out_dtype, generator=gen)
+            ref = ref + r.float()
+            peer = ("torch.addmm", lambda: torch.addmm(r, a, b))
     c = torch.empty(M, N, device="cuda", dtype=out_dtype)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flops = 2 * M * N * K
     out = {"row": name, "size": size}
     extra = {} if os.environ.get("AT_TMA", "1") == "1" else {"tma": False}
+
+    def launch_of(side, kernels, cfg):
+        """The launch of ``cfg`` on ``side`` (a closure of its own arguments)."""
+        matmul, persist, desc_matmul, desc_persist, block_matmul, kmajor_kernel, kmajor_desc, indexed, \
+            residual_kernel = kernels
+        bm, bn, bk, w, s = cfg
+        options = extra if side == "anytile" else {}
+        if kmajor and descriptors:
+            make = at.TensorDescriptor if side == "anytile" else TritonDescriptor
+            ad, btd, cd = (make(x, list(x.shape), list(x.stride()), blk) for x, blk in
+                           ((a, [bm, bk]), (bt, [bn, bk]), (c, [bm, bn])))
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: kmajor_desc[grid](ad, btd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                               GROUP=8, num_warps=w, num_stages=s, **options)
+        elif kmajor:
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: kmajor_kernel[grid](a, bt, c, M, N, K, K, K, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                                 GROUP=8, num_warps=w, num_stages=s, **options)
+        elif descriptors:
+            ad, bd, cd = _descriptors(side, a, b, c, bm, bn, bk)
+            kernel = desc_persist if persistent else desc_matmul
+            grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),) if persistent else \
+                (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: kernel[grid](ad, bd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                          GROUP=8, num_warps=w, num_stages=s, **options)
+        elif block_pointers:
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: block_matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
+                                                BK=bk, GROUP=8, num_warps=w, num_stages=s,
+                                                **options)
+        elif indexed_addresses:
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: indexed[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                           GROUP=8, num_warps=w, num_stages=s)
+        elif residual:
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: residual_kernel[grid](a, b, r, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
+                                                   BK=bk, GROUP=8, num_warps=w, num_stages=s)
+        elif persistent:
+            grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
+            launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                           GROUP=8, num_warps=w, num_stages=s)
+        else:
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
+                                          GROUP=8, RELU=relu, INT=dtype == torch.int8,
+                                          num_warps=w, num_stages=s)
+        return launch
+
     for side, kernels in (("anytile", AT), ("triton", TR)):
-        matmul, persist, desc_matmul, desc_persist, block_matmul, kmajor_kernel, kmajor_desc, indexed = kernels
         best = None
         for cfg in configs[:2] if quick else configs:
-            bm, bn, bk, w, s = cfg
-            options = extra if side == "anytile" else {}
-            if kmajor and descriptors:
-                make = at.TensorDescriptor if side == "anytile" else TritonDescriptor
-                ad, btd, cd = (make(x, list(x.shape), list(x.stride()), blk) for x, blk in
-                               ((a, [bm, bk]), (bt, [bn, bk]), (c, [bm, bn])))
-                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                launch = lambda: kmajor_desc[grid](ad, btd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                                   GROUP=8, num_warps=w, num_stages=s, **options)
-            elif kmajor:
-                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                launch = lambda: kmajor_kernel[grid](a, bt, c, M, N, K, K, K, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                              GROUP=8, num_warps=w, num_stages=s, **options)
-            elif descriptors:
-                ad, bd, cd = _descriptors(side, a, b, c, bm, bn, bk)
-                kernel = desc_persist if persistent else desc_matmul
-                grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),) if persistent else \
-                    (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                launch = lambda: kernel[grid](ad, bd, cd, M, N, K, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                              GROUP=8, num_warps=w, num_stages=s, **options)
-            elif block_pointers:
-                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                launch = lambda: block_matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
-                                                    BK=bk, GROUP=8, num_warps=w, num_stages=s,
-                                                    **options)
-            elif indexed_addresses:
-                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                launch = lambda: indexed[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                               GROUP=8, num_warps=w, num_stages=s)
-            elif persistent:
-                grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
-                launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                               GROUP=8, num_warps=w, num_stages=s)
-            else:
-                grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
-                launch = lambda: matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                              GROUP=8, RELU=relu, INT=dtype == torch.int8,
-                                              num_warps=w, num_stages=s)
+            launch = launch_of(side, kernels, cfg)
             try:
                 c.zero_()
                 t0 = time.perf_counter()
@@ -274,6 +310,10 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
                 best = (tflops, cfg)
         out[side] = best
     out["peer"] = (peer[0], flops / do_bench(peer[1], return_mode="median") / 1e9)
+    if paired and out["anytile"] and out["triton"]:
+        ours, theirs = launch_of("anytile", AT, out["anytile"][1]), launch_of("triton", TR, out["triton"][1])
+        out["paired"] = sorted(do_bench(theirs, return_mode="median") / do_bench(ours, return_mode="median")
+                               for _ in range(paired))
     return out
 
 
@@ -293,38 +333,43 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="two configurations a side")
     parser.add_argument("--out")
     parser.add_argument("--rows", default="fp16,fp16-8192,bf16,relu,persistent,int8")
+    parser.add_argument("--paired", type=int, default=0,
+                        help="time the two best launches this many times more, alternately")
     args = parser.parse_args()
+    q = {"quick": args.quick, "paired": args.paired}
     rows = {
-        "fp16": lambda: run_row("fp16 -> fp32", 4096, torch.float16, torch.float32, quick=args.quick),
-        "fp16-8192": lambda: run_row("fp16 -> fp32", 8192, torch.float16, torch.float32, quick=args.quick),
-        "bf16": lambda: run_row("bf16 -> fp32", 4096, torch.bfloat16, torch.float32, quick=args.quick),
+        "fp16": lambda: run_row("fp16 -> fp32", 4096, torch.float16, torch.float32, **q),
+        "fp16-8192": lambda: run_row("fp16 -> fp32", 8192, torch.float16, torch.float32, **q),
+        "bf16": lambda: run_row("bf16 -> fp32", 4096, torch.bfloat16, torch.float32, **q),
         "relu": lambda: run_row("fp16, fused ReLU, fp16 out", 4096, torch.float16, torch.float16,
-                                relu=True, quick=args.quick),
+                                relu=True, **q),
         "persistent": lambda: run_row("fp16 persistent (tiles num_programs apart)", 8192,
-                                      torch.float16, torch.float16, persistent=True, quick=args.quick),
+                                      torch.float16, torch.float16, persistent=True, **q),
         "indexed": lambda: run_row("fp16, addresses from k each step (the persistent kernel's inner loop)",
                                    8192, torch.float16, torch.float16, indexed_addresses=True,
-                                   quick=args.quick),
+                                   **q),
+        "residual": lambda: run_row("fp16, fused residual (+ R, fp16), fp16 out", 4096, torch.float16,
+                                    torch.float16, residual=True, **q),
         "int8": lambda: run_row("int8 -> int32", 4096, torch.int8, torch.int32, configs=INT8_CONFIGS,
-                                quick=args.quick),
+                                **q),
         "tma": lambda: run_row("fp16 descriptors (TMA), fp16 out", 4096, torch.float16, torch.float16,
-                               descriptors=True, quick=args.quick),
+                               descriptors=True, **q),
         "tma-8192": lambda: run_row("fp16 descriptors (TMA), fp16 out", 8192, torch.float16,
-                                    torch.float16, descriptors=True, quick=args.quick),
+                                    torch.float16, descriptors=True, **q),
         "block-ptr": lambda: run_row("fp16 block pointers (tl.advance), fp16 out", 4096, torch.float16,
-                                     torch.float16, block_pointers=True, quick=args.quick),
+                                     torch.float16, block_pointers=True, **q),
         "fp16-kmajor": lambda: run_row("fp16, B K-major (x @ W.T), fp16 out", 4096, torch.float16,
-                                       torch.float16, b_kmajor=True, quick=args.quick),
+                                       torch.float16, b_kmajor=True, **q),
         "fp8": lambda: run_row("fp8 e4m3 (B K-major), fp16 out", 4096, torch.float8_e4m3fn,
-                               torch.float16, configs=FP8_CONFIGS, quick=args.quick),
+                               torch.float16, configs=FP8_CONFIGS, **q),
         "fp8-8192": lambda: run_row("fp8 e4m3 (B K-major), fp16 out", 8192, torch.float8_e4m3fn,
-                                    torch.float16, configs=FP8_CONFIGS, quick=args.quick),
+                                    torch.float16, configs=FP8_CONFIGS, **q),
         "fp8-tma": lambda: run_row("fp8 e4m3 descriptors (B K-major, `.T`), fp16 out", 4096,
                                    torch.float8_e4m3fn, torch.float16, configs=FP8_CONFIGS,
-                                   descriptors=True, quick=args.quick),
+                                   descriptors=True, **q),
         "tma-persistent": lambda: run_row("fp16 descriptors (TMA), persistent", 8192, torch.float16,
                                           torch.float16, persistent=True, descriptors=True,
-                                          quick=args.quick),
+                                          **q),
     }
     results = []
     for key in args.rows.split(","):
@@ -337,6 +382,9 @@ def main() -> None:
         def cell(best):
             return "failed" if best is None else f"{best[0]:.0f} ({'x'.join(map(str, best[1][:3]))} w{best[1][3]} s{best[1][4]})"
         ratio = f"{r['anytile'][0] / r['triton'][0]:.2f}" if r["anytile"] and r["triton"] else "-"
+        if "paired" in r:
+            p = r["paired"]
+            ratio += f"; paired x{len(p)}: {p[len(p) // 2]:.2f} ({p[0]:.2f}-{p[-1]:.2f})"
         lines.append(f"| {r['row']} | {r['size']}^3 | {cell(r['anytile'])} | {cell(r['triton'])} | "
                      f"{r['peer'][1]:.0f} ({r['peer'][0]}) | {ratio} |")
     text = "\n".join(lines)

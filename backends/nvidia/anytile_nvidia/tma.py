@@ -231,8 +231,9 @@ class TensorCopies(BoxCopies):
             self.copy_box(b, dst, self.map_address(b, param), coords, bar)
 
     def store(self, ctx: Any, op: ops.StoreOp, maps: list, value: Any) -> bool:
-        """The tile goes from registers into the scratch space, in panels of ``swizzle``
-        bytes (``SwizzledPanels`` rows unpermuted: each panel is one box as the copy unit
+        """The tile goes from registers into the scratch space (or, where the pipeline's
+        buffers hold nothing, their place), in panels of ``swizzle`` bytes
+        (``SwizzledPanels`` rows unpermuted: each panel is one box as the copy unit
         keeps it in shared memory), as many panels at a time as the shared memory left
         holds; after a proxy fence and a barrier, lane ``i`` of warp 0 stores panel ``i``
         (``cp.async.bulk.tensor`` to global memory, clipped to the array) and waits until
@@ -250,17 +251,23 @@ class TensorCopies(BoxCopies):
         box_cols = m.box[1]
         panel_bytes = rows * m.swizzle
         panels = cols // box_cols
-        # no more shared memory than keeps as many programs on a multiprocessor as the
-        # kernel's other uses allow (measured: attention lost 10-35% a program fewer)
-        per_multiprocessor = ctx.target.shared_memory_limit + RESERVED_PER_PROGRAM
-        used = max(ctx.shared_bytes, ctx.persistent_shared) + RESERVED_PER_PROGRAM
-        programs = max(1, per_multiprocessor // used)
-        allowed = per_multiprocessor // programs - RESERVED_PER_PROGRAM
-        # a panel a lane of warp 0
-        per_round = min(panels, 32, (allowed - ctx.persistent_shared - 1024) // panel_bytes)
-        if per_round < 1:
-            return False
-        base = aligned_scratch(ctx, per_round * panel_bytes, 1024)
+        # where the pipeline's buffers hold nothing (an epilogue after the K loop), the
+        # panels take their place; else no more shared memory than keeps as many programs
+        # on a multiprocessor as the kernel's other uses allow (measured: attention lost
+        # 10-35% a program fewer).  A panel a lane of warp 0.
+        in_buffers = ctx.buffers_free and ctx.buffer_bytes >= panel_bytes and ctx.smem.align >= 1024
+        if in_buffers:
+            per_round = min(panels, 32, ctx.buffer_bytes // panel_bytes)
+            base = ctx.smem
+        else:
+            per_multiprocessor = ctx.target.shared_memory_limit + RESERVED_PER_PROGRAM
+            used = max(ctx.shared_bytes, ctx.persistent_shared) + RESERVED_PER_PROGRAM
+            programs = max(1, per_multiprocessor // used)
+            allowed = per_multiprocessor // programs - RESERVED_PER_PROGRAM
+            per_round = min(panels, 32, (allowed - ctx.persistent_shared - 1024) // panel_bytes)
+            if per_round < 1:
+                return False
+            base = aligned_scratch(ctx, per_round * panel_bytes, 1024)
         layout = SwizzledPanels(m.swizzle, reads_in_flight=0, elem_bytes=elem.nbytes)
         storage = ctx.types.storage(elem)
         _, groups = access_groups(ctx, op, value.layout, value.shape)
@@ -300,6 +307,8 @@ class TensorCopies(BoxCopies):
                 self.store_box(b, tmap, [col, row0], self.shared_address(b, src))
                 self.store_commit(b)
                 self.store_wait_read(b)
+        if in_buffers:
+            ctx.target.barrier(b)    # an enclosing loop's next prologue refills the buffers
         return True
 
     def commit(self, ctx: Any) -> None:

@@ -16,6 +16,8 @@ import anytile as at
 import anytile.language as tl
 from anytile.backend import CompileOptions
 from anytile.codegen.gpu import BoxMap, lay_out, lower_to_llvm
+from anytile.codegen.gpu.pipeline import BOX_STATE_BYTES
+from anytile.codegen.gpu.shared import plan_persistent_shared
 from anytile.codegen.gpu.simulator import SimulatedKernel
 from anytile.gpu_host import RecordParameter, argument_slots
 from anytile_nvidia.stages import find_ptxas
@@ -453,24 +455,28 @@ def desc_store_matmul(a_desc, b_desc, c_desc, K, BM: tl.constexpr, BN: tl.conste
     c_desc.store([pid_m * BM, pid_n * BN], acc.to(c_desc.dtype))
 
 
-@pytest.mark.parametrize("BM,BN,BK,warps,M,N,K,out,pad,boxed", [
-    (64, 64, 32, 4, 64, 128, 96, "fp16", 0, True),        # one 128-byte panel a tile
-    (64, 128, 32, 4, 100, 200, 64, "fp16", 8, True),      # two panels; boxes clipped at both edges
-    (128, 32, 64, 4, 128, 64, 128, "fp32", 4, True),      # f32 in 128-byte panels of 32 columns
-    (128, 128, 64, 4, 128, 128, 128, "fp16", 0, True),    # the slots leave room for a panel a round
-    # a panel would leave room for fewer programs on a multiprocessor: per-thread stores
-    (64, 32, 32, 4, 64, 64, 64, "fp32", 4, False),
+@pytest.mark.parametrize("BM,BN,BK,warps,M,N,K,out,pad,stages,boxed", [
+    (64, 64, 32, 4, 64, 128, 96, "fp16", 0, 3, True),        # one 128-byte panel a tile
+    (64, 128, 32, 4, 100, 200, 64, "fp16", 8, 3, True),      # two panels; boxes clipped at both edges
+    (128, 32, 64, 4, 128, 64, 128, "fp32", 4, 3, True),      # f32 in 128-byte panels of 32 columns
+    (128, 128, 64, 4, 128, 128, 128, "fp16", 0, 3, True),    # the drained slots hold both panels
+    (64, 32, 32, 4, 64, 64, 64, "fp32", 4, 3, True),         # the panel where the slots were
+    # no pipeline, so no buffers to take the place of, and a panel would leave room for
+    # fewer programs on a multiprocessor: per-thread stores
+    (64, 32, 32, 4, 64, 64, 64, "fp32", 4, 1, False),
 ])
-def test_descriptor_stores_write_whole_boxes(BM, BN, BK, warps, M, N, K, out, pad, boxed):
-    """A descriptor's store goes from registers into swizzled panels of the scratch space and
-    out by the copy unit, one box a panel; elements past the array's edges (into its padded
-    rows) are not written."""
+def test_descriptor_stores_write_whole_boxes(BM, BN, BK, warps, M, N, K, out, pad, stages, boxed):
+    """A descriptor's store goes from registers into swizzled panels (where the drained
+    pipeline's slots were, taking no more shared memory) and out by the copy unit, one box a
+    panel; elements past the array's edges (into its padded rows) are not written."""
     dtype = np.float16 if out == "fp16" else np.float32
     sig = {"a_desc": f"tensordesc<fp16[{BM}, {BK}]>", "b_desc": f"tensordesc<fp16[{BK}, {BN}]>",
            "c_desc": f"tensordesc<{out}[{BM}, {BN}]>", "K": "i32"}
-    module, kernel = _lowered(desc_store_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
+    module, kernel = _lowered(desc_store_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps, stages)
     text = str(kernel)
     assert ("anytile_sim_tma_store" in text) == boxed
+    if stages > 1:
+        assert kernel.shared_bytes <= plan_persistent_shared(module.kernel)[1] + BOX_STATE_BYTES
     stores = [m for m in kernel.box_maps if _desc(m) == "c_desc"]
     assert [m.box for m in stores] == [(BM, 128 // np.dtype(dtype).itemsize)]
     a, b, _, ref = _matmul_operands(M, N, K, 5)
@@ -495,8 +501,8 @@ def test_the_box_store_ptx_assembles_for_sm_90a():
                           constexprs={"BM": 128, "BN": 256, "BK": 64}, num_stages=3)
     ptx = compiled.asm["ptx"]
     stores = re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.bulk_group", ptx)
-    # 4 slots of 48 KiB leave 34 KiB: two 16 KiB panels a round, two rounds
-    assert len(stores) == 2 and ptx.count("cp.async.bulk.wait_group.read 0") == 2
+    # the four 16 KiB panels where the drained 4 slots of 48 KiB were: one round
+    assert len(stores) == 1 and ptx.count("cp.async.bulk.wait_group.read 0") == 1
     assert compiled.metadata["shared"] <= 232448
     assert "fence.proxy.async.shared::cta" in ptx
     assert not re.search(r"st\.global", ptx)

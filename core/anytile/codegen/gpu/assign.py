@@ -27,6 +27,7 @@ from ...ir.nodes import Block, Function, Module, Value
 from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_count
+from .shared import busy_buffer_ops, plan_persistent_shared
 from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp
 
 __all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
@@ -54,6 +55,10 @@ class LaidOutKernel:
     remat: set = field(default_factory=set)
     store_layout: dict[ops.Op, Layout] = field(default_factory=dict)   # stores, async copies
     dot_plans: dict[ops.Op, Any] = field(default_factory=dict)
+    #: ops while a pipelined buffer holds data (``shared.busy_buffer_ops``), and the bytes
+    #: the buffers take: elsewhere a layout exchange may take their place
+    busy_shared: set = field(default_factory=set)
+    buffer_bytes: int = 0
 
     @property
     def kernel(self) -> Function:
@@ -298,5 +303,7 @@ def assign_layouts(module: Module, num_warps: int, warp_size: int,
     out = LaidOutKernel(module, num_warps, warp_size)
     kernel = module.kernel
     out.axis = analyse_function(kernel)
+    out.busy_shared = busy_buffer_ops(kernel)
+    out.buffer_bytes = plan_persistent_shared(kernel)[1]
     _Assigner(out, plan_dot).block(kernel.body)
     return out

@@ -24,7 +24,7 @@ from llvmlite import ir
 from ...errors import CompilationError
 from ...ir import ops
 from ...ir.nodes import Block, Value, walk
-from ...ir.types import PointerType, ScalarType, TileType
+from ...ir.types import PointerType, ScalarType, TileType, elem_type
 from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes
 from . import collective, control, dot, memory, shared, tile_ops
@@ -158,6 +158,9 @@ class KernelLowering:
                                               source_etype=ir.IntType(8))
             assert copies.shared_bytes <= BOX_STATE_BYTES, "the pipeline keeps less room"
             self.persistent_shared += BOX_STATE_BYTES
+        self.buffer_bytes = self.laid.buffer_bytes
+        #: whether no pipelined buffer holds data at the op being lowered
+        self.buffers_free = False
         self.shared_bytes = self.persistent_shared
         self.smem_base = self.smem if not self.persistent_shared else self.entry_b.gep(
             self.smem, [ir.Constant(I32, self.persistent_shared)], source_etype=ir.IntType(8))
@@ -213,7 +216,7 @@ class KernelLowering:
             if own is None:
                 raise AssertionError(f"tile {v} used before it was lowered")
             self.bind(v, own)
-        regs = convert(self, own, want)
+        regs = convert(self, own, want, elem_type(v.type))
         self.bind(v, regs)
         return regs
 
@@ -261,4 +264,6 @@ class KernelLowering:
         tile_results = [r for r in op.results if isinstance(r.type, TileType)]
         if tile_results and all(r in self.laid.remat for r in tile_results):
             return  # emitted at each use, in the layout the use wants
+        outer, self.buffers_free = self.buffers_free, op not in self.laid.busy_shared
         handler(self, op)
+        self.buffers_free = outer

@@ -8,19 +8,20 @@ kernel's total to the largest use.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from llvmlite import ir
 
 from ..llvm.types import I8, I32, I64
-from .layouts import Layout
+from ...ir.types import ScalarType
+from .layouts import BlockedLayout, Layout, register_count
 from .registers import Regs, coords, first_thread, linear_index
 
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
 __all__ = ["reserve", "aligned_scratch", "llvm_bytes", "shared_type", "shared_ptr", "shared_store", "shared_load",
-           "broadcast_from_first_thread", "through_shared", "convert"]
+           "broadcast_from_first_thread", "through_shared", "convert", "exchange_bytes"]
 
 
 def aligned_scratch(ctx: "KernelLowering", nbytes: int, alignment: int) -> ir.Value:
@@ -94,23 +95,121 @@ def broadcast_from_first_thread(ctx: "KernelLowering", value: ir.Value) -> ir.Va
     return shared_load(ctx, value.type, ir.Constant(I32, 0))
 
 
-def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple) -> Regs:
-    """``src`` re-distributed as ``want`` over ``shape`` (same row-major elements)."""
+def _pitch(shape: tuple, nbytes: int) -> int:
+    """Elements from one row of an exchanged tile to the next: rows of 64 bytes or more
+    padded by 16, so the rows a warp writes at once start on different banks."""
+    last = shape[-1] if shape else 1
+    if len(shape) >= 2 and last * nbytes >= 64 and 16 % nbytes == 0:
+        return last + 16 // nbytes
+    return last
+
+
+def exchange_bytes(shape: tuple, nbytes: int) -> int:
+    """The scratch bytes ``through_shared`` takes for a tile of ``shape`` of ``nbytes``
+    elements (the same shape in and out)."""
+    rows = 1
+    for s in shape[:-1]:
+        rows *= s
+    return rows * _pitch(shape, nbytes) * nbytes
+
+
+def _runs(layout: Layout, shape: tuple, count: int, nbytes: int) -> list[list[int]]:
+    """A thread's registers in runs of consecutive elements along the last dimension (16
+    bytes at most), one vector access each."""
+    width = 1
+    if isinstance(layout, BlockedLayout) and shape and layout.order[0] == len(shape) - 1 \
+            and shape[-1] >= layout.size_per_thread[-1]:
+        spt = layout.size_per_thread[-1]
+        while width * 2 * nbytes <= 16 and spt % (width * 2) == 0:
+            width *= 2
+    return [list(range(i, i + width)) for i in range(0, count, width)]
+
+
+def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
+                   elem: Optional[ScalarType] = None) -> Regs:
+    """``src`` re-distributed as ``want`` over ``shape`` (same row-major elements).  Each
+    thread writes its runs along the last dimension as vectors and reads its runs of
+    ``want`` as vectors, rows padded (``_pitch``) where the shape stays; narrow floats
+    (``elem`` f16, bf16, float8) go through in their storage form.  Where no pipelined buffer
+    holds data (``ctx.buffers_free``: an epilogue after the K loop) and they are large
+    enough, the exchange takes the buffers' place instead of growing the scratch space, and
+    ends with a barrier (an enclosing loop's next prologue refills them)."""
+    b = ctx.b
     t = src.values[0].type
-    numel = 1
-    for s in shape:
-        numel *= s
-    reserve(ctx, numel * llvm_bytes(shared_type(t)))
-    ctx.target.barrier(ctx.b)
-    for v, c in zip(src.values, coords(ctx, src.layout, src.shape)):
-        shared_store(ctx, v, linear_index(ctx.b, c, src.shape))
-    ctx.target.barrier(ctx.b)
-    values = [shared_load(ctx, t, linear_index(ctx.b, c, shape)) for c in coords(ctx, want, shape)]
+    narrow = elem is not None and elem.is_float and ctx.types.storage(elem) != t
+    kept = ctx.types.storage(elem) if narrow else shared_type(t)
+    nbytes = llvm_bytes(kept)
+    same = tuple(src.shape) == tuple(shape)
+    pitch = _pitch(shape, nbytes)
+    total = exchange_bytes(shape, nbytes) if same else _numel(shape) * nbytes
+    in_buffers = ctx.buffers_free and total <= ctx.buffer_bytes
+    if in_buffers:
+        base = ctx.smem
+    else:
+        reserve(ctx, total)
+        base = ctx.smem_base
+    vectors = kept == t or narrow        # i1 and pointers are kept widened, one at a time
+
+    def address(c: tuple, shape: tuple) -> ir.Value:
+        row = ir.Constant(I32, pitch if same else shape[-1])
+        index = c[-1] if len(c) == 1 else b.add(b.mul(linear_index(b, c[:-1], shape[:-1]), row), c[-1])
+        return b.gep(base, [index if c else ir.Constant(I32, 0)], source_etype=kept)
+
+    ctx.target.barrier(b)
+    where = coords(ctx, src.layout, src.shape)
+    for run in _runs(src.layout, src.shape, len(src.values), nbytes) if vectors else \
+            [[i] for i in range(len(src.values))]:
+        values = [src.values[i] for i in run]
+        if narrow:
+            value = ctx.ew.pack_storage(elem, values)
+        elif len(run) > 1:
+            value = ir.Constant(ir.VectorType(kept, len(run)), ir.Undefined)
+            for k, v in enumerate(values):
+                value = b.insert_element(value, v, ir.Constant(I32, k))
+        else:
+            value = values[0]
+            if isinstance(t, ir.IntType) and t.width == 1:
+                value = b.zext(value, I8)
+            elif isinstance(t, ir.PointerType):
+                value = b.ptrtoint(value, I64)
+        b.store(value, address(where[run[0]], src.shape)).align = len(run) * nbytes
+    ctx.target.barrier(b)
+    where = coords(ctx, want, shape)
+    count = register_count(want, shape)
+    values: list = [None] * count
+    for run in _runs(want, shape, count, nbytes) if vectors else [[i] for i in range(count)]:
+        ptr = address(where[run[0]], shape)
+        if len(run) > 1:
+            got = b.load(ptr, typ=ir.VectorType(kept, len(run)))
+            got.align = len(run) * nbytes
+            parts = [b.extract_element(got, ir.Constant(I32, k)) for k in range(len(run))]
+        else:
+            got = b.load(ptr, typ=kept)
+            got.align = nbytes
+            parts = [got]
+        for i, part in zip(run, parts):
+            if narrow:
+                part = ctx.ew.from_storage(elem, part)
+            elif isinstance(t, ir.IntType) and t.width == 1:
+                part = b.trunc(part, t)
+            elif isinstance(t, ir.PointerType):
+                part = b.inttoptr(part, t)
+            values[i] = part
+    if in_buffers:
+        ctx.target.barrier(b)
     return Regs(want, shape, values)
 
 
-def convert(ctx: "KernelLowering", regs: Any, want: Layout) -> Any:
-    """``regs`` in layout ``want`` (themselves when already in it)."""
+def _numel(shape: tuple) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def convert(ctx: "KernelLowering", regs: Any, want: Layout, elem: Optional[ScalarType] = None) -> Any:
+    """``regs`` (of element type ``elem`` where known) in layout ``want`` (themselves when
+    already in it)."""
     if regs.layout == want:
         return regs
-    return through_shared(ctx, regs, want, regs.shape)
+    return through_shared(ctx, regs, want, regs.shape, elem)

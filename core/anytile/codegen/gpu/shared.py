@@ -30,7 +30,7 @@ from .shared_ops import (AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
-__all__ = ["LOWERINGS", "SharedView", "plan_persistent_shared", "shared_alignment"]
+__all__ = ["LOWERINGS", "SharedView", "plan_persistent_shared", "shared_alignment", "busy_buffer_ops"]
 
 
 @dataclass
@@ -52,6 +52,36 @@ def plan_persistent_shared(kernel: Any) -> tuple[dict, int]:
         offsets[op] = total
         total += op.result.type.nbytes
     return offsets, (total + 127) // 128 * 128
+
+
+def busy_buffer_ops(kernel: Any) -> set:
+    """The ops of ``kernel`` (nested ones included) while some ``shared_alloc``'s buffer may
+    hold data or be written: in the alloc's block, from the alloc through the last op that
+    reads the buffer or a view of it (a pipelined loop), and the drain after it
+    (``async_wait``).  Elsewhere every buffer is free for the scratch space to reuse."""
+    busy: set = set()
+
+    def scan(block: Any) -> None:
+        ops_ = block.ops
+        for i, op in enumerate(ops_):
+            if isinstance(op, SharedAllocOp):
+                buffer = op.result
+                views = {v.result for v in walk(block) if isinstance(v, SharedLoadOp)
+                         and v.buffer is buffer}
+                end = i
+                for j in range(i + 1, len(ops_)):
+                    inner = [ops_[j], *(x for r in ops_[j].regions for x in walk(r))]
+                    if any(v is buffer or v in views for x in inner for v in x.operands):
+                        end = j
+                while end + 1 < len(ops_) and isinstance(ops_[end + 1], AsyncWaitOp):
+                    end += 1
+                for held in ops_[i:end + 1]:
+                    busy.add(held)
+                    busy.update(x for r in held.regions for x in walk(r))
+            for region in op.regions:
+                scan(region)
+    scan(kernel.body)
+    return busy
 
 
 def shared_alignment(kernel: Any) -> int:
