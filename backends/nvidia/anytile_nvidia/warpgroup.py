@@ -364,6 +364,8 @@ class WarpgroupDot(DotStrategy):
         # A's registers are written before the fence that orders them before the MMAs
         a_frags = {(i, kk): _pack_fragment(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
                    for kk in range(0, K, step)} if a_regs is not None else {}
+        # one descriptor a slot, the MMAs' by a constant added to it
+        b_tile = unit.descriptor(b, b_view.base, N * wb if b_k_major else K * wb, wb)
         unit.fence(b)
         for i in range(M // (64 * groups)):
             slots = []
@@ -373,20 +375,19 @@ class WarpgroupDot(DotStrategy):
             if a_regs is None:
                 wa = a_view.layout.width
                 block = b.add(b.mul(ir.Constant(I32, i), ir.Constant(I32, groups)), group)
-                a_tile = _at(b, a_view.base, b.mul(block, ir.Constant(I32, 64 * wa)))
+                a_tile = unit.descriptor(b, _at(b, a_view.base, b.mul(block, ir.Constant(I32, 64 * wa))),
+                                         M * wa, wa)
             for kk in range(0, K, step):
                 if a_regs is None:
                     panel, inside = divmod(size * kk, wa)
-                    a = unit.descriptor(b, _at(b, a_tile, ir.Constant(I32, panel * M * wa + inside)),
-                                        M * wa, wa)
+                    a = _shifted(b, a_tile, panel * M * wa + inside)
                 else:
                     a = a_frags[(i, kk)]
                 if b_k_major:        # N rows of K: like A's
                     panel, inside = divmod(size * kk, wb)
-                    b_at = _at(b, b_view.base, ir.Constant(I32, panel * N * wb + inside))
-                    desc_b = unit.descriptor(b, b_at, N * wb, wb)
+                    desc_b = _shifted(b, b_tile, panel * N * wb + inside)
                 else:
-                    desc_b = unit.descriptor(b, _at(b, b_view.base, ir.Constant(I32, kk * wb)), K * wb, wb)
+                    desc_b = _shifted(b, b_tile, kk * wb)
                 current = unit.mma(b, (elem.name, elem_b.name), N, a, desc_b, b_k_major, current,
                                    len(touched), site)
             for x, v in zip(slots, current):
@@ -474,6 +475,14 @@ def _carrying_loop(ctx: Any, op: ops.DotOp) -> Optional[ops.ForOp]:
     if loop is None or not accumulates_in_place(loop, op) or op.acc.type != op.result.type:
         return None
     return loop
+
+
+def _shifted(b: ir.IRBuilder, descriptor: ir.Value, offset: int) -> ir.Value:
+    """The descriptor of the operand ``offset`` bytes (a multiple of 16) after the one
+    ``descriptor`` describes: its start-address field (address / 16, 14 bits) plus offset / 16,
+    which cannot carry out of the field inside the 256 KiB the field spans."""
+    assert offset % 16 == 0, "operands start on 16-byte boundaries"
+    return descriptor if not offset else b.add(descriptor, ir.Constant(ir.IntType(64), offset >> 4))
 
 
 def _at(b: ir.IRBuilder, base: ir.Value, offset: ir.Value) -> ir.Value:

@@ -1,0 +1,49 @@
+"""One matmul launch of either compiler, for a profiler on the lent GPU machine:
+
+    ncu --section WarpStateStats python3 benchmarks/gpu_profile_matmul.py anytile matmul 128,128,32,4,3
+
+Side (anytile or triton), kernel (matmul: fp16 -> fp32 at 4096^3; persistent: fp16 out at
+8192^3, tiles num_programs apart), config BMxBNxBK, warps, stages.  Launches the kernel
+three times (compile, warm-up, the one to profile: ``--launch-skip 2``) and checks it; a
+fourth argument names a file for its cubin."""
+import os
+import sys
+
+os.environ.setdefault("ANYTILE_DEVICE", "cuda:0")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+
+import gpu_matmul as gm  # noqa: E402
+
+
+def main() -> None:
+    side, which, cfg = sys.argv[1], sys.argv[2], [int(x) for x in sys.argv[3].split(",")]
+    bm, bn, bk, w, s = cfg
+    kernels = gm.AT if side == "anytile" else gm.TR
+    matmul, persist = kernels[0], kernels[1]
+    size = 8192 if which == "persistent" else 4096
+    out_dtype = torch.float16 if which == "persistent" else torch.float32
+    a = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    b = torch.randn(size, size, device="cuda", dtype=torch.float16)
+    c = torch.empty(size, size, device="cuda", dtype=out_dtype)
+    tiles = triton.cdiv(size, bm) * triton.cdiv(size, bn)
+    for _ in range(3):
+        if which == "persistent":
+            sms = torch.cuda.get_device_properties(0).multi_processor_count
+            compiled = persist[(min(sms, tiles),)](a, b, c, size, size, size, size, size, size, BM=bm, BN=bn,
+                                        BK=bk, GROUP=8, num_warps=w, num_stages=s)
+        else:
+            compiled = matmul[(tiles,)](a, b, c, size, size, size, size, size, size, BM=bm, BN=bn, BK=bk,
+                             GROUP=8, RELU=False, INT=False, num_warps=w, num_stages=s)
+    torch.cuda.synchronize()
+    ok = torch.allclose(c.float(), a.float() @ b.float(), rtol=2e-2, atol=5e-2)
+    print(f"{side} {which} {cfg}: {'ok' if ok else 'WRONG'}")
+    if len(sys.argv) > 4:       # the cubin, for cuobjdump -sass
+        with open(sys.argv[4], "wb") as f:
+            f.write(compiled.asm["cubin"])
+
+
+if __name__ == "__main__":
+    main()
