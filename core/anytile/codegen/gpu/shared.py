@@ -2,7 +2,9 @@
 
 Buffers live in a *persistent* region at the start of the kernel's shared memory, one fixed
 offset each for the whole kernel; the scratch space other ops use (conversions, reductions,
-unpipelined dot operands) starts after it, so a pipelined slot is never overwritten by them.
+unpipelined dot operands) starts after it, so a pipelined slot is never overwritten by them --
+except where ``busy_buffer_ops`` shows no buffer holding data, where a layout exchange or a TMA
+store's panels may take the buffers' place.
 
 A copy moves, per thread, the runs of consecutive elements its layout gives it.  Where the
 target has an asynchronous copy of the run's size (``GpuTarget.async_copy_sizes``) and the
