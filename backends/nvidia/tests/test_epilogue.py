@@ -107,3 +107,32 @@ def test_the_buffers_are_busy_from_the_prologue_to_the_drain_only():
     assert all(op in busy for op in walk(k_loop.body))
     assert not any(op in busy for op in body[end + 1:]), "the epilogue is free"
     assert not any(op in busy for op in body[:first])
+
+
+@at.jit
+def carried_pointer_store(a_ptr, b_ptr, c_ptr, n, BM: tl.constexpr, BN: tl.constexpr,
+                          BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rn = tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    pa = a_ptr + rm[:, None] * BK + rk[None, :]
+    pb = b_ptr + rk[:, None] * BN + rn[None, :]
+    pc = c_ptr + rm[:, None] * BN + rn[None, :]
+    for _ in range(n):
+        tl.store(pc, tl.dot(tl.load(pa), tl.load(pb)))
+        pc += BM * BN
+
+
+def test_a_carried_pointer_tile_goes_through_an_exchange():
+    """A loop-carried pointer tile stored through in a dot's layout is exchanged as pointers
+    (kept as 64-bit integers, one at a time): no narrow-float storage form for them."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((32, 16)).astype(np.float16)
+    b = rng.standard_normal((16, 32)).astype(np.float16)
+    c = ts.poisoned((2, 32, 32), np.float32)
+    module = ts.ir_of(carried_pointer_store, {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32",
+                                              "n": "i32"}, {"BM": 32, "BN": 32, "BK": 16}, num_warps=4)
+    ts.simulate(module, (1,), [a, b, c, 2])
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    for step in range(2):
+        np.testing.assert_allclose(c[step], want, rtol=1e-2, atol=1e-2)

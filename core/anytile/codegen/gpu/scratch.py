@@ -138,7 +138,7 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
     ends with a barrier (an enclosing loop's next prologue refills them)."""
     b = ctx.b
     t = src.values[0].type
-    narrow = elem is not None and elem.is_float and ctx.types.storage(elem) != t
+    narrow = isinstance(elem, ScalarType) and elem.is_float and ctx.types.storage(elem) != t
     kept = ctx.types.storage(elem) if narrow else shared_type(t)
     nbytes = llvm_bytes(kept)
     same = tuple(src.shape) == tuple(shape)
@@ -198,6 +198,9 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
                 part = b.inttoptr(part, t)
             values[i] = part
     if in_buffers:
+        # ordinary reads and writes of the buffers, before an enclosing loop's next prologue
+        # refills them (by TMA, the async proxy, where it copies boxes)
+        ctx.target.fence_async_shared(b)
         ctx.target.barrier(b)
     return Regs(want, shape, values)
 
