@@ -92,6 +92,14 @@ def debug_default() -> bool:
     return os.environ.get("ANYTILE_DEBUG", "") not in ("", "0")
 
 
+def fp_fusion_default() -> bool:
+    """Whether launches and compiles that do not say ``enable_fp_fusion=`` may contract a
+    float multiply and add into one fused multiply-add: yes (Triton's default), unless the
+    ``ANYTILE_DEFAULT_FP_FUSION`` environment variable is 0 (Triton's knob is
+    ``TRITON_DEFAULT_FP_FUSION``)."""
+    return os.environ.get("ANYTILE_DEFAULT_FP_FUSION", "1") != "0"
+
+
 @dataclass(frozen=True)
 class Target:
     """What code is generated for: ``backend`` name and architecture, e.g. ``nvidia:sm_90``."""
@@ -116,13 +124,18 @@ class CompileOptions:
 
     ``debug``: ``tl.device_assert`` is checked and, on backends whose checks are opt-in
     (cpu), so are memory accesses (``bounds_check``).  ``extra`` holds backend-specific
-    options as sorted ``(key, value)`` pairs."""
+    options as sorted ``(key, value)`` pairs.  ``enable_fp_fusion`` (Triton's option): a
+    backend may compute a float ``a * b + c`` of the kernel's own arithmetic as one fused
+    multiply-add, rounded once; with False every multiply and add is rounded on its own, as
+    the reference interpreter computes them.  A backend is free not to fuse (cpu and OpenCL
+    never do; the GPU code generator does, on NVIDIA and AMD)."""
 
     num_warps: int = 4
     num_stages: int = 3
     num_ctas: int = 1
     debug: bool = False
     extra: tuple = ()
+    enable_fp_fusion: bool = True
 
     def get(self, key: str, default: Any = None) -> Any:
         return dict(self.extra).get(key, default)
@@ -389,10 +402,18 @@ class Backend(abc.ABC):
         performance hint, which a backend that does not accept it ignores, as Triton's
         backends do, so that one config list serves every device); bad values
         ``LaunchValueError``.  ``debug`` missing or
-        ``None`` is ``debug_default()`` (``ANYTILE_DEBUG``)."""
+        ``None`` is ``debug_default()`` (``ANYTILE_DEBUG``), ``enable_fp_fusion`` missing or
+        ``None`` is ``fp_fusion_default()`` (``ANYTILE_DEFAULT_FP_FUSION``)."""
         known = {f.name for f in dataclasses.fields(CompileOptions)} - {"extra"}
         base = {k: v for k, v in options.items() if k in known}
         base["debug"] = debug_default() if base.get("debug") is None else bool(base["debug"])
+        fusion = base.get("enable_fp_fusion")
+        if fusion is None:
+            base["enable_fp_fusion"] = fp_fusion_default()
+        elif not isinstance(fusion, (bool, int)) or fusion not in (0, 1):
+            raise LaunchValueError(f"option enable_fp_fusion={fusion!r}: expected True or False")
+        else:
+            base["enable_fp_fusion"] = bool(fusion)
         accepted = set(self.extra_option_names())
         extra = {k: v for k, v in options.items() if k not in known and
                  (k in accepted or k not in TUNING_HINTS)}    # another vendor's hint: ignored

@@ -192,6 +192,28 @@ def test_reinterpret_lets_a_kernel_read_memory_as_another_dtype(device):
         triton_compat.reinterpret(x, tl.uint16)
 
 
+def test_enable_fp_fusion_is_accepted_on_every_device(device):
+    """Triton's launch option: every backend takes it (the GPU code generator fuses where it
+    is on; cpu, OpenCL and the interpreter round each operation either way), and its value
+    keys the compiled kernel."""
+    import numpy as np
+    import anytile.language as tl
+
+    @at.jit
+    def mul_add(x_ptr, y_ptr):
+        offs = tl.arange(0, 64)
+        tl.store(y_ptr + offs, tl.load(x_ptr + offs) * 1.5 + 0.25)
+
+    x = np.arange(64, dtype=np.float32)
+    for fusion in (True, False):
+        out = at.asarray(np.zeros(64, np.float32), device=device)
+        compiled = mul_add[(1,)](at.asarray(x, device=device), out, enable_fp_fusion=fusion)
+        assert compiled.options.enable_fp_fusion is fusion
+        np.testing.assert_array_equal(out.numpy(), x * 1.5 + 0.25)    # exact either way
+    with pytest.raises(at.errors.LaunchValueError, match="enable_fp_fusion=2"):
+        mul_add[(1,)](at.asarray(x, device=device), out, enable_fp_fusion=2)
+
+
 def test_unsafe_update_src_recompiles_the_new_body(tmp_path):
     import numpy as np
     import anytile.language as tl

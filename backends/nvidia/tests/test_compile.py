@@ -10,6 +10,7 @@ import pytest
 import anytile as at
 import anytile.language as tl
 from anytile.errors import BackendError
+from anytile.language.extra import libdevice
 from anytile_nvidia.backend import NvidiaBackend
 from anytile_nvidia.stages import find_ptxas, parse_ptxas_report
 
@@ -367,3 +368,63 @@ def test_atomic_orderings_and_scopes_reach_the_ptx(sem, scope, cas, around):
     seen = [ln.strip().rstrip(";") if ln.strip().startswith("fence") else "atom"
             for ln in ptx.splitlines() if ln.strip().startswith(("fence", "atom.global.exch"))]
     assert seen == around
+
+
+@at.jit
+def mul_add(data, out):
+    offs = tl.arange(0, 128)
+    x = tl.load(data + offs)
+    tl.store(out + offs, tl.math.exp2(x * 1.5 + 1.0))
+
+
+@pytest.mark.parametrize("fusion", [True, False, None])
+def test_fp_fusion_contracts_the_kernels_multiply_add(fusion):
+    """Triton's ``enable_fp_fusion`` (on unless said): ``x * 1.5 + 1.0`` becomes one
+    ``fma.rn.f32``; off, a multiply and an add each rounded (as Triton's own test checks).
+    f32 ``exp2`` is the flushing ``ex2.approx.ftz.f32`` either way, with no libdevice
+    denormal fix-up around it."""
+    options = {} if fusion is None else {"enable_fp_fusion": fusion}
+    ptx = at.compile(mul_add, target="nvidia:sm_90", signature={"data": "*fp32:16", "out": "*fp32:16"},
+                     **options).asm["ptx"]
+    fused = re.search(r"(mad|fma)\.r[nzmp]\.(ftz\.)?f32", ptx) is not None
+    assert fused == (fusion is not False)
+    assert ("mul.rn.f32" in ptx) == (fusion is False)
+    assert ptx.count("ex2.approx.ftz.f32") == 1 and "ex2.approx.f32" not in ptx
+
+
+def test_fp_fusion_default_follows_the_environment(monkeypatch):
+    monkeypatch.setenv("ANYTILE_DEFAULT_FP_FUSION", "0")
+    assert NvidiaBackend().parse_options().enable_fp_fusion is False
+    monkeypatch.setenv("ANYTILE_DEFAULT_FP_FUSION", "1")
+    assert NvidiaBackend().parse_options().enable_fp_fusion is True
+    with pytest.raises(at.errors.LaunchValueError, match="enable_fp_fusion='yes'"):
+        NvidiaBackend().parse_options(enable_fp_fusion="yes")
+
+
+@at.jit
+def gamma_then_mul_add(x_ptr, y_ptr):
+    offs = tl.arange(0, 128)
+    y = libdevice.tgamma(tl.load(x_ptr + offs))
+    tl.store(y_ptr + offs, y * 2.0 + 1.0)
+
+
+def test_the_math_librarys_formulas_are_never_fused():
+    """``tgamma`` is a float64 formula whose roundings are its own (``BinaryOp.fusible`` off,
+    ``Builder.each_rounded``): fusion changes only the kernel's own ``* 2.0 + 1.0``."""
+    sig = {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16"}
+    fused, unfused = (at.compile(gamma_then_mul_add, target="nvidia:sm_90", signature=sig,
+                                 enable_fp_fusion=f).asm["ptx"] for f in (True, False))
+    for pattern in (r"fma\.rn\.f64", r"mul\.rn\.f64", r"add\.rn\.f64", r"sub\.rn\.f64"):
+        assert len(re.findall(pattern, fused)) == len(re.findall(pattern, unfused)), pattern
+    assert "mul.f64" not in fused and "add.f64" not in fused
+    assert fused.count("fma.rn.f32") == 1 and "fma.rn.f32" not in unfused
+    module = at.compile(gamma_then_mul_add, target="nvidia:sm_90", signature=sig).module
+    from anytile.ir import ops as ir_ops
+    from anytile.ir.nodes import walk
+    flags = [op.fusible for op in walk(module.kernel.body) if isinstance(op, ir_ops.BinaryOp)
+             and op.lhs.type is not None and "f64" in str(op.lhs.type)]
+    assert flags and not any(flags)
+    from anytile.ir.parser import parse_module
+    text = str(module)
+    assert 'binary {kind = "mul", fusible = False}' in text
+    assert str(parse_module(text)) == text      # the flag prints and parses back

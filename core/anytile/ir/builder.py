@@ -18,10 +18,13 @@ class Builder:
     def __init__(self, block: Optional[Block] = None, loc: Loc = UNKNOWN_LOC) -> None:
         self.block = block if block is not None else Block()
         self.loc = loc
+        self.rounded_each = False
 
     def create(self, cls: type[OpT], *args: Any,
                result_types: Optional[Sequence[Type]] = None, **kwargs: Any) -> OpT:
         """Construct ``cls(*args, **kwargs)`` at the end of the insertion block."""
+        if self.rounded_each and "fusible" in getattr(cls, "ATTRS", ()):
+            kwargs.setdefault("fusible", False)
         op = cls(*args, result_types=result_types, loc=kwargs.pop("loc", self.loc), **kwargs)
         self.block.ops.append(op)
         return op
@@ -34,6 +37,16 @@ class Builder:
             yield self
         finally:
             self.block = saved
+
+    @contextmanager
+    def each_rounded(self) -> Iterator["Builder"]:
+        """Temporarily make arithmetic whose every rounding counts: new ops that may be fused
+        (``BinaryOp.fusible``) are created unfusible (the math library's formulas)."""
+        saved, self.rounded_each = self.rounded_each, True
+        try:
+            yield self
+        finally:
+            self.rounded_each = saved
 
     @contextmanager
     def at_loc(self, loc: Loc) -> Iterator["Builder"]:

@@ -73,9 +73,11 @@ class GpuKernel:
         return str(self.module)
 
 
-def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False) -> GpuKernel:
-    """The ``GpuKernel`` of the laid-out kernel ``laid`` on ``target``."""
-    lowering = KernelLowering(laid, target, debug)
+def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False,
+                 fp_fusion: bool = False) -> GpuKernel:
+    """The ``GpuKernel`` of the laid-out kernel ``laid`` on ``target`` (``fp_fusion``:
+    ``CompileOptions.enable_fp_fusion``)."""
+    lowering = KernelLowering(laid, target, debug, fp_fusion)
     module = lowering.run()
     asserts = [[op.message, op.loc.file, op.loc.line] for op in lowering.asserts]
     return GpuKernel(module, laid.kernel.name, lowering.threads, lowering.shared_bytes, asserts,
@@ -124,7 +126,7 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
 def lower_to_llvm(laid: LaidOutKernel, target: GpuTarget, options: CompileOptions,
                   metadata: dict) -> GpuKernel:
     """The ``llir`` stage: ``lower_kernel`` and the shared-memory check."""
-    kernel = lower_kernel(laid, target, debug=options.debug)
+    kernel = lower_kernel(laid, target, debug=options.debug, fp_fusion=options.enable_fp_fusion)
     limit = target.shared_memory_limit
     if kernel.shared_bytes > limit:
         raise CompilationError(

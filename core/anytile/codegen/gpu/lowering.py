@@ -70,10 +70,12 @@ class KernelLowering:
     collects what the generated code needs of the target beyond the common hooks (dot
     strategies add to it; backends read it from ``GpuKernel.features``)."""
 
-    def __init__(self, laid: LaidOutKernel, target: GpuTarget, debug: bool = False) -> None:
+    def __init__(self, laid: LaidOutKernel, target: GpuTarget, debug: bool = False,
+                 fp_fusion: bool = False) -> None:
         self.laid = laid
         self.target = target
         self.debug = debug
+        self.fp_fusion = fp_fusion
         self.fn_ir = laid.kernel
         self.module = ir.Module(name=self.fn_ir.name)
         self.module.triple = target.triple
@@ -139,8 +141,9 @@ class KernelLowering:
         jump = self.entry_b.branch(body)
         self.entry_b.position_before(jump)
         self.b = ir.IRBuilder(body)
-        self.ew = ElementwiseLowering(self.b, _TargetMath(self.target, self.b))
-        self.entry_ew = ElementwiseLowering(self.entry_b, _TargetMath(self.target, self.entry_b))
+        self.ew = ElementwiseLowering(self.b, _TargetMath(self.target, self.b), self.fp_fusion)
+        self.entry_ew = ElementwiseLowering(self.entry_b, _TargetMath(self.target, self.entry_b),
+                                             self.fp_fusion)
         warp_size = self.laid.warp_size
         self.tid = self.target.thread_id(self.entry_b)
         self.lane = self.entry_b.and_(self.tid, ir.Constant(I32, warp_size - 1), name="lane")

@@ -54,7 +54,7 @@ def elementwise(ctx: "KernelLowering", op: ops.Op, layout: Optional[Layout]) -> 
     ew, b = ctx.ew, ctx.b
     if isinstance(op, ops.BinaryOp):
         e = elem_type(op.lhs.type)
-        return map_registers(ctx, op, layout, lambda x, y: ew.binary(op.kind, e, x, y))
+        return map_registers(ctx, op, layout, lambda x, y: ew.binary(op.kind, e, x, y, op.fusible))
     if isinstance(op, ops.CompareOp):
         e = elem_type(op.lhs.type)
         if isinstance(e, PointerType):

@@ -40,11 +40,17 @@ def like(t: ir.Type, value: ir.Value) -> ir.Type:
 
 class ElementwiseLowering:
     """Emits elementwise IR ops with builder ``b``; math functions go to ``math``
-    (a ``MathLowering``).  Every method takes and returns compute-form values."""
+    (a ``MathLowering``).  Every method takes and returns compute-form values.
+    ``contract``: the kernel's own f32 and f64 adds, subtracts and multiplies carry LLVM's
+    ``contract`` flag, so that a multiply feeding an add may become one fused multiply-add
+    (``CompileOptions.enable_fp_fusion``); arithmetic the lowering itself emits (rounding
+    to narrow floats, the math functions) never does."""
 
-    def __init__(self, b: ir.IRBuilder, math: "MathLowering") -> None:  # noqa: F821
+    def __init__(self, b: ir.IRBuilder, math: "MathLowering",  # noqa: F821
+                 contract: bool = False) -> None:
         self.b = b
         self.math = math
+        self.contract = contract
 
     @property
     def module(self) -> ir.Module:
@@ -237,11 +243,15 @@ class ElementwiseLowering:
         return self.to_storage(elem, vec)
 
     # -- arithmetic ----------------------------------------------------------------------------
-    def binary(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
-        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it."""
+    def binary(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value,
+               fusible: bool = False) -> ir.Value:
+        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it (``fusible``: the op's
+        own flag, which with ``contract`` lets LLVM fuse it)."""
         b = self.b
         if elem.is_float:
-            if kind in ("add", "sub", "mul", "fdiv"):
+            if kind in ("add", "sub", "mul") and self.contract and fusible and elem.nbytes >= 4:
+                r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[kind](x, y, flags=("contract",))
+            elif kind in ("add", "sub", "mul", "fdiv"):
                 r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "fdiv": b.fdiv}[kind](x, y)
             elif kind == "div":
                 # floor of the quotient rounded to the operand type

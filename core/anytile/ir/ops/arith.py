@@ -36,16 +36,22 @@ class BinaryOp(Op):
     arithmetic for signed, logical for unsigned types.  min max: for floats, if exactly one
     operand is NaN the other is returned (IEEE minNum/maxNum), and for two zeros of opposite
     sign either may be returned (as LLVM ``minnum``, C ``fmin``); for integers by signedness.
+
+    ``fusible``: a float add, sub or mul a backend may fuse with a neighbouring multiply or
+    add into one fused multiply-add, where the kernel is compiled with ``enable_fp_fusion``
+    (Triton's option); False where each rounding is part of the arithmetic (the math
+    library's formulas, error-free transformations), so it is never fused.
     """
 
     NAME = "binary"
     OPERANDS = ("lhs", "rhs")
-    ATTRS = ("kind",)
+    ATTRS = ("kind", "fusible")
     TRAITS = PURE_EW
     ENUM_ATTRS = {"kind": BinaryKind}
     kind: BinaryKind
     lhs: Value
     rhs: Value
+    fusible: bool = True
 
     def infer_types(self) -> list[Type]:
         return [self.lhs.type]

@@ -32,7 +32,8 @@ class _F:
 
     def _bin(self, fn: Any, o: Any, swap: bool = False) -> "_F":
         x, y = (self._v(o), self.t) if swap else (self.t, self._v(o))
-        return _F(fn(x, y, self.b), self.b)
+        with self.b.each_rounded():     # a formula's roundings are its own: never fused
+            return _F(fn(x, y, self.b), self.b)
 
     def __neg__(self) -> "_F":
         return _F(semantic.neg(self.t, self.b), self.b)
