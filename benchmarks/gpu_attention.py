@@ -137,6 +137,9 @@ def flops(B, H, N, D, causal) -> float:
 
 
 def instructions(ptx: str) -> str:
+    """What the dots became, from the PTX: ``fma.f32`` counts the softmax's fused
+    multiply-adds too (``enable_fp_fusion``: about one an element of a step's ``qk``), so a dot
+    on FMAs shows as thousands of them, not tens."""
     counts = {k: len(re.findall(p, ptx)) for k, p in
               (("mma.sync", r"mma\.sync"), ("wgmma", r"wgmma\.mma_async"),
                ("fma.f32", r"\bfma\.rn\.f32"), ("ldmatrix", r"ldmatrix"),

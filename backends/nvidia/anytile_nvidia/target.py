@@ -101,19 +101,23 @@ class NvidiaTarget(GpuTarget):
         return self._shuffle(b, "idx", value, lane)
 
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
-        """libdevice's functions, except f32 ``exp2``: the special-function unit's
-        ``ex2.approx.ftz.f32`` (at most 2 ulp), with results below 2^-126 flushed to zero as
-        Triton's ``exp2`` flushes them (OpenCL's full profile allows single-precision
-        denormals to be flushed).  libdevice's ``__nv_exp2f`` is the same instruction without
-        the flush, which costs a compare and two multiplies around each call: an attention
-        kernel's softmax makes one call an element."""
         names = LIBDEVICE_FUNCTIONS.get(kind)
         if names is None or isinstance(x.type, ir.VectorType):
             return None
-        if kind == "exp2" and isinstance(x.type, ir.FloatType):
-            return b.call(self.declare(b.module, "llvm.nvvm.ex2.approx.ftz.f", x.type, [x.type]), [x])
         name = names[1] if isinstance(x.type, ir.DoubleType) else names[0]
         return b.call(self.declare(b.module, name, x.type, [x.type]), [x])
+
+    def relaxed_math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
+        """f32 ``exp2``: the special-function unit's ``ex2.approx.ftz.f32`` (at most 2 ulp),
+        results below 2^-126 flushed to zero as Triton's ``exp2`` flushes them (OpenCL's full
+        profile allows single-precision denormals to be flushed).  libdevice's ``__nv_exp2f``
+        is the same instruction without the flush, which costs a compare and two multiplies
+        around each call: an attention kernel's softmax makes one call an element.  The math
+        library's formulas (``strict``) keep ``__nv_exp2f``: ``ldexp`` builds subnormal powers
+        of two with it."""
+        if kind == "exp2" and isinstance(x.type, ir.FloatType):
+            return b.call(self.declare(b.module, "llvm.nvvm.ex2.approx.ftz.f", x.type, [x.type]), [x])
+        return None
 
     # -- atomics -------------------------------------------------------------------------------
     sync_scopes = {"cta": "block", "gpu": "device", "sys": ""}

@@ -408,9 +408,26 @@ def gamma_then_mul_add(x_ptr, y_ptr):
     tl.store(y_ptr + offs, y * 2.0 + 1.0)
 
 
+@at.jit
+def library_formulas(x_ptr, k_ptr, y_ptr, z_ptr, w_ptr):
+    offs = tl.arange(0, 128)
+    x = tl.load(x_ptr + offs)
+    tl.store(y_ptr + offs, libdevice.acos(x * 0.5))           # 1 + f, written constant-first
+    tl.store(z_ptr + offs, libdevice.log1p(x * 0.25))
+    tl.store(w_ptr + offs, libdevice.ldexp(x, tl.load(k_ptr + offs)) + tl.math.exp2(x))
+
+
+def _binary_and_unary_flags(module):
+    from anytile.ir import ops as ir_ops
+    from anytile.ir.nodes import walk
+    return [(type(op).__name__, op.kind, op.strict) for op in walk(module.kernel.body)
+            if isinstance(op, (ir_ops.BinaryOp, ir_ops.UnaryOp))]
+
+
 def test_the_math_librarys_formulas_are_never_fused():
-    """``tgamma`` is a float64 formula whose roundings are its own (``BinaryOp.fusible`` off,
-    ``Builder.each_rounded``): fusion changes only the kernel's own ``* 2.0 + 1.0``."""
+    """``tgamma`` is a float64 formula whose roundings are its own (``strict`` ops, made
+    inside ``Builder.strict_arithmetic``): fusion changes only the kernel's own
+    ``* 2.0 + 1.0``; the flag prints and parses back."""
     sig = {"x_ptr": "*fp32:16", "y_ptr": "*fp32:16"}
     fused, unfused = (at.compile(gamma_then_mul_add, target="nvidia:sm_90", signature=sig,
                                  enable_fp_fusion=f).asm["ptx"] for f in (True, False))
@@ -419,12 +436,32 @@ def test_the_math_librarys_formulas_are_never_fused():
     assert "mul.f64" not in fused and "add.f64" not in fused
     assert fused.count("fma.rn.f32") == 1 and "fma.rn.f32" not in unfused
     module = at.compile(gamma_then_mul_add, target="nvidia:sm_90", signature=sig).module
-    from anytile.ir import ops as ir_ops
-    from anytile.ir.nodes import walk
-    flags = [op.fusible for op in walk(module.kernel.body) if isinstance(op, ir_ops.BinaryOp)
-             and op.lhs.type is not None and "f64" in str(op.lhs.type)]
-    assert flags and not any(flags)
+    assert all(strict for name, kind, strict in _binary_and_unary_flags(module)
+               if name == "BinaryOp" and kind in ("add", "sub", "mul") and strict is not None) is False
     from anytile.ir.parser import parse_module
     text = str(module)
-    assert 'binary {kind = "mul", fusible = False}' in text
-    assert str(parse_module(text)) == text      # the flag prints and parses back
+    assert 'binary {kind = "mul", strict = True}' in text
+    assert str(parse_module(text)) == text
+
+
+def test_library_arithmetic_stays_strict_through_the_passes():
+    """The canonicaliser's constant-to-the-right rewrite keeps ``strict`` (``acos`` forms
+    ``1 + f``), ``log1p``'s correction is strict, and ``ldexp``'s powers of two keep
+    libdevice's non-flushing ``exp2`` while the kernel's own ``tl.math.exp2`` flushes."""
+    sig = {"x_ptr": "*fp32:16", "k_ptr": "*i32:16", "y_ptr": "*fp32:16", "z_ptr": "*fp32:16",
+           "w_ptr": "*fp32:16"}
+    compiled = at.compile(library_formulas, target="nvidia:sm_90", signature=sig)
+    flags = _binary_and_unary_flags(compiled.module)
+    user = [f for f in flags if not f[2]]
+    # the kernel's own: x * 0.5, x * 0.25, the final add and tl.math.exp2 (and integer ops)
+    assert ("UnaryOp", "exp2", False) in user
+    assert sum(1 for name, kind, _ in user if name == "BinaryOp" and kind == "mul") == 2
+    assert sum(1 for name, kind, strict in flags if name == "UnaryOp" and kind == "exp2" and strict) >= 1
+    ptx = compiled.asm["ptx"]
+    assert ptx.count("ex2.approx.ftz.f32") == 1       # tl.math.exp2 alone
+    assert "ex2.approx.f32" in ptx                     # ldexp's 2^k, subnormal ones kept
+    unfused = at.compile(library_formulas, target="nvidia:sm_90", signature=sig,
+                         enable_fp_fusion=False).asm["ptx"]
+    # the kernel's x * 0.5 and x * 0.25 feed the libraries' strict adds (acos's 1 + f,
+    # log1p's x + 1): nothing fuses across, so fusion adds no fma here
+    assert ptx.count("fma.rn.f32") == unfused.count("fma.rn.f32")

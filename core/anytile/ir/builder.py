@@ -18,13 +18,13 @@ class Builder:
     def __init__(self, block: Optional[Block] = None, loc: Loc = UNKNOWN_LOC) -> None:
         self.block = block if block is not None else Block()
         self.loc = loc
-        self.rounded_each = False
+        self.strict = False
 
     def create(self, cls: type[OpT], *args: Any,
                result_types: Optional[Sequence[Type]] = None, **kwargs: Any) -> OpT:
         """Construct ``cls(*args, **kwargs)`` at the end of the insertion block."""
-        if self.rounded_each and "fusible" in getattr(cls, "ATTRS", ()):
-            kwargs.setdefault("fusible", False)
+        if self.strict and "strict" in getattr(cls, "ATTRS", ()):
+            kwargs.setdefault("strict", True)
         op = cls(*args, result_types=result_types, loc=kwargs.pop("loc", self.loc), **kwargs)
         self.block.ops.append(op)
         return op
@@ -39,14 +39,15 @@ class Builder:
             self.block = saved
 
     @contextmanager
-    def each_rounded(self) -> Iterator["Builder"]:
-        """Temporarily make arithmetic whose every rounding counts: new ops that may be fused
-        (``BinaryOp.fusible``) are created unfusible (the math library's formulas)."""
-        saved, self.rounded_each = self.rounded_each, True
+    def strict_arithmetic(self) -> Iterator["Builder"]:
+        """Temporarily create ops that have a ``strict`` attribute strict (``BinaryOp``: never
+        fused; ``UnaryOp``: no denormal-flushing fast form): arithmetic whose every rounding
+        counts, the math library's formulas."""
+        saved, self.strict = self.strict, True
         try:
             yield self
         finally:
-            self.rounded_each = saved
+            self.strict = saved
 
     @contextmanager
     def at_loc(self, loc: Loc) -> Iterator["Builder"]:

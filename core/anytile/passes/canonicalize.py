@@ -89,7 +89,7 @@ _SWAPPED_PREDICATE = {"eq": "eq", "ne": "ne", "lt": "gt", "gt": "lt", "le": "ge"
 def _constant_to_right(m: Match) -> Optional[Value]:
     op = m.op
     if constant_is_left(op.lhs, op.rhs) and is_commutative(op):
-        return m.new(O.BinaryOp, kind=op.kind, lhs=op.rhs, rhs=op.lhs).result
+        return m.new(O.BinaryOp, kind=op.kind, lhs=op.rhs, rhs=op.lhs, strict=op.strict).result
     return None
 
 

@@ -64,6 +64,9 @@ class _TargetMath:
             raise NotImplementedError(f"math function '{kind}' on {x.type}")
         return out
 
+    def relaxed(self, kind: str, x: ir.Value) -> Optional[ir.Value]:
+        return self.target.relaxed_math(self.b, kind, x)
+
 
 class KernelLowering:
     """The state of lowering one laid-out kernel (see the module docstring).  ``features``

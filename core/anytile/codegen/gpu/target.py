@@ -82,6 +82,12 @@ class GpuTarget(abc.ABC):
         """``kind(x)`` (exp, log, sin, ...) for a float/double scalar, or ``None`` when the
         target has no function for it."""
 
+    def relaxed_math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
+        """A faster ``kind(x)`` for a math op that is not ``strict`` (``UnaryOp.strict``): as
+        accurate as ``math`` except that single-precision denormal results may be flushed to
+        zero; ``None`` (the default) where ``math``'s form serves."""
+        return None
+
     @abc.abstractmethod
     def declare_kernel(self, fn: ir.Function, threads: int) -> None:
         """Mark ``fn`` as a kernel entry point launched with ``threads`` threads."""

@@ -245,8 +245,8 @@ class ElementwiseLowering:
     # -- arithmetic ----------------------------------------------------------------------------
     def binary(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value,
                fusible: bool = False) -> ir.Value:
-        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it (``fusible``: the op's
-        own flag, which with ``contract`` lets LLVM fuse it)."""
+        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it (``fusible``: the op is
+        not ``strict``, which with ``contract`` lets LLVM fuse it)."""
         b = self.b
         if elem.is_float:
             if kind in ("add", "sub", "mul") and self.contract and fusible and elem.nbytes >= 4:
@@ -303,8 +303,9 @@ class ElementwiseLowering:
             bad = b.or_(bad, overflow)
         return b.select(bad, const_like(y, 1), y)
 
-    def unary(self, kind: str, elem: ScalarType, x: ir.Value) -> ir.Value:
-        """``kind(x)`` as ``anytile.ir.ops.UnaryOp`` defines it."""
+    def unary(self, kind: str, elem: ScalarType, x: ir.Value, relaxed: bool = False) -> ir.Value:
+        """``kind(x)`` as ``anytile.ir.ops.UnaryOp`` defines it (``relaxed``: the op is not
+        ``strict``, so a math object's ``relaxed`` form, where it has one, may serve)."""
         b = self.b
         if kind == "neg":
             return b.fneg(x) if elem.is_float else b.sub(const_like(x, 0), x)
@@ -322,7 +323,8 @@ class ElementwiseLowering:
             return self.round_to(elem, self.call("llvm." + kind, [x]))
         if kind == "rsqrt":
             return self.round_to(elem, self._rsqrt(x))
-        return self.round_to(elem, self.math.emit(kind, x))
+        fast = self.math.relaxed(kind, x) if relaxed and hasattr(self.math, "relaxed") else None
+        return self.round_to(elem, fast if fast is not None else self.math.emit(kind, x))
 
     def _rsqrt(self, x: ir.Value) -> ir.Value:
         """1/sqrt(x); f32 goes through f64 so the result is correctly rounded."""

@@ -37,21 +37,21 @@ class BinaryOp(Op):
     operand is NaN the other is returned (IEEE minNum/maxNum), and for two zeros of opposite
     sign either may be returned (as LLVM ``minnum``, C ``fmin``); for integers by signedness.
 
-    ``fusible``: a float add, sub or mul a backend may fuse with a neighbouring multiply or
-    add into one fused multiply-add, where the kernel is compiled with ``enable_fp_fusion``
-    (Triton's option); False where each rounding is part of the arithmetic (the math
-    library's formulas, error-free transformations), so it is never fused.
+    ``strict``: every rounding is part of the arithmetic (the math library's formulas,
+    error-free transformations): never fused into a fused multiply-add.  Otherwise a float
+    add, sub or mul may be fused with a neighbouring multiply or add where the kernel is
+    compiled with ``enable_fp_fusion`` (Triton's option, on by default).
     """
 
     NAME = "binary"
     OPERANDS = ("lhs", "rhs")
-    ATTRS = ("kind", "fusible")
+    ATTRS = ("kind", "strict")
     TRAITS = PURE_EW
     ENUM_ATTRS = {"kind": BinaryKind}
     kind: BinaryKind
     lhs: Value
     rhs: Value
-    fusible: bool = True
+    strict: bool = False
 
     def infer_types(self) -> list[Type]:
         return [self.lhs.type]
@@ -97,15 +97,19 @@ class UnaryOp(Op):
     """Elementwise ``kind(src)``.  neg: negation (wrapping for integers).  not: bitwise not
     (logical on ``i1``).  abs: absolute value (wrapping: abs(INT_MIN) == INT_MIN).
     The rest are float-only math functions, accurate to the conformance suite's ULP table:
-    exp exp2 log log2 sqrt rsqrt sin cos floor ceil erf tanh."""
+    exp exp2 log log2 sqrt rsqrt sin cos floor ceil erf tanh -- except that where ``strict``
+    is off a backend may use a faster form that flushes single-precision denormal results to
+    zero (NVIDIA's f32 exp2, as Triton's); ``strict`` (the math library's formulas, which
+    build powers of two from exp2) keeps them."""
 
     NAME = "unary"
     OPERANDS = ("src",)
-    ATTRS = ("kind",)
+    ATTRS = ("kind", "strict")
     TRAITS = PURE_EW
     ENUM_ATTRS = {"kind": UnaryKind}
     kind: UnaryKind
     src: Value
+    strict: bool = False
 
     def infer_types(self) -> list[Type]:
         return [self.src.type]

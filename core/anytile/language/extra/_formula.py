@@ -32,7 +32,7 @@ class _F:
 
     def _bin(self, fn: Any, o: Any, swap: bool = False) -> "_F":
         x, y = (self._v(o), self.t) if swap else (self.t, self._v(o))
-        with self.b.each_rounded():     # a formula's roundings are its own: never fused
+        with self.b.strict_arithmetic():     # a formula's roundings are its own: never fused
             return _F(fn(x, y, self.b), self.b)
 
     def __neg__(self) -> "_F":
@@ -45,7 +45,8 @@ class _F:
         return self._bin(semantic.equal, o)
 
     def call(self, kind: str) -> "_F":
-        return _F(_unary(kind, self.t, self.b), self.b)
+        with self.b.strict_arithmetic():     # exp2 builds powers of two: keep subnormal ones
+            return _F(_unary(kind, self.t, self.b), self.b)
 
     def isnan(self) -> "_F":
         return self._bin(semantic.not_equal, self)

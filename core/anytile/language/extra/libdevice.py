@@ -90,6 +90,11 @@ def log1p(x: Any, _builder: Builder = None) -> tensor:
     """``log(1 + x)``, accurate for tiny ``x`` (Goldberg's correction)."""
     b = _builder
     t = _float(x, "log1p", b)
+    with b.strict_arithmetic():     # the correction needs u = fl(1 + x): never fused
+        return _log1p_corrected(t, b)
+
+
+def _log1p_corrected(t: tensor, b: Builder) -> tensor:
     u = semantic.add(t, 1.0, b)
     um1 = semantic.sub(u, 1.0, b)
     # log(u) * x / (u - 1) cancels the rounding error made when forming u = 1 + x
@@ -104,6 +109,11 @@ def expm1(x: Any, _builder: Builder = None) -> tensor:
     """``exp(x) - 1``, accurate for tiny ``x`` (Kahan's correction)."""
     b = _builder
     t = _float(x, "expm1", b)
+    with b.strict_arithmetic():     # the correction needs u - 1 rounded once: never fused
+        return _expm1_corrected(t, b)
+
+
+def _expm1_corrected(t: tensor, b: Builder) -> tensor:
     u = _unary("exp", t, b)
     um1 = semantic.sub(u, 1.0, b)
     # (u - 1) * x / log(u) cancels the rounding error of u = exp(x) near 0
