@@ -5,7 +5,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Optional, Sequence, TypeVar
 
 from .nodes import UNKNOWN_LOC, Block, Loc, Op
-from .types import Type
+from .types import Type, elem_type
 
 OpT = TypeVar("OpT", bound=Op)
 
@@ -23,9 +23,10 @@ class Builder:
     def create(self, cls: type[OpT], *args: Any,
                result_types: Optional[Sequence[Type]] = None, **kwargs: Any) -> OpT:
         """Construct ``cls(*args, **kwargs)`` at the end of the insertion block."""
-        if self.strict and "strict" in getattr(cls, "ATTRS", ()):
-            kwargs.setdefault("strict", True)
         op = cls(*args, result_types=result_types, loc=kwargs.pop("loc", self.loc), **kwargs)
+        if self.strict and "strict" in getattr(cls, "ATTRS", ()) and "strict" not in kwargs and \
+                op.results and getattr(elem_type(op.results[0].type), "is_float", False):
+            op.strict = True        # float arithmetic only: integers have nothing to round
         self.block.ops.append(op)
         return op
 
