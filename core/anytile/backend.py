@@ -96,9 +96,12 @@ def debug_default() -> bool:
 def fp_fusion_default() -> bool:
     """Whether launches and compiles that do not say ``enable_fp_fusion=`` may contract a
     float multiply and add into one fused multiply-add: yes (Triton's default), unless the
-    ``ANYTILE_DEFAULT_FP_FUSION`` environment variable is 0 (Triton's knob is
-    ``TRITON_DEFAULT_FP_FUSION``)."""
-    return os.environ.get("ANYTILE_DEFAULT_FP_FUSION", "1") != "0"
+    ``ANYTILE_DEFAULT_FP_FUSION`` environment variable is 0 -- or, where that is unset, Triton's
+    ``TRITON_DEFAULT_FP_FUSION`` (a Triton program sets it to switch fusion off)."""
+    value = os.environ.get("ANYTILE_DEFAULT_FP_FUSION")
+    if value is None:
+        value = os.environ.get("TRITON_DEFAULT_FP_FUSION", "1")
+    return value != "0"
 
 
 @dataclass(frozen=True)

@@ -393,6 +393,11 @@ def test_fp_fusion_contracts_the_kernels_multiply_add(fusion):
 
 
 def test_fp_fusion_default_follows_the_environment(monkeypatch):
+    monkeypatch.delenv("ANYTILE_DEFAULT_FP_FUSION", raising=False)
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")       # Triton's own knob, as its test sets it
+    assert NvidiaBackend().parse_options().enable_fp_fusion is False
+    monkeypatch.setenv("ANYTILE_DEFAULT_FP_FUSION", "1")      # ours first
+    assert NvidiaBackend().parse_options().enable_fp_fusion is True
     monkeypatch.setenv("ANYTILE_DEFAULT_FP_FUSION", "0")
     assert NvidiaBackend().parse_options().enable_fp_fusion is False
     monkeypatch.setenv("ANYTILE_DEFAULT_FP_FUSION", "1")
