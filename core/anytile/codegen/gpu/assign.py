@@ -19,6 +19,7 @@ then ``acc += dot(...)``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
@@ -158,7 +159,7 @@ class _Assigner:
         info = self.out.axis.get(ptr, AxisInfo.unknown(shape))
         mask_info = self.out.axis.get(mask, AxisInfo.unknown(shape)) if mask is not None else None
         width = vector_width_of_access(info, mask_info, pointee.nbytes)
-        per_thread = max(1, shape[-1] * _prod(shape[:-1]) // (self.num_warps * self.warp_size))
+        per_thread = max(1, shape[-1] * math.prod(shape[:-1]) // (self.num_warps * self.warp_size))
         return min(width, shape[-1], max(1, 1 << (per_thread.bit_length() - 1)))
 
     # -- the walk ------------------------------------------------------------------------------
@@ -285,13 +286,6 @@ class _Assigner:
         self.block(op.after)
         for r, v in zip(op.results, cond.values):
             self.set(r, v.type.layout if isinstance(v.type, TileType) else None)
-
-
-def _prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
 
 
 def assign_layouts(module: Module, num_warps: int, warp_size: int,

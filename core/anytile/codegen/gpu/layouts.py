@@ -26,6 +26,7 @@ them with the IR's parser.
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 from typing import Union
 
@@ -60,11 +61,11 @@ class BlockedLayout:
 
     @property
     def warp_size(self) -> int:
-        return _prod(self.threads_per_warp)
+        return math.prod(self.threads_per_warp)
 
     @property
     def num_warps(self) -> int:
-        return _prod(self.warps_per_cta)
+        return math.prod(self.warps_per_cta)
 
     def cta_tile(self, d: int) -> int:
         """How many consecutive elements along ``d`` one repetition of the layout covers."""
@@ -200,13 +201,6 @@ register_layout_syntax("blocked", BlockedLayout.parse)
 register_layout_syntax("slice", SliceLayout.parse)
 
 
-def _prod(xs: tuple[int, ...]) -> int:
-    out = 1
-    for x in xs:
-        out *= x
-    return out
-
-
 def default_blocked(shape: tuple[int, ...], num_warps: int, warp_size: int,
                     vector: int = 1, order: tuple[int, ...] = ()) -> BlockedLayout:
     """A layout spreading ``shape`` over the program: ``vector`` consecutive elements per
@@ -251,7 +245,7 @@ def dim_registers(layout: Layout, shape: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def register_count(layout: Layout, shape: tuple[int, ...]) -> int:
-    return _prod(dim_registers(layout, shape))
+    return math.prod(dim_registers(layout, shape))
 
 
 def register_indices(layout: Layout, shape: tuple[int, ...]) -> list[tuple[int, ...]]:

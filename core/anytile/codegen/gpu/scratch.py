@@ -10,6 +10,7 @@ and ends with a barrier, since an enclosing loop's next prologue refills them.
 """
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any, Optional
 
 from llvmlite import ir
@@ -143,7 +144,7 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
     nbytes = llvm_bytes(kept)
     same = tuple(src.shape) == tuple(shape)
     pitch = _pitch(shape, nbytes)
-    total = exchange_bytes(shape, nbytes) if same else _numel(shape) * nbytes
+    total = exchange_bytes(shape, nbytes) if same else math.prod(shape) * nbytes
     in_buffers = ctx.buffers_free and total <= ctx.buffer_bytes
     if in_buffers:
         base = ctx.smem
@@ -204,13 +205,6 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
             ctx.target.fence_async_shared(b)
         ctx.target.barrier(b)
     return Regs(want, shape, values)
-
-
-def _numel(shape: tuple) -> int:
-    out = 1
-    for s in shape:
-        out *= s
-    return out
 
 
 def convert(ctx: "KernelLowering", regs: Any, want: Layout, elem: Optional[ScalarType] = None) -> Any:
