@@ -414,8 +414,7 @@ class Backend(abc.ABC):
         fusion = base.get("enable_fp_fusion")
         if fusion is None:
             base["enable_fp_fusion"] = fp_fusion_default()
-        elif not (isinstance(fusion, numbers.Integral) or type(fusion).__name__ in ("bool", "bool_")) \
-                or fusion not in (0, 1):      # Python's or NumPy's bools and 0/1 integers
+        elif not isinstance(fusion, (numbers.Integral, np.bool_)) or fusion not in (0, 1):
             raise LaunchValueError(f"option enable_fp_fusion={fusion!r}: expected True or False")
         else:
             base["enable_fp_fusion"] = bool(fusion)

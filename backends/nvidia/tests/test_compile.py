@@ -402,6 +402,11 @@ def test_fp_fusion_default_follows_the_environment(monkeypatch):
     assert NvidiaBackend().parse_options().enable_fp_fusion is False
     monkeypatch.setenv("ANYTILE_DEFAULT_FP_FUSION", "1")
     assert NvidiaBackend().parse_options().enable_fp_fusion is True
+    import numpy as np
+    assert NvidiaBackend().parse_options(enable_fp_fusion=np.False_).enable_fp_fusion is False
+    assert NvidiaBackend().parse_options(enable_fp_fusion=np.int64(1)).enable_fp_fusion is True
+    with pytest.raises(at.errors.LaunchValueError, match="enable_fp_fusion=1.0"):
+        NvidiaBackend().parse_options(enable_fp_fusion=1.0)
     with pytest.raises(at.errors.LaunchValueError, match="enable_fp_fusion='yes'"):
         NvidiaBackend().parse_options(enable_fp_fusion="yes")
 

@@ -54,7 +54,7 @@ def elementwise(ctx: "KernelLowering", op: ops.Op, layout: Optional[Layout]) -> 
     ew, b = ctx.ew, ctx.b
     if isinstance(op, ops.BinaryOp):
         e = elem_type(op.lhs.type)
-        return map_registers(ctx, op, layout, lambda x, y: ew.binary(op.kind, e, x, y, not op.strict))
+        return map_registers(ctx, op, layout, lambda x, y: ew.binary(op.kind, e, x, y, op.strict))
     if isinstance(op, ops.CompareOp):
         e = elem_type(op.lhs.type)
         if isinstance(e, PointerType):
@@ -63,7 +63,7 @@ def elementwise(ctx: "KernelLowering", op: ops.Op, layout: Optional[Layout]) -> 
         return map_registers(ctx, op, layout, lambda x, y: ew.compare(op.pred, e, x, y))
     if isinstance(op, ops.UnaryOp):
         e = elem_type(op.src.type)
-        return map_registers(ctx, op, layout, lambda x: ew.unary(op.kind, e, x, not op.strict))
+        return map_registers(ctx, op, layout, lambda x: ew.unary(op.kind, e, x, op.strict))
     if isinstance(op, ops.FmaOp):
         e = elem_type(op.a.type)
         return map_registers(ctx, op, layout, lambda x, y, z: ew.fma(e, x, y, z))

@@ -244,12 +244,12 @@ class ElementwiseLowering:
 
     # -- arithmetic ----------------------------------------------------------------------------
     def binary(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value,
-               fusible: bool = False) -> ir.Value:
-        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it (``fusible``: the op is
-        not ``strict``, which with ``contract`` lets LLVM fuse it)."""
+               strict: bool = True) -> ir.Value:
+        """``x <kind> y`` as ``anytile.ir.ops.BinaryOp`` defines it (``strict``: the op's flag;
+        an op that is not may be fused where ``contract`` is on)."""
         b = self.b
         if elem.is_float:
-            if kind in ("add", "sub", "mul") and self.contract and fusible and elem.nbytes >= 4:
+            if kind in ("add", "sub", "mul") and self.contract and not strict and elem.nbytes >= 4:
                 r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul}[kind](x, y, flags=("contract",))
             elif kind in ("add", "sub", "mul", "fdiv"):
                 r = {"add": b.fadd, "sub": b.fsub, "mul": b.fmul, "fdiv": b.fdiv}[kind](x, y)
@@ -303,9 +303,9 @@ class ElementwiseLowering:
             bad = b.or_(bad, overflow)
         return b.select(bad, const_like(y, 1), y)
 
-    def unary(self, kind: str, elem: ScalarType, x: ir.Value, relaxed: bool = False) -> ir.Value:
-        """``kind(x)`` as ``anytile.ir.ops.UnaryOp`` defines it (``relaxed``: the op is not
-        ``strict``, so a math object's ``relaxed`` form, where it has one, may serve)."""
+    def unary(self, kind: str, elem: ScalarType, x: ir.Value, strict: bool = True) -> ir.Value:
+        """``kind(x)`` as ``anytile.ir.ops.UnaryOp`` defines it (``strict``: the op's flag; for
+        an op that is not, the math object's ``relaxed`` form serves where it has one)."""
         b = self.b
         if kind == "neg":
             return b.fneg(x) if elem.is_float else b.sub(const_like(x, 0), x)
@@ -323,7 +323,7 @@ class ElementwiseLowering:
             return self.round_to(elem, self.call("llvm." + kind, [x]))
         if kind == "rsqrt":
             return self.round_to(elem, self._rsqrt(x))
-        fast = self.math.relaxed(kind, x) if relaxed and hasattr(self.math, "relaxed") else None
+        fast = None if strict else self.math.relaxed(kind, x)
         return self.round_to(elem, fast if fast is not None else self.math.emit(kind, x))
 
     def _rsqrt(self, x: ir.Value) -> ir.Value:

@@ -108,6 +108,10 @@ class MathLowering:
         r = self.b.fptrunc(body(d), x.type)
         return self.b.select(self.b.fcmp_unordered("uno", x, x), x, r)
 
+    def relaxed(self, kind: str, x: ir.Value) -> None:
+        """No faster form that flushes denormals: every op gets ``emit``'s."""
+        return None
+
     # -- small helpers -----------------------------------------------------------------------
     def _call(self, name: str, *args: ir.Value) -> ir.Value:
         t = args[0].type
