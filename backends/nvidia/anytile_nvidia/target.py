@@ -100,6 +100,12 @@ class NvidiaTarget(GpuTarget):
     def shuffle_idx(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
         return self._shuffle(b, "idx", value, lane)
 
+    def warp_uniform(self, b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+        # lane 0's copy: ptxas knows a shuffle from a constant lane gives every lane one
+        # value, and keeps it (and the warpgroup MMA descriptors built from it) in uniform
+        # registers instead of moving each descriptor over (R2UR) before its MMA
+        return self.shuffle_idx(b, value, ir.Constant(I32, 0))
+
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:
         names = LIBDEVICE_FUNCTIONS.get(kind)
         if names is None or isinstance(x.type, ir.VectorType):

@@ -319,6 +319,10 @@ def test_wgmma_is_the_default_on_sm_90_and_stays_in_flight(num_warps, BM, BK):
     assert f"shared<{slots}x{BM}x{BK}xf16" in on.asm["laid-out ir"]
     for other in (off, ampere):
         assert "wgmma" not in other.asm["ptx"] and "mma.sync" in other.asm["ptx"]
+    # the warp index is lane 0's (GpuTarget.warp_uniform): ptxas then keeps the MMA
+    # descriptors built from it in uniform registers, not moved over before each MMA
+    warp = re.search(r"mov\.u32\s+(%r\d+), %tid\.x;.*?shr\.u32\s+(%r\d+), \1, 5;", ptx, re.S)
+    assert warp and re.search(rf"shfl\.sync\.idx\.b32\s+%r\d+, {warp.group(2)}, 0, 31, -1;", ptx)
     if find_ptxas():
         assert on.asm.get("cubin")
 

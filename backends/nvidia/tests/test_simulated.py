@@ -613,3 +613,30 @@ def test_attention_chain(gpusim, rng, causal):
     loop = next(line for line in text.splitlines() if " = for " in line)
     assert loop.count("#slice<dim=1") == 2
 
+
+
+@at.jit
+def index_addressed_kernel(x_ptr, out_ptr, n, stride, BM: tl.constexpr, BN: tl.constexpr):
+    # addresses rebuilt from k each step, with a difference, a constant factor and a transposed
+    # read: the loop-address split (codegen/gpu/addresses.py) turns each into a base and a step
+    rm, rn = tl.arange(0, BM), tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(1, n):
+        a = tl.load(x_ptr + (rm + k - 1)[:, None] * stride + (2 * (rn + k) - 2 * k)[None, :])
+        b = tl.trans(tl.load(x_ptr + (rn * 2)[:, None] + (k - 1 + rm)[None, :] * stride))
+        acc += a * 3.0 - b
+    tl.store(out_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7])
+def test_loop_addresses_split_into_a_base_and_a_step(rng, n):
+    BM, BN, stride = 16, 32, 70
+    x = rng.standard_normal((n + BM, stride)).astype(np.float32)
+    out = poisoned((BM, BN), np.float32)
+    sig = {"x_ptr": "*fp32:16", "out_ptr": "*fp32:16", "n": "i32", "stride": "i32"}
+    compiled = at.compile(index_addressed_kernel, target="nvidia:sm_90", signature=sig,
+                          constexprs={"BM": BM, "BN": BN})
+    assert compiled.metadata["split_addresses"] == 2
+    simulate(ir_of(index_addressed_kernel, sig, {"BM": BM, "BN": BN}), (1,), [x, out, n, stride])
+    windows = sum(x[r:r + BM, 0:2 * BN:2].astype(np.float64) for r in range(n - 1))
+    np.testing.assert_allclose(out, 2.0 * windows if n > 1 else np.zeros((BM, BN)), rtol=1e-5, atol=1e-5)

@@ -30,6 +30,7 @@ from ...ir.nodes import Module
 from ...ir.types import elem_type
 from ...ir.verifier import verify_if_enabled
 from ..bounds_checks import insert_bounds_checks
+from .addresses import split_loop_addresses
 from .assign import LaidOutKernel, assign_layouts
 from .box_copies import box_map_metadata
 from .dot import DotSelector
@@ -106,6 +107,8 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
         metadata["float8_dots"] = narrow_float8_dots(
             kernel, lambda d, a, b: dots.reads_narrow(d, elem_type(a.type), elem_type(b.type)))
         verify_if_enabled(module, after="narrow_float8_dots")
+        metadata["split_addresses"] = split_loop_addresses(kernel)
+        verify_if_enabled(module, after="split_loop_addresses")
         metadata["staged_dot_operands"] = stage_invariant_operands(
             kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)
         verify_if_enabled(module, after="stage_invariant_operands")

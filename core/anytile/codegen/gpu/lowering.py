@@ -150,8 +150,8 @@ class KernelLowering:
         warp_size = self.laid.warp_size
         self.tid = self.target.thread_id(self.entry_b)
         self.lane = self.entry_b.and_(self.tid, ir.Constant(I32, warp_size - 1), name="lane")
-        self.warp = self.entry_b.lshr(self.tid, ir.Constant(I32, warp_size.bit_length() - 1),
-                                      name="warp")
+        self.warp = self.target.warp_uniform(self.entry_b, self.entry_b.lshr(
+            self.tid, ir.Constant(I32, warp_size.bit_length() - 1), name="warp"))
         self.smem = ir.GlobalVariable(self.module, ir.ArrayType(ir.IntType(8), 0), "anytile_smem",
                                       addrspace=self.target.shared_address_space)
         self.smem.linkage = "external"

@@ -76,6 +76,13 @@ class GpuTarget(abc.ABC):
     def shuffle_idx(self, b: ir.IRBuilder, value: ir.Value, lane: ir.Value) -> ir.Value:
         """The i32 ``value`` of lane ``lane`` (an i32 below ``warp_size``) of this warp."""
 
+    def warp_uniform(self, b: ir.IRBuilder, value: ir.Value) -> ir.Value:
+        """The i32 ``value``, the same in every lane of the warp (the warp's index), in a form
+        the target's compiler knows to be so: it may then keep it, and what is computed from
+        it alone (a matrix unit's operand descriptors), in the warp's scalar registers.  The
+        default returns ``value``."""
+        return value
+
     # -- math and kernel -----------------------------------------------------------------------
     @abc.abstractmethod
     def math(self, b: ir.IRBuilder, kind: str, x: ir.Value) -> Optional[ir.Value]:

@@ -1,0 +1,233 @@
+"""Loop addresses split into a tile built once and one scalar a step.
+
+A kernel that computes its addresses from the loop index each step, as Triton's persistent
+matmul does::
+
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + rm[:, None] * sam + (k + rk)[None, :])
+        b = tl.load(b_ptr + (k + rk)[:, None] * sbk + rn[None, :])
+
+rebuilds every element's address each iteration, though only ``k``'s part changes, and the
+same for every element.  This pass rewrites each such load's pointer into two parts::
+
+    a_base = a_ptr + rm[:, None] * sam + rk[None, :]          # before the loop, once
+    b_base = b_ptr + rk[:, None] * sbk + rn[None, :]
+    for k in range(0, K, BK):
+        a = tl.load(a_base + k)                               # one scalar for the tile
+        b = tl.load(b_base + k * sbk)
+
+so a step costs one scalar product and one add a pointer (where a target keeps values the
+same in every thread in scalar registers, the copies address ``[base + scalar]`` with no
+per-thread arithmetic).
+
+The pointer's offsets are taken apart into sums (``add``, ``sub``), products by a value the
+same in every element (a scalar made a tile, or a constant), and shape ops (``expand_dims``,
+``broadcast``, ``permute``): the terms computed from values outside the loop go into the base,
+the scalars that change with the loop (made tiles by ``splat``) into the step's offset.  A
+load whose pointer has any other loop-dependent term (a carried pointer tile, a ``where``) is
+left as it is.
+
+Sums and products of integers wrap, so regrouping them inside one offset gives the same
+offset; what moves is where each part is widened to the pointer's width: ``p + (x + k)``
+becomes ``(p + x) + k``, the same address unless ``x + k`` overflows the offset's integer type.
+Such an offset wrapped around already, so its address lay far outside the tensor (as in C,
+where signed overflow is undefined, and in LLVM's ``nsw``); the pass assumes the offsets of a
+load it rewrites do not wrap.  It runs on device-independent IR, before the pipelines.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from ...ir import ops
+from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
+from ...ir.rules import is_int
+from ...ir.types import TileType, elem_type
+
+__all__ = ["split_loop_addresses"]
+
+#: (the part built before the loop, or None for zero; the loop's scalars, summed)
+Split = tuple[Optional[Value], list[Value]]
+
+
+def split_loop_addresses(fn: Function) -> int:
+    """Rewrite the loads of every ``for`` loop of ``fn`` whose addresses change only by a
+    scalar each iteration (module docstring); returns how many loads changed."""
+    count = 0
+    for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
+        for loop in [op for op in block.ops if isinstance(op, ops.ForOp)]:
+            count += _Loop(loop, block).run()
+    return count
+
+
+class _Loop:
+    def __init__(self, loop: ops.ForOp, parent: Block) -> None:
+        self.loop, self.parent = loop, parent
+        self.inside: set = set(loop.body.args)
+        for op in walk(loop.body):
+            self.inside.update(op.results)
+            for region in op.regions:
+                self.inside.update(region.args)
+        # body values computed from values outside the loop only, by pure ops
+        self.invariant: set = set()
+        for op in loop.body.ops:
+            if op.has_trait(TRAIT_PURE) and not op.regions and \
+                    all(self.steady(v) for v in op.operands):
+                self.invariant.update(op.results)
+        self.before: list[Op] = []       # ops placed before the loop
+        self.hoisted: dict = {}          # body value -> the same value before the loop
+        self.step_ops: list[Op] = []     # ops placed before the load being rewritten
+
+    def steady(self, v: Value) -> bool:
+        return v not in self.inside or v in self.invariant
+
+    def run(self) -> int:
+        body = self.loop.body
+        count = 0
+        for load in [op for op in body.ops if isinstance(op, ops.LoadOp)]:
+            ptr = load.ptr
+            if not isinstance(ptr.type, TileType) or self.steady(ptr) or load.box:
+                continue
+            mark = len(self.before), dict(self.hoisted)
+            self.step_ops = []
+            split = self.pointer(ptr)
+            if split is None or not split[1]:
+                del self.before[mark[0]:]         # nothing of a failed split stays
+                self.hoisted = mark[1]
+                continue
+            base, scalars = split
+            new_ptr = base
+            for offset in _grouped(scalars, self.step_ops, load):
+                tile = self.emit(ops.SplatOp(offset, result_types=[
+                    TileType(ptr.type.shape, offset.type)], loc=load.loc))
+                new_ptr = self.emit(ops.AddPtrOp(new_ptr, tile, loc=load.loc))
+            at = body.ops.index(load)
+            body.ops[at:at] = self.step_ops
+            load.map_operands(lambda v, old=ptr, new=new_ptr: new if v is old else v)
+            count += 1
+        if self.before:
+            where = self.parent.ops.index(self.loop)
+            self.parent.ops[where:where] = self.before
+            _drop_dead(body)
+        return count
+
+    # -- the parts ---------------------------------------------------------------------------
+    def emit(self, op: Op) -> Value:
+        self.step_ops.append(op)
+        return op.result
+
+    def outside(self, v: Value) -> Value:
+        """``v`` (a steady value) as computed before the loop."""
+        if v not in self.inside:
+            return v
+        if v not in self.hoisted:
+            op = v.owner
+            for x in op.operands:
+                self.outside(x)
+            self.before.append(op.clone_with(self.hoisted))
+        return self.hoisted[v]
+
+    def build(self, op: Op) -> Value:
+        self.before.append(op)
+        return op.result
+
+    def pointer(self, v: Value) -> Optional[Split]:
+        if self.steady(v):
+            return self.outside(v), []
+        op = v.owner
+        if isinstance(op, ops.AddPtrOp):
+            p, o = self.pointer(op.ptr), self.integer(op.offset)
+            if p is None or o is None:
+                return None
+            base = p[0] if o[0] is None else self.build(ops.AddPtrOp(p[0], o[0], loc=op.loc))
+            return base, p[1] + o[1]
+        return self.reshaped(op, self.pointer)
+
+    def integer(self, v: Value) -> Optional[Split]:
+        if self.steady(v):
+            return self.outside(v), []
+        op = v.owner
+        if not is_int(elem_type(v.type)):
+            return None
+        if isinstance(op, ops.SplatOp):
+            return None, [op.src]
+        if isinstance(op, ops.BinaryOp) and op.kind in ("add", "sub"):
+            lhs, rhs = self.integer(op.lhs), self.integer(op.rhs)
+            if lhs is None or rhs is None:
+                return None
+            scalars = rhs[1]
+            if op.kind == "sub":
+                scalars = [self.emit(ops.BinaryOp("sub", self.emit(ops.ConstantOp(
+                    0, result_types=[s.type], loc=op.loc)), s, loc=op.loc)) for s in scalars]
+            if lhs[0] is None and rhs[0] is not None and op.kind == "sub":
+                base = self.build(ops.BinaryOp("sub", self.build(ops.ConstantOp(
+                    0, result_types=[v.type], loc=op.loc)), rhs[0], loc=op.loc))
+            elif lhs[0] is None or rhs[0] is None:
+                base = lhs[0] if rhs[0] is None else rhs[0]
+            else:
+                base = self.build(ops.BinaryOp(op.kind, lhs[0], rhs[0], loc=op.loc))
+            return base, lhs[1] + scalars
+        if isinstance(op, ops.BinaryOp) and op.kind == "mul":
+            for var, factor in ((op.lhs, op.rhs), (op.rhs, op.lhs)):
+                scalar = self.uniform(factor)
+                if scalar is None or not self.steady(factor):
+                    continue
+                inner = self.integer(var)
+                if inner is None:
+                    return None
+                base = None if inner[0] is None else self.build(
+                    ops.BinaryOp("mul", inner[0], self.outside(factor), loc=op.loc))
+                return base, [self.emit(ops.BinaryOp("mul", s, scalar, loc=op.loc))
+                              for s in inner[1]]
+            return None
+        return self.reshaped(op, self.integer)
+
+    def reshaped(self, op: Op, split) -> Optional[Split]:
+        """A shape op (expand_dims, broadcast, permute) applied to the base; the scalars
+        pass through."""
+        if not isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp, ops.PermuteOp)):
+            return None
+        inner = split(op.src)
+        if inner is None:
+            return None
+        if inner[0] is None:
+            return None, inner[1]
+        return self.build(op.clone_with({op.src: inner[0]})), inner[1]
+
+    def uniform(self, v: Value) -> Optional[Value]:
+        """The scalar every element of ``v`` holds, where that is plain from its op (a splat
+        or a constant), as a value usable inside the loop; else None."""
+        op = v.owner
+        if isinstance(op, ops.SplatOp):
+            return self.outside(op.src) if self.steady(op.src) else op.src
+        if isinstance(op, ops.ConstantOp):
+            return self.emit(ops.ConstantOp(op.value, result_types=[elem_type(v.type)],
+                                            loc=op.loc))
+        if isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp)) and isinstance(op.src.type, TileType):
+            return self.uniform(op.src)
+        return None
+
+
+def _grouped(scalars: list[Value], out: list[Op], load: ops.LoadOp) -> list[Value]:
+    """The scalars summed, one sum for each integer type among them."""
+    sums: dict = {}
+    for s in scalars:
+        if s.type in sums:
+            add = ops.BinaryOp("add", sums[s.type], s, loc=load.loc)
+            out.append(add)
+            sums[s.type] = add.result
+        else:
+            sums[s.type] = s
+    return list(sums.values())
+
+
+def _drop_dead(body: Block) -> None:
+    """Remove the body's pure ops that nothing reads any more (the old address chains)."""
+    while True:
+        used = {v for op in walk(body) for v in op.operands}
+        dead = [op for op in body.ops if op.has_trait(TRAIT_PURE) and not op.regions
+                and not any(r in used for r in op.results)]
+        if not dead:
+            return
+        for op in dead:
+            body.ops.remove(op)
+
