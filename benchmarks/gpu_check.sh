@@ -17,7 +17,7 @@ install_anytile "$OUT/install.log"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 step "device tests on cuda:0"
-timeout 240 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests \
+timeout 480 python3 -m pytest -q -p no:cacheprovider backends/nvidia/tests \
     --ignore=backends/nvidia/tests/test_simulated.py >"$OUT/test_nvidia.txt" 2>&1
 tail -3 "$OUT/test_nvidia.txt"
 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/kernels tests/language -k cuda \
