@@ -210,3 +210,34 @@ def test_a_failed_split_leaves_nothing_before_the_loop():
     module = parse_module(ir(NOT_SPLIT))
     split_loop_addresses(module.kernel)
     assert print_module(module) == ir(NOT_SPLIT)
+
+
+#: ``x_ptr + (rk // d + k)``: the division by ``d`` is not moved before the loop (a loop of no
+#: iteration must not divide by a zero ``d``), so the load keeps its addresses
+DIVIDED = """
+    kernel @k(%x_ptr: ptr<f32> {divisibility = 16}, %n: i32, %d: i32) {
+      %rk = arange {start = 0, end = 16} : tile<16xi32>
+      %acc = constant {value = 0.0} : tile<16xf32>
+      %0 = constant {value = 0} : i32
+      %1 = constant {value = 1} : i32
+      %acc_1 = for (%0, %n, %1, [%acc]) : tile<16xf32> {
+      ^(%k: i32, %acc_2: tile<16xf32>):
+        %2 = splat (%d) : tile<16xi32>
+        %3 = binary {kind = "div"} (%rk, %2) : tile<16xi32>
+        %4 = splat (%k) : tile<16xi32>
+        %5 = binary {kind = "add"} (%3, %4) : tile<16xi32>
+        %6 = splat (%x_ptr) : tile<16xptr<f32>>
+        %7 = addptr (%6, %5) : tile<16xptr<f32>>
+        %8 = load (%7, none, none) : tile<16xf32>
+        %acc_3 = binary {kind = "add"} (%acc_2, %8) : tile<16xf32>
+        yield ([%acc_3])
+      }
+      %9 = splat (%x_ptr) : tile<16xptr<f32>>
+      %10 = addptr (%9, %rk) : tile<16xptr<f32>>
+      store (%10, %acc_1, none)
+    }
+"""
+
+
+def test_divisions_stay_in_the_loop():
+    assert check(lambda m: split_loop_addresses(m.kernel), DIVIDED, DIVIDED) == 0

@@ -67,10 +67,13 @@ class _Loop:
             self.inside.update(op.results)
             for region in op.regions:
                 self.inside.update(region.args)
-        # body values computed from values outside the loop only, by pure ops
+        # body values computed from values outside the loop only, by pure ops that are safe
+        # to run before it even where it runs no iteration (not a division: its divisor may
+        # be zero there)
         self.invariant: set = set()
         for op in loop.body.ops:
             if op.has_trait(TRAIT_PURE) and not op.regions and \
+                    not (isinstance(op, ops.BinaryOp) and op.kind in ("div", "rem")) and \
                     all(self.steady(v) for v in op.operands):
                 self.invariant.update(op.results)
         self.before: list[Op] = []       # ops placed before the loop
