@@ -1,5 +1,6 @@
 """The loop-address split (``codegen/gpu/addresses.py``) as snapshot pairs: addresses computed
-from the loop index each step become a tile built once before the loop plus one scalar a step."""
+from the loop index each step become a tile built once before the loop plus one scalar a step,
+both in 64 bits (so neither part can wrap where the whole offset does not)."""
 from __future__ import annotations
 
 from anytile.codegen.gpu.addresses import split_loop_addresses
@@ -70,40 +71,47 @@ INDEXED_MATMUL_SPLIT = """
       %5 = binary {kind = "mul"} (%3, %4) : tile<32x1xi32>
       %6 = addptr (%2, %5) : tile<32x1xptr<f16>>
       %7 = broadcast (%6) : tile<32x16xptr<f16>>
-      %8 = expand_dims {axis = 0} (%rk) : tile<1x16xi32>
-      %9 = broadcast (%8) : tile<32x16xi32>
-      %10 = addptr (%7, %9) : tile<32x16xptr<f16>>
-      %11 = splat (%b_ptr) : tile<16x1xptr<f16>>
-      %12 = expand_dims {axis = 1} (%rk) : tile<16x1xi32>
-      %13 = splat (%sbk) : tile<16x1xi32>
-      %14 = binary {kind = "mul"} (%12, %13) : tile<16x1xi32>
-      %15 = addptr (%11, %14) : tile<16x1xptr<f16>>
-      %16 = broadcast (%15) : tile<16x32xptr<f16>>
-      %17 = expand_dims {axis = 0} (%rm) : tile<1x32xi32>
-      %18 = broadcast (%17) : tile<16x32xi32>
-      %19 = addptr (%16, %18) : tile<16x32xptr<f16>>
+      %8 = cast (%rk) : tile<16xi64>
+      %9 = expand_dims {axis = 0} (%8) : tile<1x16xi64>
+      %10 = broadcast (%9) : tile<32x16xi64>
+      %11 = addptr (%7, %10) : tile<32x16xptr<f16>>
+      %12 = splat (%b_ptr) : tile<16x1xptr<f16>>
+      %13 = cast (%sbk) : i64
+      %14 = cast (%rk) : tile<16xi64>
+      %15 = expand_dims {axis = 1} (%14) : tile<16x1xi64>
+      %16 = splat (%sbk) : tile<16x1xi32>
+      %17 = cast (%16) : tile<16x1xi64>
+      %18 = binary {kind = "mul"} (%15, %17) : tile<16x1xi64>
+      %19 = addptr (%12, %18) : tile<16x1xptr<f16>>
+      %20 = broadcast (%19) : tile<16x32xptr<f16>>
+      %21 = expand_dims {axis = 0} (%rm) : tile<1x32xi32>
+      %22 = broadcast (%21) : tile<16x32xi32>
+      %23 = cast (%22) : tile<16x32xi64>
+      %24 = addptr (%20, %23) : tile<16x32xptr<f16>>
       %acc_1 = for (%0, %K, %1, [%acc]) : tile<32x32xf32> {
       ^(%k: i32, %acc_2: tile<32x32xf32>):
-        %20 = splat (%k) : tile<32x16xi32>
-        %21 = addptr (%10, %20) : tile<32x16xptr<f16>>
-        %a = load (%21, none, none) : tile<32x16xf16>
-        %22 = binary {kind = "mul"} (%k, %sbk) : i32
-        %23 = splat (%22) : tile<16x32xi32>
-        %24 = addptr (%19, %23) : tile<16x32xptr<f16>>
-        %b = load (%24, none, none) : tile<16x32xf16>
+        %25 = cast (%k) : i64
+        %26 = splat (%25) : tile<32x16xi64>
+        %27 = addptr (%11, %26) : tile<32x16xptr<f16>>
+        %a = load (%27, none, none) : tile<32x16xf16>
+        %28 = cast (%k) : i64
+        %29 = binary {kind = "mul"} (%28, %13) : i64
+        %30 = splat (%29) : tile<16x32xi64>
+        %31 = addptr (%24, %30) : tile<16x32xptr<f16>>
+        %b = load (%31, none, none) : tile<16x32xf16>
         %acc_3 = dot (%a, %b, %acc_2) : tile<32x32xf32>
         yield ([%acc_3])
       }
-      %25 = expand_dims {axis = 1} (%rm) : tile<32x1xi32>
-      %26 = constant {value = 32} : tile<32x1xi32>
-      %27 = binary {kind = "mul"} (%25, %26) : tile<32x1xi32>
-      %28 = splat (%c_ptr) : tile<32x1xptr<f32>>
-      %29 = addptr (%28, %27) : tile<32x1xptr<f32>>
-      %30 = expand_dims {axis = 0} (%rm) : tile<1x32xi32>
-      %31 = broadcast (%29) : tile<32x32xptr<f32>>
-      %32 = broadcast (%30) : tile<32x32xi32>
-      %33 = addptr (%31, %32) : tile<32x32xptr<f32>>
-      store (%33, %acc_1, none)
+      %32 = expand_dims {axis = 1} (%rm) : tile<32x1xi32>
+      %33 = constant {value = 32} : tile<32x1xi32>
+      %34 = binary {kind = "mul"} (%32, %33) : tile<32x1xi32>
+      %35 = splat (%c_ptr) : tile<32x1xptr<f32>>
+      %36 = addptr (%35, %34) : tile<32x1xptr<f32>>
+      %37 = expand_dims {axis = 0} (%rm) : tile<1x32xi32>
+      %38 = broadcast (%36) : tile<32x32xptr<f32>>
+      %39 = broadcast (%37) : tile<32x32xi32>
+      %40 = addptr (%38, %39) : tile<32x32xptr<f32>>
+      store (%40, %acc_1, none)
     }
 """
 
@@ -139,24 +147,27 @@ SCALED_DIFFERENCE_SPLIT = """
       %0 = constant {value = 0} : i32
       %1 = constant {value = 1} : i32
       %2 = splat (%x_ptr) : tile<16xptr<f32>>
-      %3 = constant {value = 2} : tile<16xi32>
-      %4 = binary {kind = "mul"} (%rk, %3) : tile<16xi32>
-      %5 = addptr (%2, %4) : tile<16xptr<f32>>
+      %3 = cast (%rk) : tile<16xi64>
+      %4 = constant {value = 2} : tile<16xi32>
+      %5 = cast (%4) : tile<16xi64>
+      %6 = binary {kind = "mul"} (%3, %5) : tile<16xi64>
+      %7 = addptr (%2, %6) : tile<16xptr<f32>>
       %acc_1 = for (%0, %n, %1, [%acc]) : tile<16xf32> {
       ^(%k: i32, %acc_2: tile<16xf32>):
-        %6 = constant {value = 2} : i32
-        %7 = constant {value = 0} : i32
-        %8 = binary {kind = "sub"} (%7, %k) : i32
-        %9 = binary {kind = "mul"} (%8, %6) : i32
-        %10 = splat (%9) : tile<16xi32>
-        %11 = addptr (%5, %10) : tile<16xptr<f32>>
-        %12 = load (%11, none, none) : tile<16xf32>
-        %acc_3 = binary {kind = "add"} (%acc_2, %12) : tile<16xf32>
+        %8 = constant {value = 2} : i64
+        %9 = cast (%k) : i64
+        %10 = constant {value = 0} : i64
+        %11 = binary {kind = "sub"} (%10, %9) : i64
+        %12 = binary {kind = "mul"} (%11, %8) : i64
+        %13 = splat (%12) : tile<16xi64>
+        %14 = addptr (%7, %13) : tile<16xptr<f32>>
+        %15 = load (%14, none, none) : tile<16xf32>
+        %acc_3 = binary {kind = "add"} (%acc_2, %15) : tile<16xf32>
         yield ([%acc_3])
       }
-      %13 = splat (%x_ptr) : tile<16xptr<f32>>
-      %14 = addptr (%13, %rk) : tile<16xptr<f32>>
-      store (%14, %acc_1, none)
+      %16 = splat (%x_ptr) : tile<16xptr<f32>>
+      %17 = addptr (%16, %rk) : tile<16xptr<f32>>
+      store (%17, %acc_1, none)
     }
 """
 
@@ -241,3 +252,64 @@ DIVIDED = """
 
 def test_divisions_stay_in_the_loop():
     assert check(lambda m: split_loop_addresses(m.kernel), DIVIDED, DIVIDED) == 0
+
+
+def test_a_second_run_changes_nothing():
+    module = parse_module(ir(INDEXED_MATMUL))
+    assert split_loop_addresses(module.kernel) == 2
+    once = print_module(module)
+    assert split_loop_addresses(module.kernel) == 0
+    assert print_module(module) == once
+
+
+UNSIGNED = """
+    kernel @k(%x_ptr: ptr<f32> {divisibility = 16}, %n: u32) {
+      %rk = arange {start = 0, end = 16} : tile<16xi32>
+      %ru = cast (%rk) : tile<16xu32>
+      %acc = constant {value = 0.0} : tile<16xf32>
+      %0 = constant {value = 0} : u32
+      %1 = constant {value = 1} : u32
+      %acc_1 = for (%0, %n, %1, [%acc]) : tile<16xf32> {
+      ^(%k: u32, %acc_2: tile<16xf32>):
+        %2 = splat (%k) : tile<16xu32>
+        %3 = binary {kind = "add"} (%ru, %2) : tile<16xu32>
+        %4 = splat (%x_ptr) : tile<16xptr<f32>>
+        %5 = addptr (%4, %3) : tile<16xptr<f32>>
+        %6 = load (%5, none, none) : tile<16xf32>
+        %acc_3 = binary {kind = "add"} (%acc_2, %6) : tile<16xf32>
+        yield ([%acc_3])
+      }
+      %7 = splat (%x_ptr) : tile<16xptr<f32>>
+      %8 = addptr (%7, %rk) : tile<16xptr<f32>>
+      store (%8, %acc_1, none)
+    }
+"""
+
+
+def test_unsigned_offsets_are_left_alone():
+    # u32 offsets are zero-extended: the 64-bit regrouping (sign-extending) would not hold
+    assert check(lambda m: split_loop_addresses(m.kernel), UNSIGNED, UNSIGNED) == 0
+
+
+def test_only_innermost_loops_are_split():
+    # a persistent kernel's loop over tiles: the inner loop's loads are split, the outer
+    # loop's are not (their base would stay in registers through the inner loop)
+    inner = ir(SCALED_DIFFERENCE).split("\n")
+    body = [line for line in inner[5:-5]]
+    outer = "\n".join(inner[:5] + [
+        "  %o = for (%0, %n, %1, [%acc]) : tile<16xf32> {",
+        "  ^(%t: i32, %acc_o: tile<16xf32>):",
+        "    %t1 = splat (%t) : tile<16xi32>",
+        "    %t2 = binary {kind = \"add\"} (%rk, %t1) : tile<16xi32>",
+        "    %t3 = splat (%x_ptr) : tile<16xptr<f32>>",
+        "    %t4 = addptr (%t3, %t2) : tile<16xptr<f32>>",
+        "    %t5 = load (%t4, none, none) : tile<16xf32>",
+    ] + ["  " + line for line in body] + [
+        "    %t6 = binary {kind = \"add\"} (%acc_1, %t5) : tile<16xf32>",
+        "    yield ([%t6])",
+        "  }",
+    ] + inner[-5:]).replace("store (%10, %acc_1, none)", "store (%10, %o, none)")
+    module = parse_module(outer)
+    assert split_loop_addresses(module.kernel) == 1
+    text = print_module(module)
+    assert "%t4 = addptr (%t3, %t2)" in text and "load (%t4" in text

@@ -16,23 +16,26 @@ same for every element.  This pass rewrites each such load's pointer into two pa
         a = tl.load(a_base + k)                               # one scalar for the tile
         b = tl.load(b_base + k * sbk)
 
-so a step costs one scalar product and one add a pointer (where a target keeps values the
-same in every thread in scalar registers, the copies address ``[base + scalar]`` with no
-per-thread arithmetic).
+so a step costs one scalar product and one add a pointer.
 
 The pointer's offsets are taken apart into sums (``add``, ``sub``), products by a value the
 same in every element (a scalar made a tile, or a constant), and shape ops (``expand_dims``,
 ``broadcast``, ``permute``): the terms computed from values outside the loop go into the base,
 the scalars that change with the loop (made tiles by ``splat``) into the step's offset.  A
-load whose pointer has any other loop-dependent term (a carried pointer tile, a ``where``) is
-left as it is.
+load whose pointer has any other loop-dependent term (a carried pointer tile, a ``where``), or
+whose offsets are unsigned, is left as it is; so is a division (its divisor may be zero where
+the loop runs no iteration).  Only innermost loops are rewritten: a base built before a
+persistent kernel's loop over tiles would stay in registers through the whole inner loop.
 
-Sums and products of integers wrap, so regrouping them inside one offset gives the same
-offset; what moves is where each part is widened to the pointer's width: ``p + (x + k)``
-becomes ``(p + x) + k``, the same address unless ``x + k`` overflows the offset's integer type.
-Such an offset wrapped around already, so its address lay far outside the tensor (as in C,
-where signed overflow is undefined, and in LLVM's ``nsw``); the pass assumes the offsets of a
-load it rewrites do not wrap.  It runs on device-independent IR, before the pipelines.
+Both parts are computed in 64 bits, each term sign-extended first, so their sum is the
+offset's exact value: the rewritten address is the original one wherever the original offset
+did not wrap around its integer type.  The pass assumes it does not (an address from a wrapped
+offset lay far outside its tensor anyway; C leaves signed overflow undefined, LLVM has
+``nsw``).  It runs on device-independent IR, before the pipelines.
+
+Measured (H100, the profiler): the persistent matmul at 8192^3 1.84 -> 1.75 ms (Triton 1.62),
+attention by pointers D=128 causal 1.62 -> 1.55 ms, against this pass in 32 bits applied to
+every loop.
 """
 from __future__ import annotations
 
@@ -41,7 +44,7 @@ from typing import Optional
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.rules import is_int
-from ...ir.types import TileType, elem_type
+from ...ir.types import TileType, elem_type, i64, shape_of
 
 __all__ = ["split_loop_addresses"]
 
@@ -55,7 +58,10 @@ def split_loop_addresses(fn: Function) -> int:
     count = 0
     for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
         for loop in [op for op in block.ops if isinstance(op, ops.ForOp)]:
-            count += _Loop(loop, block).run()
+            # only innermost loops: a base built before an outer loop (a persistent kernel's
+            # loop over tiles) would stay live, in registers, through the whole inner one
+            if not any(isinstance(op, (ops.ForOp, ops.WhileOp)) for op in walk(loop.body)):
+                count += _Loop(loop, block).run()
     return count
 
 
@@ -88,7 +94,8 @@ class _Loop:
         count = 0
         for load in [op for op in body.ops if isinstance(op, ops.LoadOp)]:
             ptr = load.ptr
-            if not isinstance(ptr.type, TileType) or self.steady(ptr) or load.box:
+            if not isinstance(ptr.type, TileType) or self.steady(ptr) or load.box or \
+                    _split_already(ptr, self.steady):
                 continue
             mark = len(self.before), dict(self.hoisted)
             self.step_ops = []
@@ -107,7 +114,7 @@ class _Loop:
             body.ops[at:at] = self.step_ops
             load.map_operands(lambda v, old=ptr, new=new_ptr: new if v is old else v)
             count += 1
-        if self.before:
+        if count:
             where = self.parent.ops.index(self.loop)
             self.parent.ops[where:where] = self.before
             _drop_dead(body)
@@ -146,13 +153,17 @@ class _Loop:
         return self.reshaped(op, self.pointer)
 
     def integer(self, v: Value) -> Optional[Split]:
-        if self.steady(v):
-            return self.outside(v), []
-        op = v.owner
-        if not is_int(elem_type(v.type)):
+        """``v`` (a tile of signed integers) as a base and step scalars, both sign-extended to
+        64 bits: their sum is then ``v``'s exact value wherever ``v`` itself does not wrap
+        (regrouped in ``v``'s own width, a part alone could)."""
+        e = elem_type(v.type)
+        if not is_int(e) or not e.is_signed:
             return None
+        if self.steady(v):
+            return self.wide(self.outside(v), self.build), []
+        op = v.owner
         if isinstance(op, ops.SplatOp):
-            return None, [op.src]
+            return None, [self.wide(op.src, self.emit)]
         if isinstance(op, ops.BinaryOp) and op.kind in ("add", "sub"):
             lhs, rhs = self.integer(op.lhs), self.integer(op.rhs)
             if lhs is None or rhs is None:
@@ -160,10 +171,10 @@ class _Loop:
             scalars = rhs[1]
             if op.kind == "sub":
                 scalars = [self.emit(ops.BinaryOp("sub", self.emit(ops.ConstantOp(
-                    0, result_types=[s.type], loc=op.loc)), s, loc=op.loc)) for s in scalars]
+                    0, result_types=[i64], loc=op.loc)), s, loc=op.loc)) for s in scalars]
             if lhs[0] is None and rhs[0] is not None and op.kind == "sub":
                 base = self.build(ops.BinaryOp("sub", self.build(ops.ConstantOp(
-                    0, result_types=[v.type], loc=op.loc)), rhs[0], loc=op.loc))
+                    0, result_types=[rhs[0].type], loc=op.loc)), rhs[0], loc=op.loc))
             elif lhs[0] is None or rhs[0] is None:
                 base = lhs[0] if rhs[0] is None else rhs[0]
             else:
@@ -177,16 +188,36 @@ class _Loop:
                 inner = self.integer(var)
                 if inner is None:
                     return None
-                base = None if inner[0] is None else self.build(
-                    ops.BinaryOp("mul", inner[0], self.outside(factor), loc=op.loc))
+                base = None if inner[0] is None else self.build(ops.BinaryOp(
+                    "mul", inner[0], self.wide(self.outside(factor), self.build), loc=op.loc))
                 return base, [self.emit(ops.BinaryOp("mul", s, scalar, loc=op.loc))
                               for s in inner[1]]
             return None
-        return self.reshaped(op, self.integer)
+        if isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp, ops.PermuteOp)):
+            inner = self.integer(op.src)
+            if inner is None or inner[0] is None:
+                return inner
+            if isinstance(op, ops.BroadcastOp):
+                shaped = ops.BroadcastOp(src=inner[0], loc=op.loc, result_types=[
+                    TileType(shape_of(op.result.type), i64)])
+            elif isinstance(op, ops.ExpandDimsOp):
+                shaped = ops.ExpandDimsOp(src=inner[0], axis=op.axis, loc=op.loc)
+            else:
+                shaped = ops.PermuteOp(src=inner[0], order=op.order, loc=op.loc)
+            return self.build(shaped), inner[1]
+        return None
+
+    def wide(self, v: Value, place) -> Value:
+        """``v`` sign-extended to 64 bits, by an op ``place`` puts (``build``: before the
+        loop, ``emit``: in the step)."""
+        if elem_type(v.type) == i64:
+            return v
+        t = TileType(v.type.shape, i64) if isinstance(v.type, TileType) else i64
+        return place(ops.CastOp(v, result_types=[t], loc=self.loop.loc))
 
     def reshaped(self, op: Op, split) -> Optional[Split]:
-        """A shape op (expand_dims, broadcast, permute) applied to the base; the scalars
-        pass through."""
+        """A shape op (expand_dims, broadcast, permute) of a pointer tile applied to the
+        base; the scalars pass through."""
         if not isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp, ops.PermuteOp)):
             return None
         inner = split(op.src)
@@ -198,16 +229,23 @@ class _Loop:
 
     def uniform(self, v: Value) -> Optional[Value]:
         """The scalar every element of ``v`` holds, where that is plain from its op (a splat
-        or a constant), as a value usable inside the loop; else None."""
+        or a constant), sign-extended to 64 bits and usable inside the loop; else None."""
         op = v.owner
         if isinstance(op, ops.SplatOp):
-            return self.outside(op.src) if self.steady(op.src) else op.src
+            return self.wide(self.outside(op.src), self.build) if self.steady(op.src) else \
+                self.wide(op.src, self.emit)
         if isinstance(op, ops.ConstantOp):
-            return self.emit(ops.ConstantOp(op.value, result_types=[elem_type(v.type)],
-                                            loc=op.loc))
+            return self.emit(ops.ConstantOp(op.value, result_types=[i64], loc=op.loc))
         if isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp)) and isinstance(op.src.type, TileType):
             return self.uniform(op.src)
         return None
+
+
+def _split_already(ptr: Value, steady) -> bool:
+    """Whether ``ptr`` is already a base from outside the loop plus a splatted scalar (this
+    pass's own result): rewriting it again would change nothing."""
+    op = ptr.owner
+    return isinstance(op, ops.AddPtrOp) and steady(op.ptr) and isinstance(op.offset.owner, ops.SplatOp)
 
 
 def _grouped(scalars: list[Value], out: list[Op], load: ops.LoadOp) -> list[Value]:
