@@ -17,9 +17,9 @@ after the loop and the body's argument ``i`` only feeds the yields of slots that
 from __future__ import annotations
 
 from ..ir import ops as O
-from ..ir.nodes import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Module, Op, Value
+from ..ir.nodes import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Function, Module, Op, Value
 
-__all__ = ["dce"]
+__all__ = ["dce", "dce_function"]
 
 _EFFECT_FREE_WHEN_CLEAN = frozenset({"load", "for", "if"})
 
@@ -136,7 +136,13 @@ def dce(module: Module) -> bool:
     """Delete dead ops in every function of ``module``; True if anything was deleted."""
     changed = False
     for fn in module.functions.values():
-        counts: dict[Value, int] = {}
-        _count_uses(fn.body, counts)
-        changed |= _Dce(counts).block(fn.body)
+        changed |= dce_function(fn)
     return changed
+
+
+def dce_function(fn: Function) -> bool:
+    """Delete dead ops in ``fn`` (a rewrite of one function, such as a code generator's, may
+    leave some); True if anything was deleted."""
+    counts: dict[Value, int] = {}
+    _count_uses(fn.body, counts)
+    return _Dce(counts).block(fn.body)

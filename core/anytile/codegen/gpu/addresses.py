@@ -43,12 +43,13 @@ from typing import Optional
 
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
+from ...passes.dce import dce_function
 from ...ir.rules import is_int
 from ...ir.types import TileType, elem_type, i64, shape_of
 
 __all__ = ["split_loop_addresses"]
 
-#: (the part built before the loop, or None for zero; the loop's scalars, summed)
+#: (the part built before the loop, or None for zero; the loop's 64-bit scalars, summed)
 Split = tuple[Optional[Value], list[Value]]
 
 
@@ -62,6 +63,8 @@ def split_loop_addresses(fn: Function) -> int:
             # loop over tiles) would stay live, in registers, through the whole inner one
             if not any(isinstance(op, (ops.ForOp, ops.WhileOp)) for op in walk(loop.body)):
                 count += _Loop(loop, block).run()
+    if count:
+        dce_function(fn)           # the address chains the loads no longer read
     return count
 
 
@@ -105,11 +108,12 @@ class _Loop:
                 self.hoisted = mark[1]
                 continue
             base, scalars = split
-            new_ptr = base
-            for offset in _grouped(scalars, self.step_ops, load):
-                tile = self.emit(ops.SplatOp(offset, result_types=[
-                    TileType(ptr.type.shape, offset.type)], loc=load.loc))
-                new_ptr = self.emit(ops.AddPtrOp(new_ptr, tile, loc=load.loc))
+            step = scalars[0]
+            for s in scalars[1:]:
+                step = self.emit(ops.BinaryOp("add", step, s, loc=load.loc))
+            tile = self.emit(ops.SplatOp(step, result_types=[TileType(ptr.type.shape, i64)],
+                                         loc=load.loc))
+            new_ptr = self.emit(ops.AddPtrOp(base, tile, loc=load.loc))
             at = body.ops.index(load)
             body.ops[at:at] = self.step_ops
             load.map_operands(lambda v, old=ptr, new=new_ptr: new if v is old else v)
@@ -117,7 +121,6 @@ class _Loop:
         if count:
             where = self.parent.ops.index(self.loop)
             self.parent.ops[where:where] = self.before
-            _drop_dead(body)
         return count
 
     # -- the parts ---------------------------------------------------------------------------
@@ -193,19 +196,7 @@ class _Loop:
                 return base, [self.emit(ops.BinaryOp("mul", s, scalar, loc=op.loc))
                               for s in inner[1]]
             return None
-        if isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp, ops.PermuteOp)):
-            inner = self.integer(op.src)
-            if inner is None or inner[0] is None:
-                return inner
-            if isinstance(op, ops.BroadcastOp):
-                shaped = ops.BroadcastOp(src=inner[0], loc=op.loc, result_types=[
-                    TileType(shape_of(op.result.type), i64)])
-            elif isinstance(op, ops.ExpandDimsOp):
-                shaped = ops.ExpandDimsOp(src=inner[0], axis=op.axis, loc=op.loc)
-            else:
-                shaped = ops.PermuteOp(src=inner[0], order=op.order, loc=op.loc)
-            return self.build(shaped), inner[1]
-        return None
+        return self.reshaped(op, self.integer)
 
     def wide(self, v: Value, place) -> Value:
         """``v`` sign-extended to 64 bits, by an op ``place`` puts (``build``: before the
@@ -216,16 +207,22 @@ class _Loop:
         return place(ops.CastOp(v, result_types=[t], loc=self.loop.loc))
 
     def reshaped(self, op: Op, split) -> Optional[Split]:
-        """A shape op (expand_dims, broadcast, permute) of a pointer tile applied to the
-        base; the scalars pass through."""
+        """A shape op (expand_dims, broadcast, permute) applied to the base (keeping the
+        base's element type: an integer base is 64-bit); the scalars pass through."""
         if not isinstance(op, (ops.ExpandDimsOp, ops.BroadcastOp, ops.PermuteOp)):
             return None
         inner = split(op.src)
-        if inner is None:
-            return None
-        if inner[0] is None:
-            return None, inner[1]
-        return self.build(op.clone_with({op.src: inner[0]})), inner[1]
+        if inner is None or inner[0] is None:
+            return inner
+        base = inner[0]
+        if isinstance(op, ops.BroadcastOp):
+            shaped = ops.BroadcastOp(src=base, loc=op.loc, result_types=[
+                TileType(shape_of(op.result.type), elem_type(base.type))])
+        elif isinstance(op, ops.ExpandDimsOp):
+            shaped = ops.ExpandDimsOp(src=base, axis=op.axis, loc=op.loc)
+        else:
+            shaped = ops.PermuteOp(src=base, order=op.order, loc=op.loc)
+        return self.build(shaped), inner[1]
 
     def uniform(self, v: Value) -> Optional[Value]:
         """The scalar every element of ``v`` holds, where that is plain from its op (a splat
@@ -246,29 +243,3 @@ def _split_already(ptr: Value, steady) -> bool:
     pass's own result): rewriting it again would change nothing."""
     op = ptr.owner
     return isinstance(op, ops.AddPtrOp) and steady(op.ptr) and isinstance(op.offset.owner, ops.SplatOp)
-
-
-def _grouped(scalars: list[Value], out: list[Op], load: ops.LoadOp) -> list[Value]:
-    """The scalars summed, one sum for each integer type among them."""
-    sums: dict = {}
-    for s in scalars:
-        if s.type in sums:
-            add = ops.BinaryOp("add", sums[s.type], s, loc=load.loc)
-            out.append(add)
-            sums[s.type] = add.result
-        else:
-            sums[s.type] = s
-    return list(sums.values())
-
-
-def _drop_dead(body: Block) -> None:
-    """Remove the body's pure ops that nothing reads any more (the old address chains)."""
-    while True:
-        used = {v for op in walk(body) for v in op.operands}
-        dead = [op for op in body.ops if op.has_trait(TRAIT_PURE) and not op.regions
-                and not any(r in used for r in op.results)]
-        if not dead:
-            return
-        for op in dead:
-            body.ops.remove(op)
-
