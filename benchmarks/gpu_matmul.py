@@ -8,7 +8,8 @@ int32) and a persistent one (programs loop over tiles ``num_programs`` apart), a
 reading and writing through tensor descriptors (``--rows tma,tma-persistent``: Hopper's
 TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async), and float8 (e4m3) with
 B K-major, by pointers and by descriptors (``--rows fp8,fp8-8192,fp8-tma``; peer
-``torch._scaled_mm``).  Each side
+``torch._scaled_mm``), and int8 with B K-major (``--rows int8-kmajor``: ``x @ W.T``, peer
+``torch._int_mm`` on the same layout).  Each side
 runs the same menu of block configurations and keeps its best (median of ``do_bench``);
 results are checked against torch first.  Prints a markdown table (ratio = anytile / Triton
 throughput) and each side's best configuration, registers and spills where known.
@@ -56,7 +57,7 @@ def make(jit, lang):
         b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
         acc = lang.zeros((BM, BN), dtype=lang.int32 if INT else lang.float32)
         for _ in range(0, K, BK):
-            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
+            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc, out_dtype=acc.dtype)
             a_ptrs += BK
             b_ptrs += BK * sbk
         if RELU:
@@ -65,17 +66,18 @@ def make(jit, lang):
         lang.store(c_ptrs, acc.to(c_ptr.dtype.element_ty))
 
     def kmajor_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbn, scm, BM: lang.constexpr,
-                      BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
-        # B held K-major (its N x K transpose row-major), as float8 matmuls keep it
+                      BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr,
+                      INT: lang.constexpr):
+        # B held K-major (its N x K transpose row-major), as float8 and int8 matmuls keep it
         pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
         rm = pid_m * BM + lang.arange(0, BM)
         rn = pid_n * BN + lang.arange(0, BN)
         rk = lang.arange(0, BK)
         a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
         b_ptrs = b_ptr + rk[:, None] + rn[None, :] * sbn
-        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        acc = lang.zeros((BM, BN), dtype=lang.int32 if INT else lang.float32)
         for _ in range(0, K, BK):
-            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
+            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc, out_dtype=acc.dtype)
             a_ptrs += BK
             b_ptrs += BK
         lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
@@ -197,16 +199,26 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     float8 = dtype == torch.float8_e4m3fn
     kmajor = float8 or b_kmajor
     if kmajor:
-        # B kept K-major (``bt`` is N x K), as Triton's and cuBLAS's float8 matmuls want it
-        # and as ``x @ W.T`` holds it
-        a = torch.randn(M, K, device="cuda", generator=gen).to(dtype)
-        bt = torch.randn(N, K, device="cuda", generator=gen).to(dtype)
+        # B kept K-major (``bt`` is N x K), as Triton's and cuBLAS's float8 and int8 matmuls
+        # want it and as ``x @ W.T`` holds it
+        if dtype == torch.int8:
+            a = torch.randint(-8, 8, (M, K), device="cuda", dtype=torch.int8, generator=gen)
+            bt = torch.randint(-8, 8, (N, K), device="cuda", dtype=torch.int8, generator=gen)
+        else:
+            a = torch.randn(M, K, device="cuda", generator=gen).to(dtype)
+            bt = torch.randn(N, K, device="cuda", generator=gen).to(dtype)
         b = bt.T
-        ref = a.float() @ b.float()
         one = torch.ones((), device="cuda")
-        peer = ("torch._scaled_mm", lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
-                                                             out_dtype=out_dtype)) if float8 else \
-            ("torch", lambda: a @ b)
+        if dtype == torch.int8:
+            ref = torch._int_mm(a, b)
+            peer = ("torch._int_mm", lambda: torch._int_mm(a, b))
+        elif float8:
+            ref = a.float() @ b.float()
+            peer = ("torch._scaled_mm", lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one,
+                                                                 out_dtype=out_dtype))
+        else:
+            ref = a.float() @ b.float()
+            peer = ("torch", lambda: a @ b)
     elif dtype == torch.int8:
         a = torch.randint(-8, 8, (M, K), device="cuda", dtype=torch.int8, generator=gen)
         b = torch.randint(-8, 8, (K, N), device="cuda", dtype=torch.int8, generator=gen)
@@ -245,7 +257,8 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
         elif kmajor:
             grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
             launch = lambda: kmajor_kernel[grid](a, bt, c, M, N, K, K, K, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                                 GROUP=8, num_warps=w, num_stages=s, **options)
+                                                 GROUP=8, INT=dtype == torch.int8, num_warps=w,
+                                                 num_stages=s, **options)
         elif descriptors:
             ad, bd, cd = _descriptors(side, a, b, c, bm, bn, bk)
             kernel = desc_persist if persistent else desc_matmul
@@ -352,6 +365,8 @@ def main() -> None:
                                     torch.float16, residual=True, **q),
         "int8": lambda: run_row("int8 -> int32", 4096, torch.int8, torch.int32, configs=INT8_CONFIGS,
                                 **q),
+        "int8-kmajor": lambda: run_row("int8 -> int32, B K-major (x @ W.T)", 4096, torch.int8,
+                                       torch.int32, configs=INT8_CONFIGS, b_kmajor=True, **q),
         "tma": lambda: run_row("fp16 descriptors (TMA), fp16 out", 4096, torch.float16, torch.float16,
                                descriptors=True, **q),
         "tma-8192": lambda: run_row("fp16 descriptors (TMA), fp16 out", 8192, torch.float16,

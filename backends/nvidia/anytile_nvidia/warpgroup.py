@@ -22,6 +22,11 @@ instruction reads 8-bit operands K-major only, so B's slot is the column-major o
 along K, as ``x @ W.T`` and Triton's float8 matmuls hold it), and A always comes from shared
 memory (staged there when computed).
 
+int8 dots into int32 run as ``wgmma.m64nNk32.s32.s8.s8`` from the same 8-bit panels, and only
+where B is loaded along K (``x @ W.T`` with ``W`` stored N x K, the layout of quantised
+weights; ``DotStrategy.reads_k_major``): a B read along N stays on ``mma.sync``, which takes
+it from registers, as the instruction cannot read 8-bit B N-major.
+
 Descriptors (the matrix-descriptor format of the PTX ISA): the start address, the *leading*
 byte offset (between panels: ``R * width``) and the *stride* byte offset (between the 8-row
 atoms along the other dimension: ``8 * width``) in 16-byte units, and the swizzle mode.
@@ -101,7 +106,7 @@ class SwizzledPanels(SharedBufferLayout):
     warps: int = 0
     reads_in_flight: int = 1
     columns: bool = False
-    #: bytes an element: 2 (f16, bf16) or 1 (the float8 formats, which the MMA reads K-major)
+    #: bytes an element: 2 (f16, bf16) or 1 (float8, int8: the MMA reads them K-major)
     elem_bytes: int = 2
     async_readers = True
     alignment = 1024
@@ -189,7 +194,7 @@ _SITES = itertools.count()
 
 
 #: the instruction's names of the element types it reads
-PTX_TYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
+PTX_TYPES = {"f16": "f16", "bf16": "bf16", "f8e4m3": "e4m3", "f8e5m2": "e5m2", "i8": "s8"}
 
 
 def k_step(elem: ScalarType) -> int:
@@ -204,9 +209,11 @@ def warpgroup_fits(op: ops.DotOp, num_warps: int) -> bool:
 
 def _fits(a: ScalarType, b: ScalarType, op: ops.DotOp, num_warps: int) -> bool:
     """Whether a warpgroup MMA can compute ``op`` read as ``a`` and ``b`` elements, all along
-    M: fp16/bf16 (or two float8 types) into f32, M a multiple of 64 per warpgroup, N a
-    multiple of 16 up to 256, K of the instruction's K (16, or 32 for float8)."""
-    if a.name not in PTX_TYPES or b.name not in PTX_TYPES or elem_type(op.acc.type).name != "f32" or \
+    M: fp16/bf16 (or two float8 types) into f32, or int8 into i32, M a multiple of 64 per
+    warpgroup, N a multiple of 16 up to 256, K of the instruction's K (16, or 32 for 8-bit
+    types)."""
+    acc = "i32" if a.is_int else "f32"
+    if a.name not in PTX_TYPES or b.name not in PTX_TYPES or elem_type(op.acc.type).name != acc or \
             (a != b and not (a.is_float8 and b.is_float8)) or \
             len(shape_of(op.a.type)) != 2:        # batched (3-D) dots: mma.sync
         return False
@@ -217,6 +224,10 @@ def _fits(a: ScalarType, b: ScalarType, op: ops.DotOp, num_warps: int) -> bool:
 
 def _narrow(op: ops.DotOp) -> bool:
     return elem_type(op.a.type).nbytes == 1
+
+
+def _integer(op: ops.DotOp) -> bool:
+    return elem_type(op.a.type).is_int
 
 
 def operand_layouts(op: ops.DotOp, num_warps: int, in_flight: int = 1) -> tuple:
@@ -259,10 +270,11 @@ class WarpgroupInstructions:
         the element types ``in_types``, the IR's names of A's and B's): ``a`` is A's
         descriptor (K-major in shared memory) or the thread's four A registers (two 16-bit
         elements each, the ``mma.m16n8k16`` A fragment of its warp's 16 rows); B in shared
-        memory, K-major with ``b_k_major`` (always, for float8), else N-major.  ``acc``: the
-        thread's ``n / 2`` floats, found from ``place`` on in the list the waits of the dot
-        ``site`` (a number for each lowered dot) pass (what an emulation needs)."""
-        f32 = ir.FloatType()
+        memory, K-major with ``b_k_major`` (always, for 8-bit types), else N-major.  ``acc``:
+        the thread's ``n / 2`` floats (or 32-bit integers, for int8), found from ``place`` on
+        in the list the waits of the dot ``site`` (a number for each lowered dot) pass (what
+        an emulation needs)."""
+        acc_t, reg, d_type = _acc_kind(acc)
         count = n // 2
         ta, tb = (PTX_TYPES[t] for t in in_types)
         k = k_step(scalar_type(in_types[0]))
@@ -270,20 +282,22 @@ class WarpgroupInstructions:
         in_registers = isinstance(a, list)
         a_text = "{" + ", ".join(f"${count + i}" for i in range(4)) + "}" if in_registers else f"${count}"
         b_at = count + (4 if in_registers else 1)
-        # scale-d is a predicate: always accumulate; scales of A and B 1; the transposes
-        # (16-bit types only): A K-major (trans-a 0), B as said
-        if k == 32:
-            trans = "1, 1"
+        # scale-d is a predicate: always accumulate; scales of A and B 1 (floating point
+        # only); the transposes (16-bit types only): A K-major (trans-a 0), B as said
+        if d_type == "s32":
+            trans = ""
+        elif k == 32:
+            trans = ", 1, 1"
         else:
-            trans = f"1, 1, {0 if b_k_major else 1}" if in_registers else f"1, 1, 0, {0 if b_k_major else 1}"
+            trans = f", 1, 1, {0 if b_k_major else 1}" if in_registers else f", 1, 1, 0, {0 if b_k_major else 1}"
         asm = ("{ .reg .pred p; setp.ne.b32 p, $" + str(b_at + 1) + ", 0; "
-               f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ta}.{tb} "
-               f"{{{regs}}}, {a_text}, ${b_at}, p, {trans}; }}")
+               f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.{d_type}.{ta}.{tb} "
+               f"{{{regs}}}, {a_text}, ${b_at}, p{trans}; }}")
         a_args = list(a) if in_registers else [a]
-        constraint = ",".join(["=f"] * count + (["r"] * 4 if in_registers else ["l"]) + ["l", "r"] +
+        constraint = ",".join([reg] * count + (["r"] * 4 if in_registers else ["l"]) + ["l", "r"] +
                               [str(i) for i in range(count)])
-        fty = ir.FunctionType(ir.LiteralStructType([f32] * count),
-                              [x.type for x in a_args] + [ir.IntType(64), I32] + [f32] * count)
+        fty = ir.FunctionType(ir.LiteralStructType([acc_t] * count),
+                              [x.type for x in a_args] + [ir.IntType(64), I32] + [acc_t] * count)
         call = b.asm(fty, asm, constraint, a_args + [desc_b, ir.Constant(I32, 1)] + list(acc),
                      side_effect=True)
         return [b.extract_value(call, i) for i in range(count)]
@@ -297,11 +311,11 @@ class WarpgroupInstructions:
         """Wait until at most ``pending`` groups are in flight, the accumulator registers of
         the dot ``site`` passed through (so nothing reads them before; once waited for, their
         values are those the MMAs wrote)."""
-        f32 = ir.FloatType()
+        acc_t, reg, _ = _acc_kind(acc)
         count = len(acc)
         asm = f"wgmma.wait_group.sync.aligned {pending};"
-        constraint = ",".join(["=f"] * count + [str(i) for i in range(count)] + ["~{memory}"])
-        fty = ir.FunctionType(ir.LiteralStructType([f32] * count), [f32] * count)
+        constraint = ",".join([reg] * count + [str(i) for i in range(count)] + ["~{memory}"])
+        fty = ir.FunctionType(ir.LiteralStructType([acc_t] * count), [acc_t] * count)
         call = b.asm(fty, asm, constraint, list(acc), side_effect=True)
         return [b.extract_value(call, i) for i in range(count)]
 
@@ -318,8 +332,10 @@ class WarpgroupDot(DotStrategy):
 
     def plan(self, op: ops.DotOp, num_warps: int) -> Optional[DotPlan]:
         a, b = _buffer_layout(op.a), _buffer_layout(op.b)
-        # a float8 dot has no other matrix instruction: it stages what is not in a buffer
-        if a is None and b is None and not _narrow(op) or not warpgroup_fits(op, num_warps):
+        # a float8 dot has no other matrix instruction: it stages what is not in a buffer;
+        # an int8 one has ``mma.sync`` when neither operand is
+        if a is None and b is None and (not _narrow(op) or _integer(op)) or \
+                not warpgroup_fits(op, num_warps):
             return None
         a_ok = a is None or isinstance(a, SwizzledPanels) and a.warps == num_warps
         b_ok = b is None or isinstance(b, SwizzledPanels) and not b.warps and \
@@ -331,6 +347,10 @@ class WarpgroupDot(DotStrategy):
 
     def reads_narrow(self, op: ops.DotOp, num_warps: int, a: ScalarType, b: ScalarType) -> bool:
         return a.is_float8 and b.is_float8 and _fits(a, b, op, num_warps)
+
+    def reads_k_major(self, op: ops.DotOp, num_warps: int) -> bool:
+        # int8 (float8 dots narrow only where both operands are read along K)
+        return _integer(op) and warpgroup_fits(op, num_warps)
 
     def lower(self, ctx: Any, op: ops.DotOp, plan: DotPlan) -> None:
         """Each warpgroup runs ``wgmma.m64nNkK`` per 64-row M-tile and K step, then commits
@@ -410,6 +430,14 @@ class WarpgroupDot(DotStrategy):
             index = loop.body.terminator.values.index(op.result)
             ctx.at_loop_exit(loop, index, lambda regs: Regs(regs.layout, regs.shape,
                                                             wait(list(regs.values), 0)))
+
+
+def _acc_kind(acc: list) -> tuple[ir.Type, str, str]:
+    """(the LLVM type, the register constraint, the PTX type) of accumulator registers ``acc``:
+    f32, or s32 (an int8 dot's)."""
+    if isinstance(acc[0].type, ir.IntType):
+        return I32, "=r", "s32"
+    return ir.FloatType(), "=f", "f32"
 
 
 def _a_fragments(ctx: Any, op: ops.DotOp, warps: int) -> Optional[tuple]:

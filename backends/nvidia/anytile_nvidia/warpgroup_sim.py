@@ -33,13 +33,14 @@ from .warpgroup import SWIZZLE_MODES, WarpgroupDot, WarpgroupInstructions
 
 __all__ = ["EmulatedWarpgroup", "simulated_hopper_target"]
 
-I32, I64, F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+I32, I64 = ir.IntType(32), ir.IntType(64)
 _WIDTHS = {mode: width for width, mode in SWIZZLE_MODES.items()}
-_TYPES = {"f16": 0, "bf16": 1, "f8e4m3": 2, "f8e5m2": 3}
+_TYPES = {"f16": 0, "bf16": 1, "f8e4m3": 2, "f8e5m2": 3, "i8": 4}
 _ISSUE_T = ctypes.CFUNCTYPE(None, ctypes.c_uint64, ctypes.c_uint64, *[ctypes.c_int32] * 5)
 _ISSUE_REGS_T = ctypes.CFUNCTYPE(None, *[ctypes.c_uint32] * 4, ctypes.c_uint64, *[ctypes.c_int32] * 5)
 _COMMIT_T = ctypes.CFUNCTYPE(None)
-_WAIT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32)
+_WAIT_T = ctypes.CFUNCTYPE(None, ctypes.c_int32, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32,
+                           ctypes.c_int32)
 #: (program, thread, issue number) -> the four A registers a thread gave an MMA
 _FRAGMENTS: dict = {}
 
@@ -75,20 +76,25 @@ def _commit() -> None:
     state.wgmma_open = []
 
 
-def _wait(site: int, pending: int, address: int, count: int) -> None:
+def _wait(site: int, pending: int, address: int, count: int, integer: int) -> None:
     """Retire the oldest groups until ``pending`` are left (their reads of shared memory
-    happen now); the products of dot ``site``'s MMAs go into ``acc`` (its registers), those of
-    another dot's wait until that dot's next wait passes its registers."""
+    happen now); the products of dot ``site``'s MMAs go into ``acc`` (its registers: floats,
+    or 32-bit integers that wrap, with ``integer``), those of another dot's wait until that
+    dot's next wait passes its registers."""
     from anytile.codegen.gpu.simulator import thread_state
     state = _queues()
-    acc = np.ctypeslib.as_array((ctypes.c_float * count).from_address(address))
+    acc = np.ctypeslib.as_array(((ctypes.c_int32 if integer else ctypes.c_float) * count).from_address(address))
     tid = thread_state().tid
     while len(state.wgmma_groups) > pending:
         for desc_a, key, desc_b, n, kind, place, b_k_major, owner in state.wgmma_groups.pop(0):
             products = _products(tid, desc_a, key, desc_b, n, kind, bool(b_k_major))
             state.wgmma_done.setdefault(owner, []).append((place, products))
     for place, products in state.wgmma_done.pop(site, []):
-        acc[place:place + len(products)] += products
+        window = acc[place:place + len(products)]
+        if integer:
+            window[:] = (window.astype(np.int64) + products).astype(np.uint32).view(np.int32)
+        else:
+            window += products
 
 
 def _decode(desc: int) -> tuple[int, int, int, int]:
@@ -105,10 +111,13 @@ def _elem_bytes(kind: int) -> int:
 
 
 def _read(address: np.ndarray, width: int, kind: int) -> np.ndarray:
-    """The elements of type ``kind`` at (unswizzled) byte ``address``es, as float64."""
+    """The elements of type ``kind`` at (unswizzled) byte ``address``es, as float64 (int64 for
+    int8)."""
     from anytile.codegen.gpu.simulator import shared_memory
     shared = shared_memory()
     swizzled = address ^ (((address >> 7) & (width // 16 - 1)) << 4)
+    if kind == _TYPES["i8"]:
+        return shared[swizzled].astype(np.uint8).view(np.int8).astype(np.int64)
     if _elem_bytes(kind) == 1:
         fmt = ml_dtypes.float8_e4m3fn if kind == _TYPES["f8e4m3"] else ml_dtypes.float8_e5m2
         return shared[swizzled].astype(np.uint8).view(fmt).astype(np.float64)
@@ -165,7 +174,8 @@ def _products(tid: int, desc_a: Any, key: Any, desc_b: int, n: int, kind: int,
         b_bytes = 2 * cols[:, None]
         b = _read(start + b_bytes // width * leading + k[None, :] // 8 * stride
                   + k[None, :] % 8 * width + b_bytes % width, width, kind_b)
-    return (a * b).sum(axis=1).astype(np.float32)
+    products = (a * b).sum(axis=1)
+    return products if kind_a == _TYPES["i8"] else products.astype(np.float32)
 
 
 class EmulatedWarpgroup(WarpgroupInstructions):
@@ -215,14 +225,16 @@ class EmulatedWarpgroup(WarpgroupInstructions):
     def wait(self, b: ir.IRBuilder, acc: list, pending: int, site: int) -> list:
         entry = ir.IRBuilder(b.function.entry_basic_block)
         entry.position_at_start(b.function.entry_basic_block)
-        buf = entry.alloca(ir.ArrayType(F32, len(acc)))
+        kind = acc[0].type
+        buf = entry.alloca(ir.ArrayType(kind, len(acc)))
         slots = [b.gep(buf, [ir.Constant(I32, 0), ir.Constant(I32, i)]) for i in range(len(acc))]
         for v, slot in zip(acc, slots):
             b.store(v, slot)
         self._call(b, "anytile_sim_wgmma_wait", [ir.Constant(I32, site), ir.Constant(I32, pending),
                                                  b.bitcast(buf, ir.IntType(8).as_pointer()),
-                                                 ir.Constant(I32, len(acc))])
-        return [b.load(slot, typ=F32) for slot in slots]
+                                                 ir.Constant(I32, len(acc)),
+                                                 ir.Constant(I32, int(isinstance(kind, ir.IntType)))])
+        return [b.load(slot, typ=kind) for slot in slots]
 
 
 def simulated_hopper_target() -> Any:

@@ -317,6 +317,26 @@ def test_float8_matmul_on_the_gpu(cuda, M, N, K, BM, BN, BK, num_warps):
     assert (compiled.metadata.get("float8_dots") == 1) == hopper
 
 
+@pytest.mark.parametrize("along_k", [True, False])
+@pytest.mark.parametrize("M,N,K,BM,BN,BK,num_warps", [(256, 256, 320, 128, 128, 64, 4),
+                                                      (384, 256, 96, 128, 256, 32, 8)])
+def test_int8_matmul_on_the_gpu(cuda, M, N, K, BM, BN, BK, num_warps, along_k):
+    """int8 into int32, exact: B read along K runs on the warpgroup MMA's s8 form on sm_90,
+    B read along N on ``mma.sync``."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_int8_dots import _int8_matmul
+    rng = np.random.default_rng(M + K)
+    a = rng.integers(-128, 128, (M, K), dtype=np.int8)
+    b = rng.integers(-128, 128, (K, N), dtype=np.int8)
+    c = at.empty((M, N), np.int32, device=cuda)
+    compiled = _int8_matmul[(-(-M // BM), N // BN)](
+        at.asarray(a, device=cuda), at.asarray(np.ascontiguousarray(b.T) if along_k else b, device=cuda),
+        c, M, N, K, B_ALONG_K=along_k, BM=BM, BN=BN, BK=BK, num_warps=num_warps, num_stages=3)
+    np.testing.assert_array_equal(c.numpy(), a.astype(np.int64) @ b.astype(np.int64))
+    hopper = cuda.properties["compute_capability"] == (9, 0)
+    assert ("wgmma.mma_async" in compiled.asm["ptx"]) == (hopper and along_k)
+
+
 @pytest.mark.parametrize("tma", [False, True])
 def test_float8_descriptor_matmul_on_the_gpu(cuda, tma):
     """float8 descriptors, B given N x K and read with ``.T``: whole boxes of bytes by the

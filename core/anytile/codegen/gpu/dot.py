@@ -76,6 +76,14 @@ class DotStrategy(abc.ABC):
         reading its operands as the float8 types ``a`` and ``b`` instead (``narrow``)."""
         return False
 
+    def reads_k_major(self, op: ops.DotOp, num_warps: int) -> bool:
+        """Whether this strategy reads ``op``'s operands from shared memory only along K (A's
+        rows, B's columns: a matrix unit that reads 8-bit operands K-major only).
+        ``DotSelector`` then offers it ``op``'s pipeline buffers only where A is not loaded
+        along its first dimension and B is (``x @ W.T`` with ``W`` stored N x K): B copied
+        as it is into K-major slots."""
+        return False
+
 
 # -- placing registers from an instruction's maps ----------------------------------------------
 def acc_layout(instr: MatrixInstr, warps: tuple[int, int]) -> BlockedLayout:
@@ -169,7 +177,9 @@ class MatrixDot(DotStrategy):
     def operand_buffers(self, op: ops.DotOp, num_warps: int,
                         both: bool) -> Optional[tuple[SharedBufferLayout, SharedBufferLayout]]:
         plan = self.plan(op, num_warps)
-        if plan is None:
+        # 8-bit integer operands stay in registers, staged each step (not measured from
+        # pipeline slots on any target yet)
+        if plan is None or elem_type(op.a.type).nbytes == 1 and elem_type(op.a.type).is_int:
             return None
         (_, k), (_, n) = shape_of(op.a.type), shape_of(op.b.type)
         return PaddedRows(k + _pad(plan.instr, 0)), PaddedRows(n + _pad(plan.instr, 1))
@@ -475,6 +485,7 @@ class DotSelector:
 
     def __init__(self, target: "GpuTarget", num_warps: int, fn: Optional[Function] = None) -> None:
         self.num_warps = num_warps
+        self.fn = fn
         matrix = MatrixDot(target)
         if fn is not None:
             matrix.chained = chained_dots(fn)
@@ -494,10 +505,28 @@ class DotSelector:
         """The pipeline buffer layouts of the first strategy that reads ``op``'s operands
         from shared memory (``None``: none does; the loads stay in registers)."""
         for strategy in self.strategies:
+            if strategy.reads_k_major(op, self.num_warps) and not self._along_k(op):
+                continue
             found = strategy.operand_buffers(op, self.num_warps, both)
             if found is not None:
                 return found
         return None
+
+    def _along_k(self, op: ops.DotOp) -> bool:
+        """Whether ``op``'s A is not a load read along its first dimension and its B is one
+        (``pipeline.transposed_loads``), or already sits in a buffer that keeps columns
+        contiguous."""
+        from .pipeline import transposed_loads
+        from .shared_ops import SharedLoadOp
+        if self.fn is None:
+            return False
+        transposed = transposed_loads(self.fn)
+        a, b = op.a.owner, op.b.owner
+        if isinstance(b, SharedLoadOp):
+            b_ok = b.buffer.type.layout.contiguous_dim(shape_of(op.b.type)) == 0
+        else:
+            b_ok = isinstance(b, ops.LoadOp) and b in transposed
+        return b_ok and a not in transposed
 
     def reads_shared(self, op: ops.DotOp) -> bool:
         return self.operand_buffers(op, False) is not None

@@ -166,7 +166,7 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     loads moved.  ``dot_ok(dot)``: the dot will read its operands from shared memory.
 
     A load qualifies when it is at the top of the loop body, reads a 2-D tile of 16-bit (or
-    float8) elements, is used only as an operand of such dots, has no ``other`` or a zero
+    float8, or int8) elements, is used only as an operand of such dots, has no ``other`` or a zero
     one, and its pointer and mask can be computed ``stages - 1`` iterations ahead: from the
     induction variable, values defined outside the loop, and loop-carried pointer tiles
     advanced by a loop-invariant offset (``a_ptrs += BK``).
@@ -294,12 +294,13 @@ def _box_state(fn: Function) -> int:
 
 def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
     """Whether ``op`` is a load a dot can read from shared memory instead: a 2-D tile of
-    16-bit (or float8: ``narrow.py``) elements, masked-off lanes zero, used only as ``a`` or
-    ``b`` of dots ``dot_ok`` accepts."""
+    16-bit or 8-bit (float8: ``narrow.py``; int8) elements, masked-off lanes zero, used only
+    as ``a`` or ``b`` of dots ``dot_ok`` accepts."""
     if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
         return False
     t = op.result.type
-    return len(t.shape) == 2 and (t.elem.nbytes == 2 or t.elem.is_float8) and bool(users) and \
+    return len(t.shape) == 2 and (t.elem.nbytes == 2 or t.elem.is_float8 or t.elem.name == "i8") and \
+        bool(users) and \
         (op.other is None or _is_zero(op.other)) and \
         all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
             and dot_ok(u) for u in users)

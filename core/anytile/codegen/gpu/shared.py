@@ -188,9 +188,9 @@ def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
     ctx.shared_views[op.result] = SharedView(_slot_address(ctx, op.buffer, ctx.scalar(op.slot)),
                                              op.buffer.type.layout)
     elem = elem_type(op.result.type)
-    if elem.nbytes != 2 and not elem.is_float8:
+    if elem.nbytes != 2 and not elem.is_float8 and elem.name != "i8":
         # the pipeline pass never makes one
-        ctx.fail(op, f"shared_load of a tile of {elem} (16-bit or float8 elements only)")
+        ctx.fail(op, f"shared_load of a tile of {elem} (16-bit, float8 or int8 elements only)")
 
 
 LOWERINGS = {SharedAllocOp: lower_shared_alloc, AsyncCopyOp: lower_async_copy,
