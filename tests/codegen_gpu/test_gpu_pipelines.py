@@ -6,6 +6,8 @@ import re
 
 from anytile.codegen.gpu.pipeline import pipeline_dot_operands, pipeline_loops
 from anytile.ir.parser import parse_module
+from anytile.ir.printer import print_module
+from anytile.ir.verifier import verify_module
 
 from gpu_kit import MATMUL_LOOP, check, ir
 
@@ -139,52 +141,55 @@ MATMUL_PIPELINED = """
           async_copy (%19, %39, %38, %41)
           async_commit
           %42 = constant {value = 0} : i32
-          %acc_1, %a_ptrs_1, %b_ptrs_1, %43 = for (%17, %K, %1, [%acc, %a_ptrs, %b_ptrs, %42]) : tile<32x32xf32>, tile<32x16xptr<f16>>, tile<16x32xptr<f16>>, i32 {
-          ^(%k: i32, %acc_2: tile<32x32xf32>, %a_ptrs_2: tile<32x16xptr<f16>>, %b_ptrs_2: tile<16x32xptr<f16>>, %stage: i32):
+          %43 = constant {value = 2} : i32
+          %acc_1, %a_ptrs_1, %b_ptrs_1, %44, %45 = for (%17, %K, %1, [%acc, %a_ptrs, %b_ptrs, %42, %43]) : tile<32x32xf32>, tile<32x16xptr<f16>>, tile<16x32xptr<f16>>, i32, i32 {
+          ^(%k: i32, %acc_2: tile<32x32xf32>, %a_ptrs_2: tile<32x16xptr<f16>>, %b_ptrs_2: tile<16x32xptr<f16>>, %slot: i32, %next_slot: i32):
             async_wait {pending = 1}
-            %44 = constant {value = 3} : i32
-            %45 = binary {kind = "rem"} (%stage, %44) : i32
             %46 = constant {value = 2} : i32
-            %47 = binary {kind = "add"} (%stage, %46) : i32
-            %48 = binary {kind = "rem"} (%47, %44) : i32
-            %49 = constant {value = 2} : i32
-            %50 = binary {kind = "mul"} (%49, %1) : i32
-            %51 = binary {kind = "add"} (%k, %50) : i32
-            %52 = compare {pred = "lt"} (%51, %K) : i1
-            %53 = constant {value = 16} : tile<32x16xi32>
-            %54 = constant {value = 2} : tile<32x16xi32>
-            %55 = binary {kind = "mul"} (%54, %53) : tile<32x16xi32>
-            %56 = addptr (%a_ptrs_2, %55) : tile<32x16xptr<f16>>
-            %57 = constant {value = 512} : tile<16x32xi32>
-            %58 = constant {value = 2} : tile<16x32xi32>
-            %59 = binary {kind = "mul"} (%58, %57) : tile<16x32xi32>
-            %60 = addptr (%b_ptrs_2, %59) : tile<16x32xptr<f16>>
-            %61 = splat (%52) : tile<32x16xi1>
-            async_copy (%18, %48, %56, %61)
-            %62 = splat (%52) : tile<16x32xi1>
-            async_copy (%19, %48, %60, %62)
+            %47 = binary {kind = "mul"} (%46, %1) : i32
+            %48 = binary {kind = "add"} (%k, %47) : i32
+            %49 = compare {pred = "lt"} (%48, %K) : i1
+            %50 = constant {value = 16} : tile<32x16xi32>
+            %51 = constant {value = 2} : tile<32x16xi32>
+            %52 = binary {kind = "mul"} (%51, %50) : tile<32x16xi32>
+            %53 = addptr (%a_ptrs_2, %52) : tile<32x16xptr<f16>>
+            %54 = constant {value = 512} : tile<16x32xi32>
+            %55 = constant {value = 2} : tile<16x32xi32>
+            %56 = binary {kind = "mul"} (%55, %54) : tile<16x32xi32>
+            %57 = addptr (%b_ptrs_2, %56) : tile<16x32xptr<f16>>
+            %58 = splat (%49) : tile<32x16xi1>
+            async_copy (%18, %next_slot, %53, %58)
+            %59 = splat (%49) : tile<16x32xi1>
+            async_copy (%19, %next_slot, %57, %59)
             async_commit
-            %63 = shared_load (%18, %45) : tile<32x16xf16>
-            %64 = shared_load (%19, %45) : tile<16x32xf16>
-            %65 = dot (%63, %64, %acc) : tile<32x32xf32>
-            %acc_3 = binary {kind = "add"} (%acc_2, %65) : tile<32x32xf32>
-            %66 = constant {value = 16} : tile<32x16xi32>
-            %a_ptrs_3 = addptr (%a_ptrs_2, %66) : tile<32x16xptr<f16>>
-            %67 = constant {value = 512} : tile<16x32xi32>
-            %b_ptrs_3 = addptr (%b_ptrs_2, %67) : tile<16x32xptr<f16>>
-            %68 = constant {value = 1} : i32
-            %69 = binary {kind = "add"} (%stage, %68) : i32
-            yield ([%acc_3, %a_ptrs_3, %b_ptrs_3, %69])
+            %60 = shared_load (%18, %slot) : tile<32x16xf16>
+            %61 = shared_load (%19, %slot) : tile<16x32xf16>
+            %62 = dot (%60, %61, %acc) : tile<32x32xf32>
+            %acc_3 = binary {kind = "add"} (%acc_2, %62) : tile<32x32xf32>
+            %63 = constant {value = 16} : tile<32x16xi32>
+            %a_ptrs_3 = addptr (%a_ptrs_2, %63) : tile<32x16xptr<f16>>
+            %64 = constant {value = 512} : tile<16x32xi32>
+            %b_ptrs_3 = addptr (%b_ptrs_2, %64) : tile<16x32xptr<f16>>
+            %65 = constant {value = 1} : i32
+            %66 = constant {value = 3} : i32
+            %67 = constant {value = 0} : i32
+            %68 = binary {kind = "add"} (%slot, %65) : i32
+            %69 = compare {pred = "eq"} (%68, %66) : i1
+            %70 = select (%69, %67, %68) : i32
+            %71 = binary {kind = "add"} (%next_slot, %65) : i32
+            %72 = compare {pred = "eq"} (%71, %66) : i1
+            %73 = select (%72, %67, %71) : i32
+            yield ([%acc_3, %a_ptrs_3, %b_ptrs_3, %70, %73])
           }
           async_wait
-          %70 = constant {value = 32} : tile<32x1xi32>
-          %71 = binary {kind = "mul"} (%0, %70) : tile<32x1xi32>
-          %72 = splat (%c_ptr) : tile<32x1xptr<f32>>
-          %73 = addptr (%72, %71) : tile<32x1xptr<f32>>
-          %74 = broadcast (%73) : tile<32x32xptr<f32>>
-          %75 = broadcast (%14) : tile<32x32xi32>
-          %76 = addptr (%74, %75) : tile<32x32xptr<f32>>
-          store (%76, %acc_1, none)
+          %74 = constant {value = 32} : tile<32x1xi32>
+          %75 = binary {kind = "mul"} (%0, %74) : tile<32x1xi32>
+          %76 = splat (%c_ptr) : tile<32x1xptr<f32>>
+          %77 = addptr (%76, %75) : tile<32x1xptr<f32>>
+          %78 = broadcast (%77) : tile<32x32xptr<f32>>
+          %79 = broadcast (%14) : tile<32x32xi32>
+          %80 = addptr (%78, %79) : tile<32x32xptr<f32>>
+          store (%80, %acc_1, none)
         }
 """
 
@@ -204,11 +209,24 @@ def test_a_loop_with_a_store_is_left_alone():
     assert check(lambda m: pipeline_loops(m.kernel), with_store, with_store) == 0
 
 
+def test_a_power_of_two_of_slots_takes_remainders_of_one_counter():
+    """Four slots: both slot indices are remainders (masks) of one carried iteration counter,
+    not slots carried and wrapped one by one (measured faster there; the wrapped form pays
+    where a remainder would be a multiply-high chain)."""
+    module = parse_module(ir(MATMUL_LOOP))
+    assert pipeline_dot_operands(module.kernel, 4, lambda dot: True, 1 << 20) == 2
+    verify_module(module)
+    text = print_module(module)
+    assert "%stage: i32" in text and "%next_slot" not in text and "select" not in text
+    assert re.search(r'%(\d+) = constant \{value = 4\} : i32\n\s*%\d+ = binary \{kind = "rem"\} \(%stage, %\1\)',
+                     text)
+
+
 def test_dot_operands_go_through_three_stage_shared_buffers():
     """Two iterations' copies are in flight before the loop; each iteration waits for its
-    own slot (``stage % 3``), starts the copies of iteration k + 2 into slot
-    ``(stage + 2) % 3`` from pointers advanced twice, and the dot reads its operands in
-    place; everything is drained after the loop."""
+    own slot (``slot``, carried from 0 and wrapped at 3), starts the copies of iteration
+    k + 2 into ``next_slot`` (carried from 2) from pointers advanced twice, and the dot reads
+    its operands in place; everything is drained after the loop."""
     count = check(lambda m: pipeline_dot_operands(m.kernel, 3, lambda dot: True, 1 << 20),
                   MATMUL_LOOP, MATMUL_PIPELINED)
     assert count == 2

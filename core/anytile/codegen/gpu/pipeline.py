@@ -18,7 +18,7 @@ accesses is touched.  This runs on device-independent IR, before layouts are ass
 """
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
@@ -470,18 +470,9 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         prologue.append(AsyncCommitOp(loc=loc))
 
     # in the body: wait for this iteration's slot, start iteration k + stages - 1's copies
-    counter = Value(i32, body, len(body.args), "stage")
-    body.args.append(counter)
     fence = any(b.layout.async_readers for b in slots)
     top: list[Op] = [AsyncWaitOp(stages - 2, True, fence, loc=loc)]
-
-    def emit(op: Op) -> Value:
-        top.append(op)
-        return op.result
-    n = emit(ops.ConstantOp(count, result_types=[i32], loc=loc))
-    read_slot = emit(ops.BinaryOp("rem", counter, n, loc=loc))
-    later = emit(ops.ConstantOp(stages - 1, result_types=[i32], loc=loc))
-    write_slot = emit(ops.BinaryOp("rem", emit(ops.BinaryOp("add", counter, later, loc=loc)), n, loc=loc))
+    read_slot, write_slot, tail, yields, firsts = _slot_indices(body, top, count, stages, loc)
     ahead = _Ahead(loop, advancing, inside, top, stages - 1, before_loop=False)
     for load, alloc in zip(loads, allocs):
         top += _copy(load, alloc.result, write_slot, ahead)
@@ -493,14 +484,12 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         for op in walk(body):
             op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
         body.ops.remove(load)
-    one = ops.ConstantOp(1, result_types=[i32], loc=loc)
-    next_counter = ops.BinaryOp("add", counter, one.result, loc=loc)
-    body.ops[-1:-1] = [one, next_counter]
-    body.terminator.values.append(next_counter.result)
-    zero = ops.ConstantOp(0, result_types=[i32], loc=loc)
-    prologue.append(zero)
-    loop.inits.append(zero.result)
-    loop.results.append(Value(i32, loop, len(loop.results)))
+    body.ops[-1:-1] = tail
+    body.terminator.values.extend(yields)
+    prologue += firsts
+    for first in firsts:
+        loop.inits.append(first.result)
+        loop.results.append(Value(i32, loop, len(loop.results)))
     body.ops[0:0] = top
     where = parent.ops.index(loop)
     parent.ops[where:where] = prologue
@@ -508,6 +497,48 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # refills the slots while another still reads the last one
     parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, True, loc=loc))
     return len(loads)
+
+
+def _slot_indices(body: Block, top: list, count: int, stages: int, loc: Any) -> tuple:
+    """(the slot this iteration reads, the slot it copies into, the ops that end the body, what
+    the body yields for its new arguments, their first values) for ``count`` slots,
+    ``stages - 1`` iterations apart; the new body arguments are appended and the ops computing
+    the slots go into ``top``.
+
+    With a power-of-two ``count`` both slots are remainders of one carried iteration counter
+    (a mask).  With any other, each slot is carried itself, advanced by one and wrapped around:
+    a remainder by such a count is a multiply-high chain on the way to every slot address and
+    to a matrix unit's operand descriptors (measured on one GPU: a one-warpgroup 128x128x64
+    matmul with five slots 2.5% faster, its persistent form 7%; with four slots the carried
+    form was 4-5% slower than the mask; BENCHMARKS.md, session 14)."""
+    one = ops.ConstantOp(1, result_types=[i32], loc=loc)
+    if count & (count - 1) == 0:
+        counter = Value(i32, body, len(body.args), "stage")
+        body.args.append(counter)
+        n = ops.ConstantOp(count, result_types=[i32], loc=loc)
+        later = ops.ConstantOp(stages - 1, result_types=[i32], loc=loc)
+        read = ops.BinaryOp("rem", counter, n.result, loc=loc)
+        ahead = ops.BinaryOp("add", counter, later.result, loc=loc)
+        write = ops.BinaryOp("rem", ahead.result, n.result, loc=loc)
+        top += [n, read, later, ahead, write]
+        step = ops.BinaryOp("add", counter, one.result, loc=loc)
+        return read.result, write.result, [one, step], [step.result], \
+            [ops.ConstantOp(0, result_types=[i32], loc=loc)]
+    read_slot = Value(i32, body, len(body.args), "slot")
+    write_slot = Value(i32, body, len(body.args) + 1, "next_slot")
+    body.args += [read_slot, write_slot]
+    n = ops.ConstantOp(count, result_types=[i32], loc=loc)
+    wrapped = ops.ConstantOp(0, result_types=[i32], loc=loc)
+    tail: list[Op] = [one, n, wrapped]
+    yields = []
+    for slot in (read_slot, write_slot):
+        step = ops.BinaryOp("add", slot, one.result, loc=loc)
+        last = ops.CompareOp("eq", step.result, n.result, loc=loc)
+        tail += [step, last, ops.SelectOp(last.result, wrapped.result, step.result, loc=loc)]
+        yields.append(tail[-1].result)
+    firsts = [ops.ConstantOp(0, result_types=[i32], loc=loc),
+              ops.ConstantOp(stages - 1, result_types=[i32], loc=loc)]
+    return read_slot, write_slot, tail, yields, firsts
 
 
 def accumulates_in_place(loop: ops.ForOp, dot: Op) -> bool:
