@@ -508,8 +508,8 @@ def _slot_indices(body: Block, top: list, count: int, stages: int, loc: Any) -> 
     With a power-of-two ``count`` both slots are remainders of one carried iteration counter
     (a mask).  With any other, each slot is carried itself, advanced by one and wrapped around:
     a remainder by such a count is a multiply-high chain on the way to every slot address and
-    to a matrix unit's operand descriptors (measured on one GPU: a one-warpgroup 128x128x64
-    matmul with five slots 2.5% faster, its persistent form 7%; with four slots the carried
+    to a matrix unit's operand descriptors (measured on one GPU: a 128x128x64 matmul on four
+    warps with five slots 2.5% faster, its persistent form 7%; with four slots the carried
     form was 4-5% slower than the mask; BENCHMARKS.md, session 14)."""
     one = ops.ConstantOp(1, result_types=[i32], loc=loc)
     if count & (count - 1) == 0:
