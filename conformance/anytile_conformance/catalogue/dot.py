@@ -98,3 +98,59 @@ def dot_k_loop(ctx, k_total):
     ctx.check("K-loop dot", out, aw @ bw, "f32", tolerances.accumulation(k_total, "f32"),
               np.abs(aw) @ np.abs(bw))
 
+
+
+@at.jit
+def tiled_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, B_ALONG_K: tl.constexpr, ACC: tl.constexpr,
+                        BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    # A is M x K row-major; B is K x N, stored N x K (read along K) or K x N (read along N)
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=ACC)
+    for k in range(0, K, BK):
+        in_k = (k + rk) < K
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=in_k[None, :], other=0)
+        if B_ALONG_K:
+            b = tl.load(b_ptr + (k + rk)[:, None] + rn[None, :] * K, mask=in_k[:, None], other=0)
+        else:
+            b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=in_k[:, None], other=0)
+        acc = tl.dot(a, b, acc, out_dtype=ACC)
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+#: (input dtype, accumulator dtype) of the tiled matmuls
+TILED_TYPES = [("f16", "f32"), ("bf16", "f32"), ("i8", "i32")]
+
+
+def _tiled_needs(params: dict) -> set[str]:
+    in_dtype, acc_dtype = params["types"]
+    return capabilities_for(in_dtype, acc_dtype) | ({"dot_int8"} if in_dtype == "i8" else set())
+
+
+@family("dot",
+        quick=dict(types=[("f16", "f32"), ("i8", "i32")], b_along_k=[True]),
+        full=dict(types=TILED_TYPES, b_along_k=[False, True]), needs=_tiled_needs)
+def tiled_matmul(ctx, types, b_along_k):
+    """A grid of 64 x 64 tiles over 128 x 128 with a K loop of 32-wide steps and a masked
+    tail (K = 112), four warps and three pipeline stages, B held N x K (read along K, as
+    ``x @ W.T``) or K x N: the tile sizes and loops where GPU backends take their pipelined
+    matrix-unit paths (shared-memory rings, asynchronous copies, MMAs in flight), which the
+    single-tile ``dot`` cases do not reach."""
+    in_dtype, acc_dtype = types
+    m, n, k = 128, 128, 112
+    if in_dtype == "i8":
+        a, b = ctx.random((m, k), "i8"), ctx.random((k, n), "i8")
+    else:
+        a, b = ctx.random((m, k), in_dtype, -2, 2), ctx.random((k, n), in_dtype, -2, 2)
+    out = ctx.output((m, n), acc_dtype)
+    b_stored = np.ascontiguousarray(b.T) if b_along_k else b
+    ctx.launch(tiled_matmul_kernel, (m // 64, n // 64), ctx.input(a), ctx.input(b_stored), out,
+               m, n, k, B_ALONG_K=b_along_k, ACC=ctx.tl_dtype(acc_dtype), BM=64, BN=64, BK=32,
+               num_warps=4, num_stages=3)
+    if in_dtype == "i8":
+        ctx.check("tiled matmul", out, wrap_int(as_pyint(a).dot(as_pyint(b)), "i32"), "i32", EXACT)
+        return
+    aw, bw = wide(a, acc_dtype), wide(b, acc_dtype)
+    ctx.check("tiled matmul", out, aw @ bw, acc_dtype, tolerances.accumulation(k, acc_dtype),
+              np.abs(aw) @ np.abs(bw))
