@@ -129,14 +129,16 @@ def _tiled_needs(params: dict) -> set[str]:
 
 
 @family("dot",
-        quick=dict(types=[("f16", "f32"), ("i8", "i32")], b_along_k=[True]),
-        full=dict(types=TILED_TYPES, b_along_k=[False, True]), needs=_tiled_needs)
-def tiled_matmul(ctx, types, b_along_k):
+        quick=dict(types=[("f16", "f32"), ("i8", "i32")], b_along_k=[True], stages=[2, 3]),
+        full=dict(types=TILED_TYPES, b_along_k=[False, True], stages=[2, 3]), needs=_tiled_needs)
+def tiled_matmul(ctx, types, b_along_k, stages):
     """A grid of 64 x 64 tiles over 128 x 128 with a K loop of 32-wide steps and a masked
-    tail (K = 112), four warps and three pipeline stages, B held N x K (read along K, as
+    tail (K = 112), four warps and ``stages`` pipeline stages, B held N x K (read along K, as
     ``x @ W.T``) or K x N: the tile sizes and loops where GPU backends take their pipelined
-    matrix-unit paths (shared-memory rings, asynchronous copies, MMAs in flight), which the
-    single-tile ``dot`` cases do not reach."""
+    matrix-unit paths (shared-memory rings of two to four slots, asynchronous copies, MMAs in
+    flight), which the single-tile ``dot`` cases do not reach.  (Which dots a backend
+    pipelines is its own choice: NVIDIA's sm_90 pipelines int8 only with B read along K, and
+    keeps other int8 operands in registers, as AMD's lowering does.)"""
     in_dtype, acc_dtype = types
     m, n, k = 128, 128, 112
     if in_dtype == "i8":
@@ -147,7 +149,7 @@ def tiled_matmul(ctx, types, b_along_k):
     b_stored = np.ascontiguousarray(b.T) if b_along_k else b
     ctx.launch(tiled_matmul_kernel, (m // 64, n // 64), ctx.input(a), ctx.input(b_stored), out,
                m, n, k, B_ALONG_K=b_along_k, ACC=ctx.tl_dtype(acc_dtype), BM=64, BN=64, BK=32,
-               num_warps=4, num_stages=3)
+               num_warps=4, num_stages=stages)
     if in_dtype == "i8":
         ctx.check("tiled matmul", out, wrap_int(as_pyint(a).dot(as_pyint(b)), "i32"), "i32", EXACT)
         return
