@@ -28,7 +28,7 @@ fi
 if [ -z "${ONLY_CHECK:-}" ]; then
     step "matmul targets"
     timeout 330 python3 benchmarks/gpu_matmul.py \
-        ${MATMUL_ARGS:---rows fp16,fp16-8192,bf16,relu,persistent,int8,tma,tma-persistent} \
+        ${MATMUL_ARGS:---rows fp16,fp16-8192,bf16,relu,persistent,int8,int8-kmajor,tma,tma-persistent --paired 3 --clocks} \
         --out "$OUT/matmul.md" >"$OUT/matmul.log" 2>&1
     tail -11 "$OUT/matmul.log"
     step "attention"

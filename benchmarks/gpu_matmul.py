@@ -12,13 +12,17 @@ B K-major, by pointers and by descriptors (``--rows fp8,fp8-8192,fp8-tma``; peer
 ``torch._int_mm`` on the same layout).  Each side
 runs the same menu of block configurations and keeps its best (median of ``do_bench``);
 results are checked against torch first.  Prints a markdown table (ratio = anytile / Triton
-throughput) and each side's best configuration, registers and spills where known.
+throughput) and each side's best configuration, registers and spills where known.  With
+``--paired N`` the two best launches are timed N times more, alternately; ``--clocks`` adds
+the SM clock and board power (``nvidia-smi``, sampled on a thread) each side ran at then.
 """
 from __future__ import annotations
 
 import argparse
 import os
+import subprocess
 import sys
+import threading
 import time
 
 os.environ.setdefault("ANYTILE_DEVICE", "cuda:0")
@@ -188,6 +192,42 @@ def _descriptors(side, a, b, c, bm, bn, bk):
             make(c, list(c.shape), list(c.stride()), [bm, bn]))
 
 
+class Clocks:
+    """The GPU's SM clock and board power, read from ``nvidia-smi`` every ~50 ms on a thread
+    (``--clocks``): ``during(window)`` gives the median clock and mean power over the samples
+    taken between two ``time.monotonic()`` readings, so two kernels timed in turn can be told
+    apart by the clocks they ran at, which the profiler's locked clocks hide."""
+
+    def __init__(self) -> None:
+        self.samples: list = []
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while self.running:
+            try:
+                text = subprocess.run(["nvidia-smi", "--query-gpu=clocks.sm,power.draw",
+                                       "--format=csv,noheader,nounits", "-i", "0"],
+                                      capture_output=True, text=True, timeout=5).stdout
+                mhz, watts = (float(x) for x in text.strip().split(","))
+                self.samples.append((time.monotonic(), mhz, watts))
+            except (OSError, ValueError, subprocess.SubprocessError):
+                pass
+            time.sleep(0.05)
+
+    def during(self, windows: list) -> str:
+        got = [(m, w) for t, m, w in self.samples if any(a <= t <= b for a, b in windows)]
+        if not got:
+            return "no samples"
+        mhz = sorted(m for m, _ in got)[len(got) // 2]
+        return f"{mhz:.0f} MHz, {sum(w for _, w in got) / len(got):.0f} W ({len(got)} samples)"
+
+
+#: the sampler when ``--clocks`` is given
+CLOCKS = None
+
+
 def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False,
             descriptors=False, block_pointers=False, indexed_addresses=False, b_kmajor=False,
             residual=False, paired=0):
@@ -325,8 +365,16 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     out["peer"] = (peer[0], flops / do_bench(peer[1], return_mode="median") / 1e9)
     if paired and out["anytile"] and out["triton"]:
         ours, theirs = launch_of("anytile", AT, out["anytile"][1]), launch_of("triton", TR, out["triton"][1])
-        out["paired"] = sorted(do_bench(theirs, return_mode="median") / do_bench(ours, return_mode="median")
-                               for _ in range(paired))
+        windows: dict = {"anytile": [], "triton": []}
+
+        def timed(side, launch):
+            start = time.monotonic()
+            ms = do_bench(launch, return_mode="median")
+            windows[side].append((start, time.monotonic()))
+            return ms
+        out["paired"] = sorted(timed("triton", theirs) / timed("anytile", ours) for _ in range(paired))
+        if CLOCKS is not None:
+            out["clocks"] = {side: CLOCKS.during(w) for side, w in windows.items()}
     return out
 
 
@@ -346,9 +394,14 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="two configurations a side")
     parser.add_argument("--out")
     parser.add_argument("--rows", default="fp16,fp16-8192,bf16,relu,persistent,int8")
+    parser.add_argument("--clocks", action="store_true",
+                        help="with --paired: the SM clock and power each side's timings ran at")
     parser.add_argument("--paired", type=int, default=0,
                         help="time the two best launches this many times more, alternately")
     args = parser.parse_args()
+    if args.clocks:
+        global CLOCKS
+        CLOCKS = Clocks()
     q = {"quick": args.quick, "paired": args.paired}
     rows = {
         "fp16": lambda: run_row("fp16 -> fp32", 4096, torch.float16, torch.float32, **q),
@@ -402,6 +455,11 @@ def main() -> None:
             ratio += f"; paired x{len(p)}: {p[len(p) // 2]:.2f} ({p[0]:.2f}-{p[-1]:.2f})"
         lines.append(f"| {r['row']} | {r['size']}^3 | {cell(r['anytile'])} | {cell(r['triton'])} | "
                      f"{r['peer'][1]:.0f} ({r['peer'][0]}) | {ratio} |")
+    clocked = [r for r in results if "clocks" in r]
+    if clocked:
+        lines += ["", "SM clock (median) and board power (mean) during the paired timings:", ""]
+        lines += [f"* {r['row']} {r['size']}^3: anytile {r['clocks']['anytile']}; Triton {r['clocks']['triton']}"
+                  for r in clocked]
     text = "\n".join(lines)
     print(text)
     if args.out:
