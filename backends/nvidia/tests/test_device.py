@@ -303,12 +303,12 @@ def test_float8_matmul_on_the_gpu(cuda, M, N, K, BM, BN, BK, num_warps):
     with fewer bits than f32 (as Triton's default on sm_90 does), hence the tolerance."""
     import ml_dtypes
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_float8_dots import _fp8_matmul
+    from test_float8_dots import _matmul8
     rng = np.random.default_rng(M + K)
     a = rng.standard_normal((M, K)).astype(ml_dtypes.float8_e4m3fn)
     b = rng.standard_normal((K, N)).astype(ml_dtypes.float8_e5m2)
     c = at.empty((M, N), np.float32, device=cuda)
-    compiled = _fp8_matmul[(-(-M // BM), N // BN)](
+    compiled = _matmul8[(-(-M // BM), N // BN)](
         at.asarray(a, device=cuda), at.asarray(np.ascontiguousarray(b.T), device=cuda), c, M, N, K,
         B_ALONG_K=True, BM=BM, BN=BN, BK=BK, num_warps=num_warps, num_stages=3)
     np.testing.assert_allclose(c.numpy(), a.astype(np.float64) @ b.astype(np.float64),
@@ -324,14 +324,15 @@ def test_int8_matmul_on_the_gpu(cuda, M, N, K, BM, BN, BK, num_warps, along_k):
     """int8 into int32, exact: B read along K runs on the warpgroup MMA's s8 form on sm_90,
     B read along N on ``mma.sync``."""
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from test_int8_dots import _int8_matmul
+    from test_float8_dots import _matmul8
     rng = np.random.default_rng(M + K)
     a = rng.integers(-128, 128, (M, K), dtype=np.int8)
     b = rng.integers(-128, 128, (K, N), dtype=np.int8)
     c = at.empty((M, N), np.int32, device=cuda)
-    compiled = _int8_matmul[(-(-M // BM), N // BN)](
+    compiled = _matmul8[(-(-M // BM), N // BN)](
         at.asarray(a, device=cuda), at.asarray(np.ascontiguousarray(b.T) if along_k else b, device=cuda),
-        c, M, N, K, B_ALONG_K=along_k, BM=BM, BN=BN, BK=BK, num_warps=num_warps, num_stages=3)
+        c, M, N, K, B_ALONG_K=along_k, BM=BM, BN=BN, BK=BK, ACC=tl.int32, num_warps=num_warps,
+        num_stages=3)
     np.testing.assert_array_equal(c.numpy(), a.astype(np.int64) @ b.astype(np.int64))
     hopper = cuda.properties["compute_capability"] == (9, 0)
     assert ("wgmma.mma_async" in compiled.asm["ptx"]) == (hopper and along_k)

@@ -27,20 +27,21 @@ KINDS = {("fp8e4nv", "fp8e4nv"): 2 | 2 << 4, ("fp8e4nv", "fp8e5"): 2 | 3 << 4,
 
 
 @at.jit
-def _fp8_matmul(a_ptr, b_ptr, c_ptr, M, N, K, B_ALONG_K: tl.constexpr, BM: tl.constexpr,
-                BN: tl.constexpr, BK: tl.constexpr):
-    # A is M x K row-major; B is K x N, stored N x K (K-major) or K x N (N-major)
+def _matmul8(a_ptr, b_ptr, c_ptr, M, N, K, B_ALONG_K: tl.constexpr, BM: tl.constexpr,
+             BN: tl.constexpr, BK: tl.constexpr, ACC: tl.constexpr = tl.float32):
+    # A is M x K row-major; B is K x N, stored N x K (K-major) or K x N (N-major); 8-bit
+    # elements (float8 here, int8 in test_int8_dots.py with ``ACC=tl.int32``)
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    acc = tl.zeros((BM, BN), dtype=ACC)
     for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0.0)
+        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0)
         if B_ALONG_K:
             b_ptrs = b_ptr + (k + rk)[:, None] + rn[None, :] * K
         else:
             b_ptrs = b_ptr + (k + rk)[:, None] * N + rn[None, :]
-        b = tl.load(b_ptrs, mask=(k + rk)[:, None] < K, other=0.0)
+        b = tl.load(b_ptrs, mask=(k + rk)[:, None] < K, other=0)
         acc = tl.dot(a, b, acc)
     tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
 
@@ -55,7 +56,7 @@ def _operands(fmt_a, fmt_b, M, N, K, seed=0):
 def _module(fmt_a, fmt_b, along_k, BM, BN, BK, num_warps):
     sig = {"a_ptr": f"*{fmt_a}:16", "b_ptr": f"*{fmt_b}:16", "c_ptr": "*fp32:16", "M": "i32",
            "N": "i32:16", "K": "i32:16"}
-    return ts.ir_of(_fp8_matmul, sig, {"B_ALONG_K": along_k, "BM": BM, "BN": BN, "BK": BK},
+    return ts.ir_of(_matmul8, sig, {"B_ALONG_K": along_k, "BM": BM, "BN": BN, "BK": BK},
                     num_warps=num_warps)
 
 
@@ -96,7 +97,7 @@ def test_float8_wgmma_in_ptx():
     """sm_90's PTX: k32 MMAs on e4m3 x e5m2, no transpose operands; nothing widened."""
     sig = {"a_ptr": "*fp8e4nv:16", "b_ptr": "*fp8e5:16", "c_ptr": "*fp32:16", "M": "i32",
            "N": "i32:16", "K": "i32:16"}
-    compiled = at.compile(_fp8_matmul, target="nvidia:sm_90", signature=sig, num_warps=8,
+    compiled = at.compile(_matmul8, target="nvidia:sm_90", signature=sig, num_warps=8,
                           constexprs={"B_ALONG_K": True, "BM": 128, "BN": 256, "BK": 128}, num_stages=3)
     laid = compiled.asm["laid-out ir"]
     assert "shared<4x128x128xf8e4m3, swizzle 128 warps 8 in-flight 1 bytes 1>" in laid

@@ -20,30 +20,12 @@ from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 
 sys.path.insert(0, str(Path(__file__).parent))
 import test_simulated as ts  # noqa: E402
+from test_float8_dots import _matmul8  # noqa: E402
 
 SIG = {"a_ptr": "*i8:16", "b_ptr": "*i8:16", "c_ptr": "*i32:16", "M": "i32", "N": "i32:16",
        "K": "i32:16"}
 #: the emulated MMA's type code of int8 x int8 (A's type, and B's times 16)
 INT8 = 4 | 4 << 4
-
-
-@at.jit
-def _int8_matmul(a_ptr, b_ptr, c_ptr, M, N, K, B_ALONG_K: tl.constexpr, BM: tl.constexpr,
-                 BN: tl.constexpr, BK: tl.constexpr):
-    # A is M x K row-major; B is K x N, stored N x K (K-major) or K x N (N-major)
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    acc = tl.zeros((BM, BN), dtype=tl.int32)
-    for k in range(0, K, BK):
-        a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=(k + rk)[None, :] < K, other=0)
-        if B_ALONG_K:
-            b_ptrs = b_ptr + (k + rk)[:, None] + rn[None, :] * K
-        else:
-            b_ptrs = b_ptr + (k + rk)[:, None] * N + rn[None, :]
-        b = tl.load(b_ptrs, mask=(k + rk)[:, None] < K, other=0)
-        acc = tl.dot(a, b, acc)
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
 
 
 def _operands(M, N, K, seed):
@@ -54,7 +36,8 @@ def _operands(M, N, K, seed):
 
 
 def _module(along_k, BM, BN, BK, num_warps):
-    return ts.ir_of(_int8_matmul, SIG, {"B_ALONG_K": along_k, "BM": BM, "BN": BN, "BK": BK},
+    return ts.ir_of(_matmul8, SIG, {"B_ALONG_K": along_k, "BM": BM, "BN": BN, "BK": BK,
+                                    "ACC": tl.int32},
                     num_warps=num_warps)
 
 
@@ -122,8 +105,9 @@ def test_b_along_n_stays_on_mma_sync():
 def test_int8_wgmma_in_ptx():
     """sm_90's PTX: k32 s32.s8.s8 MMAs on descriptors, no scale or transpose operands (the
     integer form has none), B in a K-major slot; assembled by ptxas where it is installed."""
-    compiled = at.compile(_int8_matmul, target="nvidia:sm_90", signature=SIG, num_warps=8,
-                          constexprs={"B_ALONG_K": True, "BM": 128, "BN": 256, "BK": 128}, num_stages=3)
+    compiled = at.compile(_matmul8, target="nvidia:sm_90", signature=SIG, num_warps=8,
+                          constexprs={"B_ALONG_K": True, "BM": 128, "BN": 256, "BK": 128, "ACC": tl.int32},
+                          num_stages=3)
     laid = compiled.asm["laid-out ir"]
     assert "x128x128xi8, swizzle 128 warps 8 in-flight 1 bytes 1>" in laid
     assert "x128x256xi8, swizzle 128 columns in-flight 1 bytes 1>" in laid      # B stored N x K
@@ -137,13 +121,15 @@ def test_int8_wgmma_in_ptx():
 
 
 def test_b_along_n_keeps_mma_sync_in_ptx():
-    compiled = at.compile(_int8_matmul, target="nvidia:sm_90", signature=SIG, num_warps=8,
-                          constexprs={"B_ALONG_K": False, "BM": 128, "BN": 256, "BK": 128}, num_stages=3)
+    compiled = at.compile(_matmul8, target="nvidia:sm_90", signature=SIG, num_warps=8,
+                          constexprs={"B_ALONG_K": False, "BM": 128, "BN": 256, "BK": 128, "ACC": tl.int32},
+                          num_stages=3)
     ptx = compiled.asm["ptx"]
     assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx and "wgmma" not in ptx
 
 
 def test_sm_80_keeps_mma_sync():
-    compiled = at.compile(_int8_matmul, target="nvidia:sm_80", signature=SIG, num_warps=8,
-                          constexprs={"B_ALONG_K": True, "BM": 128, "BN": 128, "BK": 64}, num_stages=3)
+    compiled = at.compile(_matmul8, target="nvidia:sm_80", signature=SIG, num_warps=8,
+                          constexprs={"B_ALONG_K": True, "BM": 128, "BN": 128, "BK": 64, "ACC": tl.int32},
+                          num_stages=3)
     assert "wgmma" not in compiled.asm["ptx"] and "mma.sync" in compiled.asm["ptx"]

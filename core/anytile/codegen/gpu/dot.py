@@ -486,6 +486,7 @@ class DotSelector:
     def __init__(self, target: "GpuTarget", num_warps: int, fn: Optional[Function] = None) -> None:
         self.num_warps = num_warps
         self.fn = fn
+        self._transposed: Optional[frozenset] = None
         matrix = MatrixDot(target)
         if fn is not None:
             matrix.chained = chained_dots(fn)
@@ -515,12 +516,16 @@ class DotSelector:
     def _along_k(self, op: ops.DotOp) -> bool:
         """Whether ``op``'s A is not a load read along its first dimension and its B is one
         (``pipeline.transposed_loads``), or already sits in a buffer that keeps columns
-        contiguous."""
+        contiguous.  The loads' directions are found once, at the first call: the passes that
+        ask (``stage_invariant_operands``, ``pipeline_dot_operands``) come after every rewrite
+        of load addresses and make no loads of their own."""
         from .pipeline import transposed_loads
         from .shared_ops import SharedLoadOp
         if self.fn is None:
             return False
-        transposed = transposed_loads(self.fn)
+        if self._transposed is None:
+            self._transposed = transposed_loads(self.fn)
+        transposed = self._transposed
         a, b = op.a.owner, op.b.owner
         if isinstance(b, SharedLoadOp):
             b_ok = b.buffer.type.layout.contiguous_dim(shape_of(op.b.type)) == 0

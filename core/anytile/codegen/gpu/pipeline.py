@@ -27,7 +27,7 @@ from ...ir.types import TileType, elem_type, i1, i32
 from .axis_info import analyse_function, vector_width_of_access
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
-                         SharedLoadOp)
+                         SharedLoadOp, slot_element)
 
 __all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place",
            "load_transposed"]
@@ -299,8 +299,7 @@ def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -
     if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
         return False
     t = op.result.type
-    return len(t.shape) == 2 and (t.elem.nbytes == 2 or t.elem.is_float8 or t.elem.name == "i8") and \
-        bool(users) and \
+    return len(t.shape) == 2 and slot_element(t.elem) and bool(users) and \
         (op.other is None or _is_zero(op.other)) and \
         all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
             and dot_ok(u) for u in users)

@@ -27,7 +27,7 @@ from .layouts import register_indices
 from .memory import access_groups, guarded, zero_of
 from .registers import coords, register_is_replica
 from .shared_ops import (AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp, SharedBufferLayout,
-                         SharedLoadOp)
+                         SharedLoadOp, slot_element)
 
 if TYPE_CHECKING:
     from .lowering import KernelLowering
@@ -188,7 +188,7 @@ def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
     ctx.shared_views[op.result] = SharedView(_slot_address(ctx, op.buffer, ctx.scalar(op.slot)),
                                              op.buffer.type.layout)
     elem = elem_type(op.result.type)
-    if elem.nbytes != 2 and not elem.is_float8 and elem.name != "i8":
+    if not slot_element(elem):
         # the pipeline pass never makes one
         ctx.fail(op, f"shared_load of a tile of {elem} (16-bit, float8 or int8 elements only)")
 

@@ -41,10 +41,16 @@ from ...ir.types import (PointerType, ScalarType, TileType, i1, i32, parse_type,
 __all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
            "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS",
            "PaddedColumns",
-           "register_buffer_layout", "parse_buffer_layout"]
+           "register_buffer_layout", "parse_buffer_layout", "slot_element"]
 
 #: elements of padding per shared-memory row of a 16-bit operand: 16 bytes
 PAD_ELEMENTS = 8
+
+
+def slot_element(elem: ScalarType) -> bool:
+    """Whether pipeline slots hold tiles of ``elem``: 16-bit elements, and the 8-bit ones a
+    matrix unit may read there (float8, int8)."""
+    return elem.nbytes == 2 or elem.is_float8 or elem.name == "i8"
 
 
 class SharedBufferLayout(abc.ABC):
