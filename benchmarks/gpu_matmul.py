@@ -169,10 +169,33 @@ def make(jit, lang):
         acc += lang.load(r_ptr + rm[:, None] * scm + rn[None, :])
         lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty))
 
+    def wrapped_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: lang.constexpr,
+                       BN: lang.constexpr, BK: lang.constexpr, GROUP: lang.constexpr):
+        # as Triton's matmul tutorial writes it: row and column indices wrapped around the
+        # matrix (% M, % N) instead of masked, the K tail masked, C stored masked
+        pid_m, pid_n = tile_of(lang.program_id(0), M, N, BM, BN, GROUP)
+        rm = (pid_m * BM + lang.arange(0, BM)) % M
+        rn = (pid_n * BN + lang.arange(0, BN)) % N
+        rk = lang.arange(0, BK)
+        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
+        acc = lang.zeros((BM, BN), dtype=lang.float32)
+        for k in range(0, lang.cdiv(K, BK)):
+            a = lang.load(a_ptrs, mask=rk[None, :] < K - k * BK, other=0.0)
+            b = lang.load(b_ptrs, mask=rk[:, None] < K - k * BK, other=0.0)
+            acc = lang.dot(a, b, acc)
+            a_ptrs += BK
+            b_ptrs += BK * sbk
+        cm = pid_m * BM + lang.arange(0, BM)
+        cn = pid_n * BN + lang.arange(0, BN)
+        lang.store(c_ptr + cm[:, None] * scm + cn[None, :], acc.to(c_ptr.dtype.element_ty),
+                   mask=(cm[:, None] < M) & (cn[None, :] < N))
+
     tile_of = jit(tile_of)
     tile_product = jit(tile_product)
     return (jit(matmul), jit(persistent), jit(desc_matmul), jit(desc_persistent), jit(block_matmul),
-            jit(kmajor_matmul), jit(kmajor_desc_matmul), jit(indexed_matmul), jit(residual_matmul))
+            jit(kmajor_matmul), jit(kmajor_desc_matmul), jit(indexed_matmul), jit(residual_matmul),
+            jit(wrapped_matmul))
 
 
 AT = make(at.jit, tl)
@@ -284,7 +307,7 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     def launch_of(side, kernels, cfg):
         """The launch of ``cfg`` on ``side`` (a closure of its own arguments)."""
         matmul, persist, desc_matmul, desc_persist, block_matmul, kmajor_kernel, kmajor_desc, indexed, \
-            residual_kernel = kernels
+            residual_kernel, wrapped_kernel = kernels
         bm, bn, bk, w, s = cfg
         options = extra if side == "anytile" else {}
         if kmajor and descriptors:

@@ -4,7 +4,8 @@
 
 Side (anytile or triton), kernel (matmul: carried pointers, fp16 -> fp32 at 4096^3;
 persistent: fp16 out at 8192^3, tiles num_programs apart; indexed_matmul: one tile a program,
-addresses from k each step, fp16 out at 8192^3), config BMxBNxBK, warps, stages.  The
+addresses from k each step, fp16 out at 8192^3; wrapped_matmul: indices wrapped by % M and
+% N and the K tail masked, as Triton's tutorial writes it, fp16 out at 4096^3), config BMxBNxBK, warps, stages.  The
 environment's PROFILE_SIZE and PROFILE_OUT (fp16 or fp32) override the size and output type.  Launches the kernel
 three times (compile, warm-up, the one to profile: ``--launch-skip 2``) and checks it; a
 fourth argument names a file for its cubin."""
@@ -25,7 +26,7 @@ def main() -> None:
     bm, bn, bk, w, s = cfg
     kernels = gm.AT if side == "anytile" else gm.TR
     matmul, persist, indexed = kernels[0], kernels[1], kernels[7]
-    size = int(os.environ.get("PROFILE_SIZE", 4096 if which == "matmul" else 8192))
+    size = int(os.environ.get("PROFILE_SIZE", 8192 if which in ("persistent", "indexed_matmul") else 4096))
     out = os.environ.get("PROFILE_OUT", "fp32" if which == "matmul" else "fp16")
     out_dtype = {"fp16": torch.float16, "fp32": torch.float32}[out]
     a = torch.randn(size, size, device="cuda", dtype=torch.float16)
@@ -37,6 +38,9 @@ def main() -> None:
             sms = torch.cuda.get_device_properties(0).multi_processor_count
             compiled = persist[(min(sms, tiles),)](a, b, c, size, size, size, size, size, size, BM=bm, BN=bn,
                                         BK=bk, GROUP=8, num_warps=w, num_stages=s)
+        elif which == "wrapped_matmul":
+            compiled = kernels[9][(tiles,)](a, b, c, size, size, size, size, size, size, BM=bm, BN=bn,
+                                            BK=bk, GROUP=8, num_warps=w, num_stages=s)
         elif which == "indexed_matmul":
             compiled = indexed[(tiles,)](a, b, c, size, size, size, size, size, size, BM=bm, BN=bn, BK=bk,
                                          GROUP=8, num_warps=w, num_stages=s)

@@ -67,6 +67,9 @@ def host_map(box_map: BoxMap, base: int, rows: int, cols: int, row_stride: int) 
 STALL_SECONDS = 20.0
 #: (program, barrier, parity) of each wait that gave up
 stalls: list = []
+#: the coordinates (innermost first) of every box copied, for tests to see which copies
+#: went by box
+copied: list = []
 
 
 class _Barrier:
@@ -127,6 +130,7 @@ def _box(record: int, coords: tuple, shared_at: int) -> tuple:
 
 def _copy(dst: int, record: int, c0: int, c1: int, c2: int, c3: int, c4: int, bar: int) -> None:
     elem, width, inside, address, offsets = _box(record, (c0, c1, c2, c3, c4), dst)
+    copied.append((c0, c1, c2, c3, c4))
     data = np.zeros((len(inside), elem), np.uint8)
     for run in range(len(inside) // width):    # runs of the innermost dimension: a read each
         ks = np.nonzero(inside[run * width:(run + 1) * width])[0]

@@ -240,6 +240,56 @@ def test_a_descriptor_of_an_empty_array_reads_zeros_on_the_gpu(cuda):
         assert compiled.metadata.get("box_maps")
 
 
+@pytest.mark.parametrize("case", ["carried", "tutorial-edges", "shifted", "wrapped", "overlapping"])
+@pytest.mark.parametrize("tma", [False, True])
+def test_pointer_box_matmul_on_the_gpu(cuda, case, tma):
+    """Operands read through plain pointers by 128x256 tiles on eight warps, copied by TMA on
+    sm_90 where the box the pointers read is exactly the tile (``pointer_boxes.py``) and by
+    cp.async elsewhere: at masked and wrapped edges, rows starting before the array's
+    pointer, rows closer together than the tile is wide; against NumPy."""
+    from test_pointer_boxes import carried_matmul, indexed_matmul, tutorial_matmul, wrapped_rows
+    rng = np.random.default_rng(len(case))
+    dev = lambda x: at.asarray(x, device=cuda)      # noqa: E731
+    tiles = dict(BM=128, BN=256, BK=64, num_warps=8, num_stages=3, tma=tma)
+    if case in ("carried", "overlapping"):
+        M, N, K = (512, 512, 1024) if case == "carried" else (128, 256, 128)
+        sam = K if case == "carried" else 16
+        flat = rng.standard_normal(sam * M + K).astype(np.float16)
+        a = np.lib.stride_tricks.as_strided(flat, (M, K), (2 * sam, 2))
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        c = at.empty((M, N), np.float32, device=cuda)
+        compiled = carried_matmul[(M // 128, N // 256)](dev(flat), dev(b), c, M, N, K, sam, N, N, **tiles)
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    elif case == "tutorial-edges":
+        M, N, K = 300, 528, 336          # rows 16-byte aligned, every edge ragged
+        a = rng.standard_normal((M, K)).astype(np.float16)
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        c = at.empty((M, N), np.float32, device=cuda)
+        compiled = tutorial_matmul[(-(-M // 128), -(-N // 256))](dev(a), dev(b), c, M, N, K, K, N, N,
+                                                                 **{**tiles, "num_stages": 4})
+        ref = a.astype(np.float64) @ b.astype(np.float64)
+    elif case == "shifted":
+        torch = pytest.importorskip("torch")
+        M, N, K = 300, 256, 256
+        whole = rng.standard_normal((M + 16, K)).astype(np.float16)
+        b = rng.standard_normal((K, N)).astype(np.float16)
+        c = at.empty((M, N), np.float32, device=cuda)
+        rows_from_8 = torch.from_numpy(whole).cuda()[8:]     # A's pointer 8 rows into its buffer
+        compiled = indexed_matmul[(-(-M // 128), 1)](rows_from_8, dev(np.ascontiguousarray(b.T)), c, M, N,
+                                                     K, K, K, N, -8, **tiles)
+        ref = whole[:M].astype(np.float64) @ b.astype(np.float64)
+    else:
+        M, K = 200, 128
+        buffer = rng.standard_normal((256, K)).astype(np.float16)
+        b = rng.standard_normal((K, 256)).astype(np.float16)
+        c = at.empty((256, 256), np.float32, device=cuda)
+        compiled = wrapped_rows[(2,)](dev(buffer), dev(b), c, M, K, **tiles)
+        ref = buffer[np.arange(256) % M].astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c.numpy(), ref, rtol=2e-3, atol=2e-3)
+    hopper = cuda.properties["compute_capability"] == (9, 0)
+    assert bool(compiled.metadata.get("box_maps")) == (tma and hopper)
+
+
 @pytest.mark.parametrize("M,N,K", [(256, 256, 320), (200, 192, 96)])
 @pytest.mark.parametrize("tma", [False, True])
 def test_block_pointer_matmul_on_the_gpu(cuda, M, N, K, tma):

@@ -129,7 +129,8 @@ def _fp8_desc_matmul(a_desc, bt_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.c
 ])
 def test_float8_descriptors_copy_whole_boxes(BM, BN, BK, num_warps, M, N, K):
     """float8 descriptors reach the copy unit (boxes of bytes) and the float8 MMA."""
-    from test_tma import _desc, _lowered, _run
+    from test_tma import _desc
+    from tma_kit import lowered as _lowered, run as _run
     sig = {"a_desc": f"tensordesc<fp8e4nv[{BM}, {BK}]>", "bt_desc": f"tensordesc<fp8e5[{BN}, {BK}]>",
            "c_ptr": "*fp32:16", "M": "i32", "N": "i32", "K": "i32"}
     module, kernel = _lowered(_fp8_desc_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, num_warps)

@@ -26,6 +26,7 @@ from anytile_nvidia import tma_sim
 from anytile_nvidia.tma_sim import EmulatedTensorCopies, host_map
 from anytile_nvidia.warpgroup import SwizzledPanels
 from anytile_nvidia.warpgroup_sim import simulated_hopper_target
+from tma_kit import Simulated, lowered, map_records, run, tma_target
 
 
 @at.jit
@@ -49,19 +50,13 @@ def _signature(BM, BN, BK, elem="fp16"):
             "c_ptr": "*fp32:16", "M": "i32", "N": "i32", "K": "i32"}
 
 
-def _tma_target():
-    target = simulated_hopper_target()
-    target.box_copies = EmulatedTensorCopies()
-    return target
-
-
 def _simulate(BM, BN, BK, num_warps, M, N, K, num_stages=3, seed=0):
     """Run ``desc_matmul`` on the simulator with the copies emulated; returns (C, reference,
     the box maps, the LLVM IR)."""
     consts = {"BM": BM, "BN": BN, "BK": BK}
     module = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(BM, BN, BK),
                         constexprs=consts, num_warps=num_warps, num_stages=num_stages).module
-    target = _tma_target()
+    target = tma_target()
     options = CompileOptions(num_warps=num_warps, num_stages=num_stages)
     meta: dict = {}
     kernel = lower_to_llvm(lay_out(module, target, options, meta), target, options, meta)
@@ -74,8 +69,8 @@ def _simulate(BM, BN, BK, num_warps, M, N, K, num_stages=3, seed=0):
               "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": K, "a_desc_at_stride0": K,
               "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
     args = [values[arg.name] for arg in fn.args]
-    records = _records(kernel.box_maps, values)
-    sim = _Simulated(str(kernel), fn, num_warps * 32, len(records))
+    records = map_records(kernel.box_maps, values)
+    sim = Simulated(str(kernel), fn, num_warps * 32, len(records))
     programs = (-(-M // BM), -(-N // BN))
     del tma_sim.stalls[:]
     sim.run(programs, args + [ctypes.addressof(r) for r in records])
@@ -83,38 +78,9 @@ def _simulate(BM, BN, BK, num_warps, M, N, K, num_stages=3, seed=0):
     return c, a.astype(np.float64) @ b.astype(np.float64), list(kernel.box_maps), str(kernel)
 
 
-def _records(maps, values):
-    """The emulation's descriptor record of each map, from the launch's values of its leaves
-    (the array's base, sizes and stride: parameter names, or numbers)."""
-    def leaf(x):
-        v = values[x] if isinstance(x, str) else x
-        return v.ctypes.data if isinstance(v, np.ndarray) else int(v)
-    return [host_map(m, *[leaf(x) for x in m.array[:4]]) for m in maps]
-
-
 def _desc(box_map):
     """The descriptor argument a map reads (its base is that argument's ``_at_base`` leaf)."""
     return box_map.array[0].removesuffix("_at_base")
-
-
-def _lowered(fn, sig, consts, warps, stages=3):
-    """(the IR module, the ``GpuKernel``) of ``fn`` lowered for the emulated Hopper target."""
-    module = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs=consts,
-                        num_warps=warps).module
-    target = _tma_target()
-    options = CompileOptions(num_warps=warps, num_stages=stages)
-    return module, lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
-
-
-def _run(module, kernel, values, grid, warps):
-    """Run the lowered ``kernel`` on the simulator with ``values`` by parameter name and the
-    emulated descriptor records of its maps; no wait may have stalled."""
-    fn = module.kernel
-    records = _records(kernel.box_maps, values)
-    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
-    del tma_sim.stalls[:]
-    sim.run(grid, [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
-    assert not tma_sim.stalls, f"waits that never completed: {tma_sim.stalls}"
 
 
 def _matmul_operands(M, N, K, seed):
@@ -122,16 +88,6 @@ def _matmul_operands(M, N, K, seed):
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
     return a, b, np.full((M, N), np.nan, np.float32), a.astype(np.float64) @ b.astype(np.float64)
-
-
-class _Simulated(SimulatedKernel):
-    """A simulated kernel whose last ``records`` parameters are the emulated maps (pointers)."""
-
-    def __init__(self, llir, fn, threads, records):
-        super().__init__(llir, fn.name, [a.type for a in fn.args], threads)
-        self.argtypes = self.argtypes + [ctypes.c_void_p] * records
-        address = self.engine.get_function_address(fn.name)
-        self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(address)
 
 
 @pytest.mark.parametrize("BM,BN,BK,num_warps,M,N,K", [
@@ -172,7 +128,7 @@ def test_a_descriptor_without_aligned_rows_keeps_per_thread_copies():
     for i, arg in enumerate(module.kernel.args):
         if arg.name == "a_desc_at_stride0":
             module.kernel.arg_attrs[i] = {}
-    target = _tma_target()
+    target = tma_target()
     options = CompileOptions(num_warps=4, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
     assert [_desc(m) for m in kernel.box_maps] == ["b_desc"]
@@ -183,8 +139,11 @@ def test_the_tma_ptx_assembles_for_sm_90a():
     compiled = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(128, 128, 64),
                           constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=4, num_stages=4)
     ptx = compiled.asm["ptx"]
-    # two copy sites (A, B) in the prologue's three stages and the loop body
-    assert ptx.count("cp.async.bulk.tensor.2d") == 8 and ptx.count("cp.async.bulk.tensor.5d") == 4
+    # copies of A and B in the prologue's three stages and the loop body, each box by one
+    # instruction: A by two 5-D blocks of 64 rows (or, at a ragged edge, sixteen 8-row
+    # boxes), B by two 64-column panels
+    assert ptx.count("cp.async.bulk.tensor.2d") == 4 * (16 + 2)
+    assert ptx.count("cp.async.bulk.tensor.5d") == 4 * 2
     assert "cp.async.cg" not in ptx
     assert "mbarrier.try_wait.parity" in ptx and "mbarrier.expect_tx" in ptx
     assert len(re.findall(r"\.param \.align 64 \.b8 desc_matmul_param_\d+\[128\]", ptx)) == 3
@@ -253,7 +212,7 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
     module = at.compile(desc_attention, target="nvidia:sm_90", signature=sig,
                         constexprs={"BM": BM, "BN": BN, "D": D, "CAUSAL": causal},
                         num_warps=warps, num_stages=3).module
-    target = _tma_target()
+    target = tma_target()
     options = CompileOptions(num_warps=warps, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
     assert sorted({_desc(m) for m in kernel.box_maps}) == ["desc_k", "desc_o", "desc_q", "desc_v"]
@@ -267,8 +226,8 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
                        f"{name}_at_shape1": D, f"{name}_at_stride0": D})
     values = {**leaves, "sm_scale": scale, "N_CTX": N}
     fn = module.kernel
-    records = _records(kernel.box_maps, values)
-    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    records = map_records(kernel.box_maps, values)
+    sim = Simulated(str(kernel), fn, warps * 32, len(records))
     del tma_sim.stalls[:]
     sim.run((N // BM, heads), [values[a.name] for a in fn.args] + [ctypes.addressof(r) for r in records])
     assert not tma_sim.stalls
@@ -310,11 +269,11 @@ def test_block_pointers_over_pointer_arguments_copy_whole_boxes():
     M, N, K = 96, 128, 160
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32", "N": "i32",
            "K": "i32", "stride_am": "i32:16", "stride_bk": "i32:16"}
-    module, kernel = _lowered(block_pointer_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
+    module, kernel = lowered(block_pointer_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
     assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "stride_am", 1)] * 2 + \
         [("b_ptr", "K", "N", "stride_bk", 1)]
     a, b, c, ref = _matmul_operands(M, N, K, 3)
-    _run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K,
+    run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K,
                           "stride_am": K, "stride_bk": N}, (-(-M // BM), N // BN), warps)
     np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
 
@@ -326,7 +285,7 @@ def test_a_pipeline_deeper_than_the_barrier_ring_keeps_per_thread_copies():
     sig = _signature(64, 64, 32)
     consts = {"BM": 64, "BN": 64, "BK": 32}
     module = at.compile(desc_matmul, target="nvidia:sm_90", signature=sig, constexprs=consts).module
-    target = _tma_target()
+    target = tma_target()
     target.shared_memory_limit = 227 * 1024
     for stages, taken in ((16, True), (17, False)):      # 14 / 15 groups pending at the wait
         options = CompileOptions(num_warps=4, num_stages=stages)
@@ -342,7 +301,7 @@ def test_an_empty_array_reads_as_zeros():
     BM, BN, BK, warps, M, N, K = 64, 64, 64, 4, 64, 64, 128
     module = at.compile(desc_matmul, target="nvidia:sm_90", signature=_signature(BM, BN, BK),
                         constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
-    target = _tma_target()
+    target = tma_target()
     options = CompileOptions(num_warps=warps, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
     a = np.ones((M, 8), np.float16)                 # the loop runs K, the array has none
@@ -352,8 +311,8 @@ def test_an_empty_array_reads_as_zeros():
               "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": 0, "a_desc_at_stride0": 8,
               "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
     fn = module.kernel
-    records = _records(kernel.box_maps, values)
-    sim = _Simulated(str(kernel), fn, warps * 32, len(records))
+    records = map_records(kernel.box_maps, values)
+    sim = Simulated(str(kernel), fn, warps * 32, len(records))
     del tma_sim.stalls[:]
     sim.run((1, 1), [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
     assert not tma_sim.stalls
@@ -435,11 +394,11 @@ def test_descriptors_made_in_the_kernel_over_arguments_copy_whole_boxes():
     BM, BN, BK, warps, M, N, K = 64, 64, 32, 4, 96, 128, 96
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32",
            "N": "i32:16", "K": "i32:16"}
-    module, kernel = _lowered(made_descriptor_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
+    module, kernel = lowered(made_descriptor_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
     assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "K", 1)] * 2 + \
         [("b_ptr", "K", "N", "N", 1)]
     a, b, c, ref = _matmul_operands(M, N, K, 5)
-    _run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K},
+    run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K},
          (-(-M // BM), N // BN), warps)
     np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
 
@@ -472,7 +431,7 @@ def test_descriptor_stores_write_whole_boxes(BM, BN, BK, warps, M, N, K, out, pa
     dtype = np.float16 if out == "fp16" else np.float32
     sig = {"a_desc": f"tensordesc<fp16[{BM}, {BK}]>", "b_desc": f"tensordesc<fp16[{BK}, {BN}]>",
            "c_desc": f"tensordesc<{out}[{BM}, {BN}]>", "K": "i32"}
-    module, kernel = _lowered(desc_store_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps, stages)
+    module, kernel = lowered(desc_store_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps, stages)
     text = str(kernel)
     assert ("anytile_sim_tma_store" in text) == boxed
     if stages > 1:
@@ -486,7 +445,7 @@ def test_descriptor_stores_write_whole_boxes(BM, BN, BK, warps, M, N, K, out, pa
               "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N,
               "c_desc_at_base": c_wide, "c_desc_at_shape0": M, "c_desc_at_shape1": N,
               "c_desc_at_stride0": N + pad}
-    _run(module, kernel, values, (-(-M // BM), -(-N // BN)), warps)
+    run(module, kernel, values, (-(-M // BM), -(-N // BN)), warps)
     np.testing.assert_allclose(c_wide[:, :N].astype(np.float64), ref, rtol=2e-2, atol=2e-2)
     np.testing.assert_array_equal(c_wide[:, N:], 7.0)
 
@@ -528,12 +487,12 @@ def test_a_store_of_more_panels_than_lanes_takes_rounds_of_32():
     BM, BN, K = 8, 8192, 256
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "o_ptr": "*fp32:16", "x_ptr": "*fp16:16",
            "c_desc": f"tensordesc<fp16[{BM}, {BN}]>"}
-    module, kernel = _lowered(dot_then_wide_store, sig, {"BM": BM, "BN": BN, "K": K}, 4)
+    module, kernel = lowered(dot_then_wide_store, sig, {"BM": BM, "BN": BN, "K": K}, 4)
     assert 'call void @"anytile_sim_tma_store"(' in str(kernel)
     x = (np.arange(BM * BN) % 1000).astype(np.float16).reshape(BM, BN)
     c = np.full((BM, BN), 7, np.float16)
     o = np.zeros((64, 64), np.float32)
-    _run(module, kernel, {"a_ptr": np.ones((64, K), np.float16), "b_ptr": np.ones((K, 64), np.float16),
+    run(module, kernel, {"a_ptr": np.ones((64, K), np.float16), "b_ptr": np.ones((K, 64), np.float16),
                           "o_ptr": o, "x_ptr": x, "c_desc_at_base": c, "c_desc_at_shape0": BM,
                           "c_desc_at_shape1": BN, "c_desc_at_stride0": BN}, (1,), 4)
     np.testing.assert_array_equal(c, x)
@@ -541,15 +500,16 @@ def test_a_store_of_more_panels_than_lanes_takes_rounds_of_32():
 
 
 @at.jit
-def pointer_matmul_block_store(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
-                               BK: tl.constexpr, BOOL: tl.constexpr):
+def pointer_matmul_block_store(a_ptr, b_ptr, c_ptr, M, N, K, sa, sb, BM: tl.constexpr,
+                               BN: tl.constexpr, BK: tl.constexpr, BOOL: tl.constexpr):
+    # rows ``sa`` and ``sb`` apart, not known to be aligned: copied by cp.async, not by boxes
     rm = tl.program_id(0) * BM + tl.arange(0, BM)
     rn = tl.program_id(1) * BN + tl.arange(0, BN)
     rk = tl.arange(0, BK)
     acc = tl.zeros((BM, BN), tl.float32)
     for k in range(0, K, BK):
-        acc = tl.dot(tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :]),
-                     tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :]), acc)
+        acc = tl.dot(tl.load(a_ptr + rm[:, None] * sa + (k + rk)[None, :]),
+                     tl.load(b_ptr + (k + rk)[:, None] * sb + rn[None, :]), acc)
     bp = tl.make_block_ptr(c_ptr, (M, N), (N, 1), (tl.program_id(0) * BM, tl.program_id(1) * BN),
                            (BM, BN), (1, 0))
     tl.store(bp, acc > 0 if BOOL else acc.to(tl.float16), boundary_check=(0, 1))
@@ -559,19 +519,19 @@ def test_a_kernel_whose_only_boxes_are_stores_keeps_no_copy_tracking():
     """Loads by cp.async and a box store: no barrier ring is kept (the 128 bytes the pipeline
     did not budget), so a pipeline that fills the shared memory still compiles."""
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M": "i32", "N": "i32:16",
-           "K": "i32:16"}
-    module, kernel = _lowered(pointer_matmul_block_store, sig,
+           "K": "i32:16", "sa": "i32", "sb": "i32"}
+    module, kernel = lowered(pointer_matmul_block_store, sig,
                               {"BM": 128, "BN": 128, "BK": 64, "BOOL": False}, 4)
     text = str(kernel)
     assert [m.array[0] for m in kernel.box_maps] == ["c_ptr"]
     assert "anytile_sim_tma_init" not in text and "anytile_sim_tma_try_wait" not in text
-    assert kernel.shared_bytes <= _tma_target().shared_memory_limit
+    assert kernel.shared_bytes <= tma_target().shared_memory_limit
 
 
 def test_a_store_of_booleans_is_not_a_box():
     """The copy unit has no boolean element type: such a store keeps the per-thread path."""
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*i1:16", "M": "i32", "N": "i32:16",
-           "K": "i32:16"}
+           "K": "i32:16", "sa": "i32", "sb": "i32"}
     compiled = at.compile(pointer_matmul_block_store, target="nvidia:sm_90", signature=sig, num_warps=4,
                           constexprs={"BM": 128, "BN": 128, "BK": 64, "BOOL": True})
     assert "box_maps" not in compiled.metadata.extra

@@ -184,6 +184,8 @@ class _Analysis:
                 return self.add_like(a, b, 1, shape, subtract=True)
             if op.kind == "mul":
                 return self.mul(a, b, shape)
+            if op.kind == "rem" and shape:
+                return self.rem(a, b, shape)
             return self.only_constancy(a, b, shape=shape)
         if isinstance(op, ops.CompareOp):
             return self.compare(g(op.lhs), g(op.rhs), shape)
@@ -222,6 +224,22 @@ class _Analysis:
                     for da, db, ca, cb in zip(a.divisibility, b.divisibility, a.contiguity, b.contiguity))
         const = tuple(gcd(ka, kb) for ka, kb in zip(a.constancy, b.constancy))
         return AxisInfo((1,) * len(shape), div, const)
+
+    def rem(self, a: AxisInfo, b: AxisInfo, shape: tuple[int, ...]) -> AxisInfo:
+        """``a % b``, ``b`` the same along a dimension (``(r0 + arange) % M``, as Triton's
+        tutorial wraps its indices): every element of ``a`` and ``b`` divisible by ``g``, the
+        remainders too; and a run of ``a`` cut into pieces of ``g`` elements aligned to ``g``
+        stays a run in each piece, which holds no multiple of ``b`` but its first element.
+        That assumes ``a`` is not negative (a negative remainder steps back after a
+        multiple of ``b``), as Triton's analysis does: indices wrapped into an array are not."""
+        contig, div = [], []
+        for d, n in enumerate(shape):
+            g = gcd(a.divisibility[d] if a.contiguity[d] == 1 else gcd(a.divisibility[d], a.contiguity[d]),
+                    b.divisibility[d] if b.constancy[d] >= n else 1)
+            div.append(g)
+            contig.append(gcd(a.contiguity[d], g) if b.constancy[d] >= n else 1)
+        const = tuple(gcd(ka, kb) for ka, kb in zip(a.constancy, b.constancy))
+        return AxisInfo(tuple(contig), tuple(div), const)
 
     def compare(self, a: AxisInfo, b: AxisInfo, shape: tuple[int, ...]) -> AxisInfo:
         if not shape:

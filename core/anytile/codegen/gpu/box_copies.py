@@ -3,7 +3,8 @@ pipelined tile in a few instructions, reading a descriptor of the array the host
 the launch (a tensor copy unit).
 
 A pipelined ``async_copy`` that says which box of which array it copies (``AsyncCopyOp.box``
-and ``array``: the load read a block of a tensor descriptor or a block pointer) may go this
+and ``array``: the load read a block of a tensor descriptor or a block pointer, or its
+pointers read a box, ``pointer_boxes.py``) may go this
 way when the target's ``GpuTarget.box_copies`` plans it (``BoxCopies.plan``): the array is
 described by kernel parameters (``array_leaves``), the tile's buffer layout is one the copy
 unit writes, the array's rows are aligned as it needs.  Each planned copy names a ``BoxMap``:
@@ -46,13 +47,18 @@ class BoxMap:
     the IR type ``elem``), boxes of ``box`` elements (outermost
     dimension first) written into shared memory in the ``swizzle``-byte swizzle (0: none);
     elements outside the array read as zeros.  ``interleave`` > 0: the rows of a box are
-    written in another order, a target's own (``interleave`` says which to it)."""
+    written in another order, a target's own (``interleave`` says which to it).
+    ``guarded``: the kernel checks before each copy that its box lies inside the array
+    (``AsyncCopyOp.box_exact``, a box found in pointers), so the host never fails a launch
+    over the map: one it cannot make is replaced by one that no copy the checks pass
+    reads."""
 
     array: tuple
     elem: str
     box: tuple[int, ...]
     swizzle: int
     interleave: int = 0
+    guarded: bool = False
 
     @property
     def name(self) -> str:
@@ -62,13 +68,14 @@ class BoxMap:
             else f"the array at '{base}'"
 
     def as_metadata(self) -> list:
-        return [list(self.array), self.elem, list(self.box), self.swizzle, self.interleave]
+        return [list(self.array), self.elem, list(self.box), self.swizzle, self.interleave] + \
+            ([True] if self.guarded else [])
 
     @staticmethod
     def from_metadata(entry: Any) -> "BoxMap":
-        array, elem, box, swizzle, interleave = entry
+        array, elem, box, swizzle, interleave, *guarded = entry
         return BoxMap(tuple(array), str(elem), tuple(int(n) for n in box), int(swizzle),
-                      int(interleave))
+                      int(interleave), bool(guarded and guarded[0]))
 
 
 def array_leaves(values: list, kernel: Any) -> Optional[tuple]:
@@ -115,6 +122,11 @@ class BoxCopies(abc.ABC):
 
     #: bytes of persistent shared memory the completion tracking takes (at ``ctx.box_state``)
     shared_bytes: int = 0
+    #: the fewest elements (M x N) a dot's result must have for its operands read through
+    #: plain pointers to be copied as the boxes they read (``pointer_boxes.py``); 0: never.
+    #: Each copy then runs run-time checks, with the per-thread copy beside it, which pay
+    #: only where each step's work is large enough
+    pointer_box_tile: int = 0
 
     @abc.abstractmethod
     def plan(self, op: AsyncCopyOp, kernel: Any) -> tuple[BoxMap, ...]:

@@ -4,7 +4,8 @@
 * ``laid-out ir`` (``lay_out``): reductions that are not commutative become ordered scans
   (``ordered_reduce.py``); with ``num_stages`` > 1, loads feeding matrix-instruction
   dots go through a multi-stage shared-memory pipeline and other loop loads are prefetched
-  in registers (``pipeline.py``); then the axis analysis and a layout on every tile value
+  in registers (``pipeline.py``); for a target that copies boxes by descriptor, the boxes
+  that such operands' pointers read are found first (``pointer_boxes.py``); then the axis analysis and a layout on every tile value
   (``assign.py``), each dot planned by the target's strategies (``dot.py``);
 * ``llir`` (``lower_kernel``): one thread's LLVM module (``lowering.py``) with the kernel's
   facts as typed fields (``GpuKernel``): shared memory, threads, asserts, the external
@@ -19,6 +20,7 @@ the ``GpuKernel`` (its text is the LLVM IR: ``asm["llir"]``).  Both stages fill 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +39,9 @@ from .dot import DotSelector
 from .lowering import KernelLowering
 from .ordered_reduce import order_reductions
 from .narrow import narrow_float8_dots
-from .pipeline import load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands
+from .pipeline import (dot_operand_loads, load_transposed, pipeline_dot_operands, pipeline_loops,
+                       stage_invariant_operands)
+from .pointer_boxes import drop_unused_boxes, find_pointer_boxes
 from .shared import plan_persistent_shared
 from .target import GpuTarget
 
@@ -109,6 +113,13 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
         verify_if_enabled(module, after="narrow_float8_dots")
         metadata["split_addresses"] = split_loop_addresses(kernel)
         verify_if_enabled(module, after="split_loop_addresses")
+        smallest = target.box_copies.pointer_box_tile if target.box_copies is not None else 0
+        boxes = smallest > 0 and not options.debug
+        if boxes:
+            large = lambda d: math.prod(d.result.type.shape) >= smallest      # noqa: E731
+            operands = dot_operand_loads(kernel, lambda d: large(d) and dots.reads_shared(d))
+            metadata["pointer_boxes"] = find_pointer_boxes(kernel, operands.__contains__)
+            verify_if_enabled(module, after="find_pointer_boxes")
         metadata["staged_dot_operands"] = stage_invariant_operands(
             kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)
         verify_if_enabled(module, after="stage_invariant_operands")
@@ -116,6 +127,8 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
             kernel, options.num_stages, dots.reads_shared, target.shared_memory_limit,
             dots.operand_buffers)
         verify_if_enabled(module, after="pipeline_dot_operands")
+        if boxes and drop_unused_boxes(kernel):
+            verify_if_enabled(module, after="drop_unused_boxes")
         metadata["prefetched_loads"] = pipeline_loops(kernel)
         verify_if_enabled(module, after="pipeline_loops")
     metadata["pipelined_shared"] = plan_persistent_shared(kernel)[1]

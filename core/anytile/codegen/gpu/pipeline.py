@@ -30,7 +30,7 @@ from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          SharedLoadOp, slot_element)
 
 __all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place",
-           "load_transposed"]
+           "load_transposed", "dot_operand_loads"]
 
 #: shared memory kept free for a target's completion tracking of copies by descriptor
 #: (``box_copies.BoxCopies.shared_bytes``, rounded up) where a copy could go that way
@@ -227,7 +227,7 @@ def load_transposed(fn: Function) -> int:
             read = ops.LoadOp(permuted(load.ptr), permuted(load.mask), permuted(load.other),
                               load.volatile, list(load.box), list(load.array),
                               tuple(inner[i] for i in op.order) if load.box else (),
-                              result_types=[op.result.type], loc=load.loc)
+                              list(load.box_exact), result_types=[op.result.type], loc=load.loc)
             read.results[0].name = op.result.name or load.result.name
             new.append(read)
             at = block.ops.index(load)
@@ -275,7 +275,7 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             view.results[0].name = load.result.name
             staged = [alloc, zero, AsyncCopyOp(alloc.result, zero.result, load.ptr, load.mask,
                                                list(load.box), [], list(load.array),
-                                               load.box_order, loc=loc),
+                                               load.box_order, list(load.box_exact), loc=loc),
                       AsyncCommitOp(loc=loc), AsyncWaitOp(0, True, loc=loc), view]
             for op in walk(fn.body):
                 op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
@@ -283,6 +283,14 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             parent.ops[at:at + 1] = staged
             count += 1
     return count
+
+
+def dot_operand_loads(fn: Function, dot_ok: Callable[[ops.DotOp], bool]) -> set:
+    """The loads of ``fn`` a pipeline could move to shared memory: those whose only users are
+    dots ``dot_ok`` accepts (``_moves_to_shared``)."""
+    uses = _uses(fn.body)
+    return {op for op in walk(fn.body)
+            if isinstance(op, ops.LoadOp) and _moves_to_shared(op, uses.get(op.result, []), dot_ok)}
 
 
 def _box_state(fn: Function) -> int:
@@ -425,7 +433,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
                 op.result in yielded:
             continue
         if not all(v in computable or v in invariant or v not in inside
-                   for v in (op.ptr, op.mask, *op.box, *op.array) if v is not None):
+                   for v in (op.ptr, op.mask, *op.box, *op.array, *op.box_exact) if v is not None):
             continue
         loads.append(op)
     if not loads:
@@ -634,7 +642,8 @@ def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[O
     # a box copy (one instruction for the whole tile) is skipped outright past the loop's end
     out.append(AsyncCopyOp(buffer, slot, ptr, mask, [ahead.value(c) for c in load.box],
                            [ahead.in_range] if load.box else [],
-                           [ahead.value(v) for v in load.array], load.box_order, loc=load.loc))
+                           [ahead.value(v) for v in load.array], load.box_order,
+                           [ahead.value(v) for v in load.box_exact], loc=load.loc))
     return out
 
 

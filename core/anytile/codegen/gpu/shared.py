@@ -104,13 +104,32 @@ def _slot_address(ctx: "KernelLowering", buffer: Any, slot: ir.Value) -> ir.Valu
 
 
 def lower_async_copy(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
+    indices = ctx.box_map_of.get(op)
+    if indices is None:
+        _copy_by_thread(ctx, op)
+        return
+    # whole boxes by descriptor (``box_copies``); a box found in pointers only where it is
+    # exactly the tile (``box_exact``, the same in every thread), else by pointer and mask
+    maps = [(ctx.box_maps[i], ctx.box_params[i]) for i in indices]
+    slot = _slot_address(ctx, op.buffer, ctx.scalar(op.slot))
+    if not op.box_exact:
+        ctx.target.box_copies.copy(ctx, op, maps, slot)
+        return
+    with ctx.b.if_else(ctx.scalar(op.box_exact[0])) as (boxed, by_thread):
+        with boxed:
+            ctx.target.box_copies.copy(ctx, op, maps, slot)
+        with by_thread:
+            ctx.scopes.append({})        # what the copy computes stays in its branch
+            try:
+                _copy_by_thread(ctx, op)
+            finally:
+                ctx.scopes.pop()
+
+
+def _copy_by_thread(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
+    """Each thread copies its runs of the tile (the module docstring)."""
     b = ctx.b
     t = op.buffer.type
-    indices = ctx.box_map_of.get(op)
-    if indices is not None:     # whole boxes by descriptor (``box_copies``)
-        ctx.target.box_copies.copy(ctx, op, [(ctx.box_maps[i], ctx.box_params[i]) for i in indices],
-                                   _slot_address(ctx, op.buffer, ctx.scalar(op.slot)))
-        return
     storage = ctx.types.storage(t.elem)
     layout = ctx.laid.store_layout[op]
     shape = shape_of(op.ptr.type)

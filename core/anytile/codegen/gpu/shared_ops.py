@@ -33,7 +33,7 @@ from typing import Any, Optional
 from llvmlite import ir
 
 from ...ir.nodes import TRAIT_SIDE_EFFECT, Op, Value
-from ...ir.ops.memory import check_box
+from ...ir.ops.memory import check_box, check_box_exact
 from ...ir.rules import check_mask, expect, expect_type
 from ...ir.types import (PointerType, ScalarType, TileType, i1, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)
@@ -313,10 +313,11 @@ class AsyncCopyOp(Op):
     ``box``, ``array`` and ``box_order``: the tile is that box of that array (``LoadOp.box``),
     for a target that copies boxes by descriptor (``GpuTarget.box_copies``); ``when`` (none,
     or one ``i1`` scalar): where false, nothing need be copied at all (the mask is then 0
-    everywhere, and the slot, which is never read, may keep what it held)."""
+    everywhere, and the slot, which is never read, may keep what it held); ``box_exact``
+    (``LoadOp.box_exact``): where false, the copy goes by ``ptr`` and ``mask``."""
 
     NAME = "async_copy"
-    OPERANDS = ("buffer", "slot", "ptr", "mask", "box", "when", "array")
+    OPERANDS = ("buffer", "slot", "ptr", "mask", "box", "when", "array", "box_exact")
     ATTRS = ("box_order",)
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     buffer: Value
@@ -327,6 +328,7 @@ class AsyncCopyOp(Op):
     when: list = field(default_factory=list)
     array: list = field(default_factory=list)
     box_order: tuple = ()
+    box_exact: list = field(default_factory=list)
 
     def verify(self) -> None:
         t = _check_buffer_and_slot(self.buffer, self.slot)
@@ -336,6 +338,7 @@ class AsyncCopyOp(Op):
         for v in self.when:
             expect_type(v.type, i1, "when")
         check_box(self.box, self.array, len(t.shape), t.elem)
+        check_box_exact(self.box_exact, self.box)
 
 
 @dataclass(eq=False)

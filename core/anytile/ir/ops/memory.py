@@ -7,10 +7,10 @@ from typing import Optional
 from ..nodes import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
 from ..kinds import AtomicKind, MemoryScope, MemorySemantics
 from ..rules import check_mask, expect, expect_type, is_int, is_ptr, pointee_type
-from ..types import Type, elem_type, shape_of, with_shape
+from ..types import Type, elem_type, i1, shape_of, with_shape
 from .arith import PURE_EW
 
-__all__ = ["AddPtrOp", "LoadOp", "check_box", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
+__all__ = ["AddPtrOp", "LoadOp", "check_box", "check_box_exact", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
 
 
 @dataclass(eq=False)
@@ -65,10 +65,13 @@ class LoadOp(Op):
     sizes and strides (in elements) are ``array``, elements outside the array reading as
     ``other`` -- or, with ``box_order``, that box with its dimensions
     reordered as ``permute`` does (the tile's dimension ``i`` is the box's ``box_order[i]``).
-    ``ptr`` and ``mask`` stay the meaning; a device that has no such copy ignores these."""
+    ``box_exact`` (none, or one ``i1`` scalar; only with a box): where false, the box need
+    not be the tile, which is then read by ``ptr`` and ``mask`` (a box found in a plain
+    pointer load: ``pointer_boxes.py``).  ``ptr`` and ``mask`` stay the meaning; a device that
+    has no such copy ignores these."""
 
     NAME = "load"
-    OPERANDS = ("ptr", "mask", "other", "box", "array")
+    OPERANDS = ("ptr", "mask", "other", "box", "array", "box_exact")
     ATTRS = ("volatile", "box_order")
     TRAITS = frozenset({TRAIT_MEMORY})
     ptr: Value
@@ -78,6 +81,7 @@ class LoadOp(Op):
     box: list = field(default_factory=list)
     array: list = field(default_factory=list)
     box_order: tuple = ()
+    box_exact: list = field(default_factory=list)
 
     def infer_types(self) -> list[Type]:
         t = self.ptr.type
@@ -91,6 +95,16 @@ class LoadOp(Op):
         check_box(self.box, self.array, len(shape_of(self.ptr.type)), elem_type(self.ptr.type).pointee)
         expect(not self.box_order or sorted(self.box_order) == list(range(len(self.box))),
                f"box_order {self.box_order} is not a permutation of the box's dimensions")
+        check_box_exact(self.box_exact, self.box)
+
+
+def check_box_exact(box_exact: list, box: list) -> None:
+    """The rules of a load's (or a copy's) ``box_exact``: at most one ``i1`` scalar, and only
+    with a box."""
+    expect(len(box_exact) <= 1, "a box has at most one 'box_exact'")
+    expect(not box_exact or bool(box), "'box_exact' needs a box")
+    for v in box_exact:
+        expect(v.type == i1, f"box_exact must be an i1 scalar, found {v.type}")
 
 
 @dataclass(eq=False)

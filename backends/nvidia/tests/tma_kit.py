@@ -1,0 +1,60 @@
+"""What the TMA tests share: the emulated Hopper target, the descriptor records of a kernel's
+maps, and running a lowered kernel on the host simulator with them."""
+import ctypes
+
+import anytile as at
+import numpy as np
+from anytile.backend import CompileOptions
+from anytile.codegen.gpu import lay_out, lower_to_llvm
+from anytile.codegen.gpu.simulator import SimulatedKernel
+from anytile_nvidia import tma_sim
+from anytile_nvidia.tma_sim import EmulatedTensorCopies, host_map
+from anytile_nvidia.warpgroup_sim import simulated_hopper_target
+
+
+def tma_target(pointer_box_tile=1):
+    """The emulated Hopper target; the boxes of pointer loads copied for dots of at least
+    ``pointer_box_tile`` elements (the tests' small tiles too, by default)."""
+    target = simulated_hopper_target()
+    target.box_copies = EmulatedTensorCopies()
+    target.box_copies.pointer_box_tile = pointer_box_tile
+    return target
+
+
+def map_records(maps, values):
+    """The emulation's descriptor record of each map, from the launch's values of its leaves
+    (the array's base, sizes and stride: parameter names, or numbers)."""
+    def leaf(x):
+        v = values[x] if isinstance(x, str) else x
+        return v.ctypes.data if isinstance(v, np.ndarray) else int(v)
+    return [host_map(m, *[leaf(x) for x in m.array[:4]]) for m in maps]
+
+
+def lowered(fn, sig, consts, warps, stages=3, pointer_box_tile=1):
+    """(the IR module, the ``GpuKernel``) of ``fn`` lowered for the emulated Hopper target."""
+    module = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs=consts,
+                        num_warps=warps).module
+    target = tma_target(pointer_box_tile)
+    options = CompileOptions(num_warps=warps, num_stages=stages)
+    return module, lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
+
+
+def run(module, kernel, values, grid, warps):
+    """Run the lowered ``kernel`` on the simulator with ``values`` by parameter name and the
+    emulated descriptor records of its maps; no wait may have stalled."""
+    fn = module.kernel
+    records = map_records(kernel.box_maps, values)
+    sim = Simulated(str(kernel), fn, warps * 32, len(records))
+    del tma_sim.stalls[:]
+    sim.run(grid, [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
+    assert not tma_sim.stalls, f"waits that never completed: {tma_sim.stalls}"
+
+
+class Simulated(SimulatedKernel):
+    """A simulated kernel whose last ``records`` parameters are the emulated maps (pointers)."""
+
+    def __init__(self, llir, fn, threads, records):
+        super().__init__(llir, fn.name, [a.type for a in fn.args], threads)
+        self.argtypes = self.argtypes + [ctypes.c_void_p] * records
+        address = self.engine.get_function_address(fn.name)
+        self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(address)

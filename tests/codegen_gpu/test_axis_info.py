@@ -1,0 +1,46 @@
+"""The axis analysis of a remainder by a value the same along a dimension (Triton's tutorial
+wraps its tile indices with ``% M``): its facts checked against the values themselves."""
+import itertools
+from math import gcd
+
+import numpy as np
+import pytest
+
+import anytile as at
+import anytile.language as tl
+from anytile.codegen.gpu.axis_info import analyse_function
+from anytile.ir.nodes import walk
+
+
+@at.jit
+def wrapped_rows(x_ptr, M, BLOCK: tl.constexpr):
+    rows = (tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)) % M
+    tl.store(x_ptr + rows, tl.load(x_ptr + rows))
+
+
+def _rem_info(m_type):
+    module = at.compile(wrapped_rows, target="nvidia:sm_90", constexprs={"BLOCK": 64},
+                        signature={"x_ptr": "*fp16:16", "M": m_type}).module
+    fn = module.kernel
+    rem = next(op for op in walk(fn.body) if op.NAME == "binary" and op.kind == "rem")
+    return analyse_function(fn)[rem.result]
+
+
+def test_a_remainder_by_a_multiple_of_16_keeps_runs_of_16():
+    info = _rem_info("i32:16")
+    assert info.contiguity == (16,) and info.divisibility == (16,)
+    # by a value of unknown divisibility every element is its own run
+    assert _rem_info("i32").contiguity == (1,)
+
+
+@pytest.mark.parametrize("start,bound", list(itertools.product([0, 16, 48, 64, 4096],
+                                                           [16, 32, 48, 80, 4096])))
+def test_the_facts_hold_of_the_values(start, bound):
+    """Runs of ``gcd(16, 16) = 16`` from a start divisible by 16, wrapped by a multiple of 16:
+    each aligned piece of 16 is consecutive, its first element divisible by 16.  (Not for a
+    negative dividend, whose remainder by C's rule steps back at a multiple of the divisor:
+    the analysis assumes none, as Triton's does.)"""
+    values = np.fmod(np.arange(start, start + 64), bound)
+    g = gcd(16, 16)
+    for piece in values.reshape(-1, g):
+        assert np.all(np.diff(piece) == 1) and piece[0] % g == 0
