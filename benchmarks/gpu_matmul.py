@@ -6,7 +6,8 @@ One kernel source per row, compiled by both (Triton's tutorial shapes written ou
 a grouped-order tiled matmul (fp16 and bf16 into fp32; fp16 out with a fused ReLU; int8 into
 int32) and a persistent one (programs loop over tiles ``num_programs`` apart), and both again
 reading and writing through tensor descriptors (``--rows tma,tma-persistent``: Hopper's
-TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async), and float8 (e4m3) with
+TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async, those of pointer loads
+too), the tutorial's form with indices wrapped by ``% M`` (``--rows wrapped``), and float8 (e4m3) with
 B K-major, by pointers and by descriptors (``--rows fp8,fp8-8192,fp8-tma``; peer
 ``torch._scaled_mm``), and int8 with B K-major (``--rows int8-kmajor``: ``x @ W.T``, peer
 ``torch._int_mm`` on the same layout).  Each side
@@ -253,7 +254,7 @@ CLOCKS = None
 
 def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=CONFIGS, quick=False,
             descriptors=False, block_pointers=False, indexed_addresses=False, b_kmajor=False,
-            residual=False, paired=0):
+            residual=False, wrapped=False, paired=0):
     """The best configuration of each side and torch's figure; with ``paired``, the two best
     launches then timed that many times more, alternately, for the ratio's median and range
     (the host's clocks drift between one side's sweep and the other's)."""
@@ -337,7 +338,12 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
         elif indexed_addresses:
             grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
             launch = lambda: indexed[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                           GROUP=8, num_warps=w, num_stages=s)
+                                           GROUP=8, num_warps=w, num_stages=s, **options)
+        elif wrapped:
+            grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
+            launch = lambda: wrapped_kernel[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
+                                                  BK=bk, GROUP=8, num_warps=w, num_stages=s,
+                                                  **options)
         elif residual:
             grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
             launch = lambda: residual_kernel[grid](a, b, r, c, M, N, K, K, N, N, BM=bm, BN=bn,  # noqa: E731
@@ -345,12 +351,12 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
         elif persistent:
             grid = (min(sms, triton.cdiv(M, bm) * triton.cdiv(N, bn)),)
             launch = lambda: persist[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
-                                           GROUP=8, num_warps=w, num_stages=s)
+                                           GROUP=8, num_warps=w, num_stages=s, **options)
         else:
             grid = (triton.cdiv(M, bm) * triton.cdiv(N, bn),)
             launch = lambda: matmul[grid](a, b, c, M, N, K, K, N, N, BM=bm, BN=bn, BK=bk,  # noqa: E731
                                           GROUP=8, RELU=relu, INT=dtype == torch.int8,
-                                          num_warps=w, num_stages=s)
+                                          num_warps=w, num_stages=s, **options)
         return launch
 
     for side, kernels in (("anytile", AT), ("triton", TR)):
@@ -437,6 +443,8 @@ def main() -> None:
         "indexed": lambda: run_row("fp16, addresses from k each step (the persistent kernel's inner loop)",
                                    8192, torch.float16, torch.float16, indexed_addresses=True,
                                    **q),
+        "wrapped": lambda: run_row("fp16, indices wrapped (% M) and K tail masked as Triton's tutorial, "
+                                   "fp16 out", 4096, torch.float16, torch.float16, wrapped=True, **q),
         "residual": lambda: run_row("fp16, fused residual (+ R, fp16), fp16 out", 4096, torch.float16,
                                     torch.float16, residual=True, **q),
         "int8": lambda: run_row("int8 -> int32", 4096, torch.int8, torch.int32, configs=INT8_CONFIGS,
