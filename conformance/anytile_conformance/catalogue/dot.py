@@ -128,28 +128,39 @@ def _tiled_needs(params: dict) -> set[str]:
     return capabilities_for(in_dtype, acc_dtype) | ({"dot_int8"} if in_dtype == "i8" else set())
 
 
+#: (BM, BN, BK, warps) of the tiled matmuls: the pipelined path at 64 x 64, and tiles of 128 x 256
+#: on eight warps, where a backend may copy operands read through plain pointers as whole
+#: boxes (NVIDIA's TMA on sm_90, from 128 x 256 up) and by thread where a box is not exactly the
+#: tile (here: the masked K tail, a row stride shorter than two steps)
+TILED_SHAPES = {"64x64": (64, 64, 32, 4), "128x256": (128, 256, 64, 8)}
+
+
 @family("dot",
-        quick=dict(types=[("f16", "f32"), ("i8", "i32")], b_along_k=[True], stages=[2, 3]),
-        full=dict(types=TILED_TYPES, b_along_k=[False, True], stages=[2, 3]), needs=_tiled_needs)
-def tiled_matmul(ctx, types, b_along_k, stages):
-    """A grid of 64 x 64 tiles over 128 x 128 with a K loop of 32-wide steps and a masked
-    tail (K = 112), four warps and ``stages`` pipeline stages, B held N x K (read along K, as
-    ``x @ W.T``) or K x N: the tile sizes and loops where GPU backends take their pipelined
-    matrix-unit paths (shared-memory rings of two to four slots, asynchronous copies, MMAs in
-    flight), which the single-tile ``dot`` cases do not reach.  (Which dots a backend
-    pipelines is its own choice: NVIDIA's sm_90 pipelines int8 only with B read along K, and
-    keeps other int8 operands in registers, as AMD's lowering does.)"""
+        quick=dict(types=[("f16", "f32"), ("i8", "i32")], b_along_k=[True], stages=[2, 3],
+                   tile=["64x64"]),
+        full=dict(types=TILED_TYPES, b_along_k=[False, True], stages=[2, 3],
+                  tile=list(TILED_SHAPES)), needs=_tiled_needs)
+def tiled_matmul(ctx, types, b_along_k, stages, tile):
+    """A grid of tiles (``TILED_SHAPES``: 64 x 64 on four warps over 128 x 128, or 128 x 256 on
+    eight over 256 x 256) with a K loop and a masked tail (K = 112), ``stages`` pipeline
+    stages, B held N x K (read along K, as ``x @ W.T``) or K x N: the tile sizes and loops
+    where GPU backends take their pipelined matrix-unit paths (shared-memory rings of two to
+    four slots, asynchronous copies, copies of whole boxes, MMAs in flight), which the
+    single-tile ``dot`` cases do not reach.  (Which dots a backend pipelines is its own
+    choice: NVIDIA's sm_90 pipelines int8 only with B read along K, and keeps other int8
+    operands in registers, as AMD's lowering does.)"""
     in_dtype, acc_dtype = types
-    m, n, k = 128, 128, 112
+    bm, bn, bk, warps = TILED_SHAPES[tile]
+    m, n, k = 2 * bm, max(bn, 128), 112
     if in_dtype == "i8":
         a, b = ctx.random((m, k), "i8"), ctx.random((k, n), "i8")
     else:
         a, b = ctx.random((m, k), in_dtype, -2, 2), ctx.random((k, n), in_dtype, -2, 2)
     out = ctx.output((m, n), acc_dtype)
     b_stored = np.ascontiguousarray(b.T) if b_along_k else b
-    ctx.launch(tiled_matmul_kernel, (m // 64, n // 64), ctx.input(a), ctx.input(b_stored), out,
-               m, n, k, B_ALONG_K=b_along_k, ACC=ctx.tl_dtype(acc_dtype), BM=64, BN=64, BK=32,
-               num_warps=4, num_stages=stages)
+    ctx.launch(tiled_matmul_kernel, (m // bm, n // bn), ctx.input(a), ctx.input(b_stored), out,
+               m, n, k, B_ALONG_K=b_along_k, ACC=ctx.tl_dtype(acc_dtype), BM=bm, BN=bn, BK=bk,
+               num_warps=warps, num_stages=stages)
     if in_dtype == "i8":
         ctx.check("tiled matmul", out, wrap_int(as_pyint(a).dot(as_pyint(b)), "i32"), "i32", EXACT)
         return
