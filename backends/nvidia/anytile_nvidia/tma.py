@@ -73,7 +73,8 @@ RESERVED_PER_PROGRAM = 1024
 def box_layout(rows: int, cols: int, layout: SwizzledPanels, elem_bytes: int) -> Optional[tuple]:
     """(box rows, box columns, copies) of a slot in ``layout`` whose panels hold ``rows x
     cols`` (``SwizzledPanels.stored``) cut into 2-D boxes, or ``None`` when the copy unit
-    cannot write it (too many boxes for a warp's lanes)."""
+    cannot write it (rows not in eights, or boxes over 256 rows) or it would take more than
+    32 boxes (one thread issues them all, one instruction each)."""
     if rows % 8:
         return None
     box_cols = layout.width // elem_bytes
