@@ -17,6 +17,7 @@ from anytile_nvidia.stages import find_ptxas, parse_ptxas_report
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "examples"))
 from anytile_conformance.catalogue import kernels as catalogue  # noqa: E402
+from tma_kit import carried_matmul as _matmul_pointer_increments  # noqa: E402
 
 needs_ptxas = pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed here")
 
@@ -100,23 +101,6 @@ def test_aligned_vector_add_uses_16_byte_accesses():
     ptx = at.compile(fn, target="nvidia:sm_90", signature=sig, constexprs={"BLOCK": 1024}).asm["ptx"]
     assert ptx.count("ld.global.v4.b32") == 4 or ptx.count("ld.global.v4.f32") == 4
     assert "st.global.v4" in ptx
-
-
-@at.jit
-def _matmul_pointer_increments(a_ptr, b_ptr, c_ptr, K, sam, sbk, scm,
-                               BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
-    # Triton's loop shape: pointer tiles carried through the loop and bumped each step
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
-    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(0, K, BK):
-        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
-        a_ptrs += BK
-        b_ptrs += BK * sbk
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
 
 
 @pytest.mark.parametrize("num_stages", [1, 3])

@@ -247,7 +247,8 @@ def test_pointer_box_matmul_on_the_gpu(cuda, case, tma):
     sm_90 where the box the pointers read is exactly the tile (``pointer_boxes.py``) and by
     cp.async elsewhere: at masked and wrapped edges, rows starting before the array's
     pointer, rows closer together than the tile is wide; against NumPy."""
-    from test_pointer_boxes import carried_matmul, indexed_matmul, tutorial_matmul, wrapped_rows
+    from test_pointer_boxes import indexed_matmul, tutorial_matmul, wrapped_rows
+    from tma_kit import carried_matmul
     rng = np.random.default_rng(len(case))
     dev = lambda x: at.asarray(x, device=cuda)      # noqa: E731
     tiles = dict(BM=128, BN=256, BK=64, num_warps=8, num_stages=3, tma=tma)
@@ -258,7 +259,7 @@ def test_pointer_box_matmul_on_the_gpu(cuda, case, tma):
         a = np.lib.stride_tricks.as_strided(flat, (M, K), (2 * sam, 2))
         b = rng.standard_normal((K, N)).astype(np.float16)
         c = at.empty((M, N), np.float32, device=cuda)
-        compiled = carried_matmul[(M // 128, N // 256)](dev(flat), dev(b), c, M, N, K, sam, N, N, **tiles)
+        compiled = carried_matmul[(M // 128, N // 256)](dev(flat), dev(b), c, K, sam, N, N, **tiles)
         ref = a.astype(np.float64) @ b.astype(np.float64)
     elif case == "tutorial-edges":
         M, N, K = 300, 528, 336          # rows 16-byte aligned, every edge ragged

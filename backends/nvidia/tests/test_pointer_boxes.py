@@ -16,24 +16,7 @@ from anytile_nvidia.tma import tensor_map_maker
 from anytile.codegen.gpu import BoxMap
 from anytile.codegen.gpu.pointer_boxes import ROWS
 
-from tma_kit import lowered, run
-
-
-@at.jit
-def carried_matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm, BM: tl.constexpr,
-                   BN: tl.constexpr, BK: tl.constexpr):
-    # the benchmark's form: pointer tiles carried through the loop, advanced each step
-    rm = tl.program_id(0) * BM + tl.arange(0, BM)
-    rn = tl.program_id(1) * BN + tl.arange(0, BN)
-    rk = tl.arange(0, BK)
-    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
-    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
-    acc = tl.zeros((BM, BN), dtype=tl.float32)
-    for _ in range(0, K, BK):
-        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
-        a_ptrs += BK
-        b_ptrs += BK * sbk
-    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
+from tma_kit import carried_matmul, lowered, run
 
 
 @at.jit
@@ -108,7 +91,7 @@ def test_carried_pointer_tiles_are_copied_by_box(BM, BN, BK, warps, M, N, K):
     c = np.full((M, N), np.nan, np.float32)
     values = {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K, "sam": K, "sbk": N,
               "scm": N}
-    kernel, copied = _simulate(carried_matmul, _sig(["M", "N", "K", "sam", "sbk", "scm"]),
+    kernel, copied = _simulate(carried_matmul, _sig(["K", "sam", "sbk", "scm"]),
                                {"BM": BM, "BN": BN, "BK": BK}, warps, values, (M // BM, N // BN))
     np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
     # the maps: ROWS rows of the row stride's columns, made on the host for each launch
@@ -126,7 +109,7 @@ def test_carried_pointer_tiles_are_copied_by_box(BM, BN, BK, warps, M, N, K):
 def test_the_carried_tiles_are_gone_from_the_loop():
     """The loop reads each tile as its first value plus the steps taken: the carried pointer
     tiles, which only fed the loads, are no longer carried."""
-    module, kernel = lowered(carried_matmul, _sig(["M", "N", "K", "sam", "sbk", "scm"]),
+    module, kernel = lowered(carried_matmul, _sig(["K", "sam", "sbk", "scm"]),
                              {"BM": 128, "BN": 128, "BK": 64}, 4)
     loop = [op for op in module.kernel.body.ops if op.NAME == "for"][0]
     assert [str(a.type) for a in loop.body.args[1:]].count("tile<128x64xptr<f16>>") == 0
@@ -221,7 +204,7 @@ def test_rows_closer_than_the_tile_is_wide_go_by_thread():
     c = np.full((M, N), np.nan, np.float32)
     values = {"a_ptr": flat, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K, "sam": 16, "sbk": N,
               "scm": N}
-    kernel, copied = _simulate(carried_matmul, _sig(["M", "N", "K", "sam", "sbk", "scm"]),
+    kernel, copied = _simulate(carried_matmul, _sig(["K", "sam", "sbk", "scm"]),
                                {"BM": BM, "BN": BN, "BK": BK}, 4, values, (1, 1))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
     # only B's boxes (one per step; A's never)
@@ -231,7 +214,7 @@ def test_rows_closer_than_the_tile_is_wide_go_by_thread():
 def test_unaligned_rows_keep_per_thread_copies():
     """Row strides not known to be multiples of 16 bytes: no map (the copy unit could not
     describe the array), so no box copies at all."""
-    module, kernel = lowered(carried_matmul, _sig(["M", "N", "K", "sam", "sbk", "scm"], aligned=False),
+    module, kernel = lowered(carried_matmul, _sig(["K", "sam", "sbk", "scm"], aligned=False),
                              {"BM": 128, "BN": 128, "BK": 64}, 4)
     assert kernel.box_maps == () and "anytile_sim_tma" not in str(kernel)
 
@@ -255,7 +238,7 @@ def test_only_large_tiles_copy_pointer_boxes(BM, BN, warps, boxes):
     """The checks and the per-thread copy beside each box cost every step; measured, they pay
     at 128x256 tiles and not at 128x128 (``TensorCopies.pointer_box_tile``)."""
     compiled = at.compile(carried_matmul, target="nvidia:sm_90", num_warps=warps,
-                          signature=_sig(["M", "N", "K", "sam", "sbk", "scm"]),
+                          signature=_sig(["K", "sam", "sbk", "scm"]),
                           constexprs={"BM": BM, "BN": BN, "BK": 64})
     assert bool(compiled.metadata.get("box_maps")) == boxes
     assert bool(compiled.metadata.get("pointer_boxes")) == boxes

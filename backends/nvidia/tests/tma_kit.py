@@ -1,8 +1,9 @@
 """What the TMA tests share: the emulated Hopper target, the descriptor records of a kernel's
-maps, and running a lowered kernel on the host simulator with them."""
+maps, running a lowered kernel on the host simulator with them, and Triton's matmul loop."""
 import ctypes
 
 import anytile as at
+import anytile.language as tl
 import numpy as np
 from anytile.backend import CompileOptions
 from anytile.codegen.gpu import lay_out, lower_to_llvm
@@ -58,3 +59,20 @@ class Simulated(SimulatedKernel):
         self.argtypes = self.argtypes + [ctypes.c_void_p] * records
         address = self.engine.get_function_address(fn.name)
         self.fn = ctypes.CFUNCTYPE(None, *self.argtypes)(address)
+
+
+@at.jit
+def carried_matmul(a_ptr, b_ptr, c_ptr, K, sam, sbk, scm, BM: tl.constexpr, BN: tl.constexpr,
+                   BK: tl.constexpr):
+    # Triton's loop shape: pointer tiles carried through the loop and bumped each step
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for _ in range(0, K, BK):
+        acc = tl.dot(tl.load(a_ptrs), tl.load(b_ptrs), acc)
+        a_ptrs += BK
+        b_ptrs += BK * sbk
+    tl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
