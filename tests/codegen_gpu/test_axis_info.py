@@ -44,3 +44,21 @@ def test_the_facts_hold_of_the_values(start, bound):
     g = gcd(16, 16)
     for piece in values.reshape(-1, g):
         assert np.all(np.diff(piece) == 1) and piece[0] % g == 0
+
+
+@at.jit
+def shifted_back(x_ptr, y_ptr, S, M, BLOCK: tl.constexpr):
+    offs = (tl.arange(0, BLOCK) - S) % M
+    tl.store(y_ptr + tl.arange(0, BLOCK), tl.load(x_ptr + 64 + offs))
+
+
+def test_a_dividend_that_may_be_negative_keeps_no_runs():
+    """``(arange - S) % M`` steps back after each multiple of M below zero (-16 % 16 is 0,
+    -15 % 16 is -15): no runs, so its loads stay per element."""
+    module = at.compile(shifted_back, target="nvidia:sm_90", constexprs={"BLOCK": 64},
+                        signature={"x_ptr": "*fp32:16", "y_ptr": "*fp32:16", "S": "i32:16",
+                                   "M": "i32:16"}).module
+    fn = module.kernel
+    rem = next(op for op in walk(fn.body) if op.NAME == "binary" and op.kind == "rem")
+    assert analyse_function(fn)[rem.result].contiguity == (1,)
+    assert list(np.fmod(np.arange(-16, -12), 16)) == [0, -15, -14, -13]

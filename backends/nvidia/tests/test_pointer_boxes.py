@@ -267,3 +267,29 @@ def test_a_guarded_map_of_columns_the_checks_refuse_becomes_the_zeros_map():
     plain = BoxMap(("a_ptr", "M", "K", "K", 1), "f16", (64, 64), 128)
     with pytest.raises(Exception, match="too wide"):
         tensor_map_maker(plain, encode=encode, zeros=lambda: 0x1000)(0x2000, 8, 1 << 33, 1 << 33)
+
+
+@at.jit
+def narrow_offset(a_ptr, b_ptr, c_ptr, OFF, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm, rk, rn = tl.arange(0, BM), tl.arange(0, BK), tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        a = tl.load(a_ptr + OFF * 256 + rm[:, None] * BK + (k + rk)[None, :])   # OFF * 256 in 16 bits
+        acc = tl.dot(a, tl.load(b_ptr + rk[:, None] * BN + rn[None, :]), acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_16_bit_offset_that_wraps_is_read_where_it_wrapped():
+    """``OFF * 256`` computed in 16 bits wraps (128 * 256 is -32768): a term kept whole, so
+    the box is where the pointers are (found by the review: summed in 64 bits, it had read
+    65536 elements too far)."""
+    buffer = (np.arange(200000) % 1000).astype(np.float16)
+    start = 70000
+    c = np.zeros((64, 64), np.float32)
+    values = {"a_ptr": buffer[start:], "b_ptr": np.eye(64, dtype=np.float16), "c_ptr": c,
+              "OFF": 128, "K": 64}
+    sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "OFF": "i16", "K": "i32"}
+    kernel, copied = _simulate(narrow_offset, sig, {"BM": 64, "BN": 64, "BK": 64}, 4, values, (1,))
+    want = buffer[start - 32768:start - 32768 + 64 * 64].reshape(64, 64).astype(np.float32)
+    np.testing.assert_array_equal(c, want)
+    assert copied         # by box, at the wrapped place

@@ -76,6 +76,7 @@ def _join(a: AxisInfo, b: AxisInfo) -> AxisInfo:
 class _Analysis:
     def __init__(self) -> None:
         self.info: dict[Value, AxisInfo] = {}
+        self.loops: dict = {}           # id of a loop's body -> the loop
 
     def get(self, v: Value) -> AxisInfo:
         found = self.info.get(v)
@@ -111,6 +112,7 @@ class _Analysis:
         """Loop-carried values get what holds for the initial value *and* every yielded one
         (a fixpoint of ``join``), so ``ptrs += BK`` keeps the contiguity of ``ptrs``."""
         iv, carried = op.body.args[0], op.body.args[1:]
+        self.loops[id(op.body)] = op
         self.info[iv] = self.scalar(gcd(self.get(op.lower).div(), self.get(op.step).div()))
         for arg, init in zip(carried, op.inits):
             self.info[arg] = self.get(init)
@@ -184,7 +186,7 @@ class _Analysis:
                 return self.add_like(a, b, 1, shape, subtract=True)
             if op.kind == "mul":
                 return self.mul(a, b, shape)
-            if op.kind == "rem" and shape:
+            if op.kind == "rem" and shape and never_negative(op.lhs, self.loops):
                 return self.rem(a, b, shape)
             return self.only_constancy(a, b, shape=shape)
         if isinstance(op, ops.CompareOp):
@@ -230,8 +232,8 @@ class _Analysis:
         tutorial wraps its indices): every element of ``a`` and ``b`` divisible by ``g``, the
         remainders too; and a run of ``a`` cut into pieces of ``g`` elements aligned to ``g``
         stays a run in each piece, which holds no multiple of ``b`` but its first element.
-        That assumes ``a`` is not negative (a negative remainder steps back after a
-        multiple of ``b``), as Triton's analysis does: indices wrapped into an array are not."""
+        Only for an ``a`` that is never negative (``never_negative``): a negative remainder
+        steps back after a multiple of ``b`` (Triton's analysis assumes no such ``a``)."""
         contig, div = [], []
         for d, n in enumerate(shape):
             g = gcd(a.divisibility[d] if a.contiguity[d] == 1 else gcd(a.divisibility[d], a.contiguity[d]),
@@ -263,6 +265,50 @@ class _Analysis:
             if info.constancy:
                 const = [gcd(k, c) for k, c in zip(const, info.constancy)]
         return AxisInfo((1,) * len(shape), (1,) * len(shape), tuple(const))
+
+
+def never_negative(v: Value, loops: dict, depth: int = 0) -> bool:
+    """Whether every element of the integer ``v`` is at least zero, as its ops show: unsigned
+    values, non-negative constants and ranges, program ids and counts, the induction variable
+    of a loop from a non-negative start by a positive constant step, and sums, products,
+    quotients, remainders, minima and maxima, shifts and masks of such values (``loops``:
+    the id of each ``for`` loop's body -> the loop)."""
+    t = elem_type(v.type)
+    if not isinstance(t, ScalarType) or not t.is_int:
+        return False
+    if t.is_unsigned:
+        return True
+    op = v.owner
+    if depth > 16:
+        return False
+    if not isinstance(op, ops.Op):        # a block argument: a loop's induction variable
+        loop = loops.get(id(op))
+        if isinstance(loop, ops.ForOp) and v is loop.body.args[0]:
+            step = loop.step.owner
+            return never_negative(loop.lower, loops, depth + 1) and \
+                isinstance(step, ops.ConstantOp) and isinstance(step.value, int) and step.value > 0
+        return False
+    again = lambda x: never_negative(x, loops, depth + 1)      # noqa: E731
+    if isinstance(op, ops.ConstantOp):
+        return isinstance(op.value, (int, float)) and op.value >= 0
+    if isinstance(op, ops.ArangeOp):
+        return op.start >= 0
+    if isinstance(op, (ops.ProgramIdOp, ops.NumProgramsOp)):
+        return True
+    if isinstance(op, (ops.SplatOp, ops.BroadcastOp, ops.ExpandDimsOp, ops.PermuteOp)):
+        return again(op.src)
+    if isinstance(op, ops.CastOp):
+        src = elem_type(op.src.type)
+        return isinstance(src, ScalarType) and src.is_int and not src.is_bool and \
+            src.bits <= t.bits and (src.is_unsigned or again(op.src))
+    if isinstance(op, ops.BinaryOp):
+        if op.kind in ("add", "mul", "div", "min"):
+            return again(op.lhs) and again(op.rhs)
+        if op.kind in ("max", "and"):
+            return again(op.lhs) or again(op.rhs)
+        if op.kind in ("rem", "shr"):
+            return again(op.lhs)
+    return False
 
 
 def analyse_function(fn: Function) -> dict[Value, AxisInfo]:

@@ -33,7 +33,8 @@ tile that is no longer carried costs nothing where the box is copied.
 
 Offsets are summed in 64 bits, each term widened by its own signedness; as in
 ``split_loop_addresses``, an offset whose 32-bit computation wrapped around is assumed not
-to happen (its address lay far outside its tensor).  Loads whose offsets are unsigned, or
+to happen (its address lay far outside its tensor).  Narrower sums and products (8 or 16
+bits, which wrap at values an offset may well take) are kept whole, as terms.  Loads whose offsets are unsigned, or
 whose pointers or masks are built any other way, are left alone.  It runs on device-independent
 IR before the pipelines, only for a target with box copies; ``drop_unused_boxes`` removes
 the boxes of loads the pipelines left as loads (they are read by pointer).
@@ -222,8 +223,8 @@ class _Finder:
                       self.compare("le", self.emit(ops.BinaryOp("add", c0, self.const(shape[cols_dim]),
                                                                 loc=self.loc)), width),
                       self.compare("le", r0, self.const(ROWS - shape[rows_dim]))]
-        if leaf is not None and leaf.type == i64:      # the map's columns fit its 32 bits
-            conditions.append(self.compare("le", width, self.const(ROWS)))
+        conditions.append(self.compare("le", width, self.const(ROWS)))   # the map's columns fit
+
         for check in pointer.offsets.checks + checks:
             conditions.append(check(self))
         exact = conditions[0]
@@ -258,7 +259,9 @@ class _Finder:
                     elem_type(op.src.type).bits <= elem_type(v.type).bits and \
                     not elem_type(op.src.type).is_unsigned and elem_type(op.src.type).bits > 1:
                 return self.scalar(op.src, depth + 1)
-            if isinstance(op, ops.BinaryOp) and op.kind in ("add", "sub", "mul"):
+            # (an 8- or 16-bit sum wraps at values a pointer may well reach: kept whole)
+            if isinstance(op, ops.BinaryOp) and op.kind in ("add", "sub", "mul") and \
+                    elem_type(v.type).bits >= 32:
                 a, b = self.scalar(op.lhs, depth + 1), self.scalar(op.rhs, depth + 1)
                 if op.kind != "mul":
                     out = a.plus(b, 1 if op.kind == "add" else -1)
@@ -277,7 +280,7 @@ class _Finder:
         t = v.type
         if not isinstance(t, TileType):
             return self.scalar(v)
-        if not is_int(t) or elem_type(t).is_unsigned or elem_type(t).bits < 8:
+        if not is_int(t) or elem_type(t).is_unsigned or elem_type(t).bits < 32:
             raise _NotAffine
         op = v.owner
         if isinstance(op, ops.SplatOp):
@@ -393,8 +396,8 @@ class _Finder:
                 any(id(f) in inside for t in step.scalars for f in t.factors):
             raise _NotAffine
         iv = body.args[0]
-        since = self.emit(ops.BinaryOp("sub", iv, loop.lower, loc=self.loc))
-        count = self.emit(ops.BinaryOp("div", since, loop.step, loc=self.loc))
+        since = self.emit(ops.BinaryOp("sub", self.wide(iv), self.wide(loop.lower), loc=self.loc))
+        count = self.emit(ops.BinaryOp("div", since, self.wide(loop.step), loc=self.loc))
         offsets = start.offsets.plus(step.scaled(_Term(1, (count,))))
         if offsets is None:
             raise _NotAffine
