@@ -47,7 +47,7 @@ from typing import Callable, Optional
 from ...ir import ops
 from ...ir.nodes import Block, Function, Op, Value, walk
 from ...ir.rules import is_int, is_ptr
-from ...ir.types import TileType, elem_type, i1, i32, i64, shape_of
+from ...ir.types import TileType, elem_type, i32, i64, shape_of
 from ...passes.dce import dce_function
 
 __all__ = ["find_pointer_boxes", "drop_unused_boxes", "ROWS"]
@@ -117,7 +117,7 @@ def find_pointer_boxes(fn: Function, wanted: Callable[[ops.LoadOp], bool]) -> in
             if load.box or load.volatile or not isinstance(load.ptr.type, TileType) or \
                     len(load.ptr.type.shape) != 2 or not wanted(load):
                 continue
-            count += _Finder(fn, block, loops.get(id(block)), load).run()
+            count += _Finder(block, loops.get(id(block)), load).run()
     if count:
         dce_function(fn)         # carried pointer tiles nothing reads any more
     return count
@@ -137,8 +137,8 @@ def drop_unused_boxes(fn: Function) -> int:
 
 
 class _Finder:
-    def __init__(self, fn: Function, block: Block, loop: Optional[ops.ForOp], load: ops.LoadOp) -> None:
-        self.fn, self.block, self.loop, self.load = fn, block, loop, load
+    def __init__(self, block: Block, loop: Optional[ops.ForOp], load: ops.LoadOp) -> None:
+        self.block, self.loop, self.load = block, loop, load
         self.loc = load.loc
         self.new: list[Op] = []
         self.widened: dict = {}
@@ -180,10 +180,12 @@ class _Finder:
     # -- the load ------------------------------------------------------------------------------
     def run(self) -> int:
         load = self.load
-        pointer = self.pointer(load.ptr)
-        checks = self.mask(load.mask) if load.mask is not None else []
-        if pointer is None or checks is None or not is_ptr(pointer.base.type) or \
-                shape_of(pointer.base.type):
+        try:
+            pointer = self._pointer(load.ptr, 0)
+            checks = self._mask(load.mask, 0) if load.mask is not None else []
+        except _NotAffine:
+            return 0
+        if not is_ptr(pointer.base.type) or shape_of(pointer.base.type):
             return 0
         shape = load.ptr.type.shape
         index = pointer.offsets.index
@@ -224,7 +226,6 @@ class _Finder:
                                                                 loc=self.loc)), width),
                       self.compare("le", r0, self.const(ROWS - shape[rows_dim]))]
         conditions.append(self.compare("le", width, self.const(ROWS)))   # the map's columns fit
-
         for check in pointer.offsets.checks + checks:
             conditions.append(check(self))
         exact = conditions[0]
@@ -344,13 +345,8 @@ class _Finder:
                 raise _NotAffine
         return _Sum(list(src.scalars), index, list(src.checks))
 
-    def pointer(self, v: Value) -> Optional[_Pointer]:
-        try:
-            return self._pointer(v, 0)
-        except _NotAffine:
-            return None
-
     def _pointer(self, v: Value, depth: int) -> _Pointer:
+        """``v`` (a pointer tile or scalar) as a base and offsets; raises ``_NotAffine``."""
         if depth > 24:
             raise _NotAffine
         op = v.owner
@@ -409,14 +405,8 @@ class _Finder:
             return f.emit(ops.AddPtrOp(first, tile, loc=f.loc))
         return _Pointer(start.base, offsets, rewrite)
 
-    def mask(self, m: Value) -> Optional[list]:
-        """The checks under which the mask ``m`` is true everywhere, or ``None``."""
-        try:
-            return self._mask(m, 0)
-        except _NotAffine:
-            return None
-
     def _mask(self, m: Value, depth: int) -> list:
+        """The checks under which the mask ``m`` is true everywhere."""
         if depth > 24:
             raise _NotAffine
         op = m.owner
