@@ -1,8 +1,10 @@
-# Sourced by the scripts run on the lent GPU machine (gpu_check.sh, multi_gpu.sh,
-# triton_compat_gpu.sh): the offline install and the step banner they share.
-#   install_anytile LOG [more -e paths]   # core, nvidia, conformance (+ more), from .whl
+# Sourced by benchmarks/gpu.sh on a GPU machine without network: the offline install of
+# anytile (the working tree, editable, with the wheels in .whl/ that benchmarks/device_wheels.sh
+# downloads beforehand on a machine with network) and the step banner.
+#   install_anytile LOG [more -e paths]   # core, nvidia, conformance (+ more)
 #   step TEXT                             # "== TEXT (time)"
-#   start_run                             # mkdir $OUT, install, the GPU's name into $OUT/gpu.txt
+#   start_run [more -e paths]             # mkdir $OUT, install, the GPU's name into $OUT/gpu.txt,
+#                                         # then the tests in $PYTEST (-k $PYTEST_K), if any
 export PYTHONUNBUFFERED=1
 step() { echo "== $1 ($(date +%T))"; }
 install_anytile() {
@@ -14,6 +16,12 @@ install_anytile() {
 start_run() {
     mkdir -p "$OUT"
     step "install"
-    install_anytile "$OUT/install.log"
-    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+    install_anytile "$OUT/install.log" "$@"
+    nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+    if [ -n "${PYTEST:-}" ]; then
+        step "tests: $PYTEST"
+        timeout ${PYTEST_TIMEOUT:-400} python3 -m pytest -q -p no:cacheprovider $PYTEST \
+            ${PYTEST_K:+-k "$PYTEST_K"} >"$OUT/tests.txt" 2>&1
+        grep -E "passed|failed|Error" "$OUT/tests.txt" | tail -8
+    fi
 }

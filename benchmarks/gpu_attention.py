@@ -1,7 +1,7 @@
 """Flash-attention forward on one GPU: anytile and Triton compiling the very same kernel
-source, beside torch's scaled_dot_product_attention.  Run on the lent machine:
+source, beside torch's scaled_dot_product_attention.  On a GPU machine:
 
-    python3 benchmarks/gpu_attention.py [--quick] [--descriptors] [--out FILE]
+    python3 benchmarks/gpu_attention.py [--quick] [--descriptors | --ablation] [--out FILE]
 
 The kernel is our own, in the shape of Triton's fused-attention tutorial: the q tile (BM x D)
 loaded once; per step K read as a D x BN tile by transposed addressing, ``qk = tl.dot(q, k)``,
@@ -9,9 +9,10 @@ online softmax with ``exp2``, ``acc = tl.dot(p.to(fp16), v, acc)``.  B=4, H=32, 
 D 64 and 128, causal and not; each side's best of a few block configs (median of
 ``triton.testing.do_bench``); results checked against torch first.  Also printed per
 anytile config: registers, spills, shared memory and compile time, and which instructions the
-dots became (mma.sync / wgmma / FMA) -- the diagnosis the issue asks for.  ``--descriptors``:
-the same pass written as Triton 3.6's tutorial writes it, through tensor descriptors with K
-read as rows and transposed (``desc_k.load(...).T``)."""
+dots became (mma.sync / wgmma / FMA).  ``--descriptors``: the same pass written as Triton 3.6's
+tutorial writes it, through tensor descriptors with K read as rows and transposed
+(``desc_k.load(...).T``).  ``--ablation``: where the time goes instead, variants of the pointer
+kernel (D=64, not causal) timed on both compilers, not checked (some change the math)."""
 from __future__ import annotations
 
 import argparse
@@ -38,10 +39,10 @@ except ImportError:      # a Triton without host descriptors: --descriptors fail
 
 
 def make_attention(jit, lang):
-    """The attention forward kernel decorated with ``jit``.  ``VARIANT`` (the diagnosis of
-    ``gpu_attention_ablation.py``; "base" everywhere else) changes what it computes:
-    "k_rows" reads K as BN x D rows and transposes it, "no_exp" replaces ``exp2`` by a cheap
-    polynomial, "one_dot" keeps only q.k (no softmax, no second dot)."""
+    """The attention forward kernel decorated with ``jit``.  ``VARIANT`` ("base" but in
+    ``--ablation``) changes what it computes: "k_rows" reads K as BN x D rows and transposes
+    it, "no_exp" replaces ``exp2`` by a cheap polynomial, "one_dot" keeps only q.k (no softmax,
+    no second dot)."""
     def attn_fwd(Q, K, V, O, sm_scale, N_CTX, stride_h, stride_n,
                  BM: lang.constexpr, BN: lang.constexpr, D: lang.constexpr,
                  CAUSAL: lang.constexpr, VARIANT: lang.constexpr):
@@ -147,13 +148,44 @@ def instructions(ptx: str) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items())
 
 
+def ablation() -> None:
+    """Each ``VARIANT`` of the pointer kernel at a few configs, TFLOP/s on both compilers."""
+    B, H, N, D = 4, 32, 4096, 64
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    o = torch.empty_like(q)
+    flop = 4.0 * B * H * N * N * D
+    rows = []
+    for variant in ("base", "no_exp", "k_rows", "one_dot"):
+        for (BM, BN, w, s) in ((128, 64, 8, 3), (64, 64, 4, 2), (128, 64, 4, 1)):
+            cells = []
+            for kern in (AT_ATTN, TR_ATTN):
+                def run():
+                    kern[(N // BM, B * H)](q, k, v, o, 0.125, N, N * D, D, BM=BM, BN=BN, D=D,
+                                           CAUSAL=False, VARIANT=variant, num_warps=w,
+                                           num_stages=s)
+                try:
+                    run()
+                    cells.append(f"{flop / do_bench(run, return_mode='median') * 1e-9:.0f}")
+                except Exception as exc:  # noqa: BLE001 -- a failing variant is reported
+                    cells.append(f"error {type(exc).__name__}: {str(exc)[:80]}")
+            rows.append(f"| {variant} | {BM}x{BN} w{w} s{s} | {cells[0]} | {cells[1]} |")
+            print(rows[-1], flush=True)
+    print("\n| variant | config | anytile TFLOP/s | Triton TFLOP/s |\n| --- | --- | --- | --- |")
+    print("\n".join(rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out")
     parser.add_argument("--descriptors", action="store_true",
                         help="the kernel written with tensor descriptors (Triton 3.6's tutorial shape)")
+    parser.add_argument("--ablation", action="store_true",
+                        help="time variants of the pointer kernel instead (diagnosis, unchecked)")
     args = parser.parse_args()
+    if args.ablation:
+        ablation()
+        return
     kernels = (("anytile", AT_ATTN_DESC), ("triton", TR_ATTN_DESC)) if args.descriptors else \
         (("anytile", AT_ATTN), ("triton", TR_ATTN))
     B, H, N = (1, 4, 1024) if args.quick else (4, 32, 4096)

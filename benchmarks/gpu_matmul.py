@@ -1,13 +1,13 @@
-"""Issue 14's matmul targets on the GPU, anytile beside Triton (and torch) in one process.
+"""Matmuls on the GPU, anytile beside Triton (and torch) in one process.
 
-    python3 benchmarks/gpu_matmul.py [--quick] [--out FILE]     # on the lent machine
+    python3 benchmarks/gpu_matmul.py [--quick] [--out FILE]     # or: bash benchmarks/gpu.sh matmul
 
 One kernel source per row, compiled by both (Triton's tutorial shapes written our own way):
 a grouped-order tiled matmul (fp16 and bf16 into fp32; fp16 out with a fused ReLU; int8 into
 int32) and a persistent one (programs loop over tiles ``num_programs`` apart), and both again
 reading and writing through tensor descriptors (``--rows tma,tma-persistent``: Hopper's
 TMA on both sides; ``AT_TMA=0`` keeps anytile's copies on cp.async, those of pointer loads
-too), the tutorial's form with indices wrapped by ``% M`` (``--rows wrapped``), and float8 (e4m3) with
+too; ``AT_WGMMA=0`` keeps anytile's dots on ``mma.sync``), the tutorial's form with indices wrapped by ``% M`` (``--rows wrapped``), and float8 (e4m3) with
 B K-major, by pointers and by descriptors (``--rows fp8,fp8-8192,fp8-tma``; peer
 ``torch._scaled_mm``), and int8 with B K-major (``--rows int8-kmajor``: ``x @ W.T``, peer
 ``torch._int_mm`` on the same layout).  Each side
@@ -303,7 +303,8 @@ def run_row(name, size, dtype, out_dtype, relu=False, persistent=False, configs=
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     flops = 2 * M * N * K
     out = {"row": name, "size": size}
-    extra = {} if os.environ.get("AT_TMA", "1") == "1" else {"tma": False}
+    extra = {name: False for name, var in (("tma", "AT_TMA"), ("wgmma", "AT_WGMMA"))
+             if os.environ.get(var, "1") != "1"}
 
     def launch_of(side, kernels, cfg):
         """The launch of ``cfg`` on ``side`` (a closure of its own arguments)."""

@@ -1,7 +1,7 @@
 """The kernels the benchmarks time, written once against a Triton-style language module and
-built for anytile here (`cpu.py`, `gpu.py`, `gpu_matmul_shapes.py` import them; the scripts
-put this folder first on `sys.path`) and for Triton by `make_kernels(triton.jit, ttl)`, so
-both sides run the very same source."""
+built for anytile here (`cpu.py`, `cpu_checked.py`, `gpu.py`, `gpu_checked.py` and `opencl.py`
+import them; the scripts put this folder first on `sys.path`) and for Triton by
+`make_kernels(triton.jit, ttl)`, so both sides run the very same source."""
 from types import SimpleNamespace
 
 import anytile as at
@@ -9,8 +9,8 @@ import anytile.language as tl
 
 
 def make_kernels(jit, lang) -> SimpleNamespace:
-    """``add``, ``softmax``, ``layernorm``, ``matmul`` (addresses recomputed from k) and
-    ``matmul_carried`` (Triton's ``ptrs += BK`` loop), decorated with ``jit``."""
+    """``add``, ``softmax``, ``layernorm`` and ``matmul`` (addresses recomputed from k),
+    decorated with ``jit``."""
 
     def add(x_ptr, y_ptr, out_ptr, n, BLOCK: lang.constexpr):
         offs = lang.program_id(0) * BLOCK + lang.arange(0, BLOCK)
@@ -41,7 +41,7 @@ def make_kernels(jit, lang) -> SimpleNamespace:
 
     def matmul(a_ptr, b_ptr, c_ptr, M, N, K, sam, sbk, scm,
                BM: lang.constexpr, BN: lang.constexpr, BK: lang.constexpr):
-        # unit inner strides; addresses recomputed from k (see BENCHMARKS.md for the loop shapes)
+        # unit inner strides; addresses recomputed from k (gpu_matmul.py carries pointers)
         rm = lang.program_id(0) * BM + lang.arange(0, BM)
         rn = lang.program_id(1) * BN + lang.arange(0, BN)
         rk = lang.arange(0, BK)
@@ -52,22 +52,8 @@ def make_kernels(jit, lang) -> SimpleNamespace:
             acc = lang.dot(a, b, acc)
         lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
 
-    def matmul_carried(a_ptr, b_ptr, c_ptr, K, sam, sbk, scm,
-                       BM: lang.constexpr, BN: lang.constexpr, BK: lang.constexpr):
-        rm = lang.program_id(0) * BM + lang.arange(0, BM)
-        rn = lang.program_id(1) * BN + lang.arange(0, BN)
-        rk = lang.arange(0, BK)
-        a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
-        b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :]
-        acc = lang.zeros((BM, BN), dtype=lang.float32)
-        for _ in range(0, K, BK):
-            acc = lang.dot(lang.load(a_ptrs), lang.load(b_ptrs), acc)
-            a_ptrs += BK
-            b_ptrs += BK * sbk
-        lang.store(c_ptr + rm[:, None] * scm + rn[None, :], acc)
-
     return SimpleNamespace(add=jit(add), softmax=jit(softmax), layernorm=jit(layernorm),
-                           matmul=jit(matmul), matmul_carried=jit(matmul_carried))
+                           matmul=jit(matmul))
 
 
 ANYTILE = make_kernels(at.jit, tl)

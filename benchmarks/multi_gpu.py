@@ -1,6 +1,8 @@
 """Two GPUs in one process: copies between them and what a launch costs when the kernel's
-device is not the caller's current one.  Run through benchmarks/multi_gpu.sh on a machine
-with two NVIDIA GPUs; torch is the peer, measured in the same run.
+device is not the caller's current one.  Run through ``bash benchmarks/gpu.sh multi`` on a
+machine with two NVIDIA GPUs; torch is the peer, measured in the same run.  ``--one-gpu``
+(run with ``CUDA_VISIBLE_DEVICES=0``): the tiny launch with one visible GPU, where the launch
+asks the driver nothing about contexts, beside ``torch.add(out=)``.
 
 * copy GPU0 -> GPU1 of 256 MiB: ``at.Array.to("cuda:1")`` against ``tensor.to("cuda:1")``
   (each allocates its destination; median of 7, after a warm-up);
@@ -63,14 +65,19 @@ def copy_rows() -> list[str]:
             f"| {a / t:.2f}x | |"]
 
 
+def synchronize_all() -> None:
+    for device in range(torch.cuda.device_count()):
+        torch.cuda.synchronize(device)
+
+
 def launch_us(run, reps: int = 2000) -> float:
     best = float("inf")
     for _ in range(3):
-        torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+        synchronize_all()
         t0 = time.perf_counter()
         for _ in range(reps):
             run()
-        torch.cuda.synchronize(0), torch.cuda.synchronize(1)
+        synchronize_all()
         best = min(best, (time.perf_counter() - t0) / reps * 1e6)
     return best
 
@@ -107,10 +114,26 @@ def launch_rows() -> list[str]:
     return rows
 
 
+def one_gpu_row() -> list[str]:
+    x, y, o = (torch.ones(16, device="cuda:0") for _ in range(3))
+    vector_add_kernel[(1,)](x, y, o, 16, BLOCK=16)
+    assert torch.equal(o, x + y)
+    ours = launch_us(lambda: vector_add_kernel[(1,)](x, y, o, 16, BLOCK=16))
+    peer = launch_us(lambda: torch.add(x, y, out=o))
+    return [f"| launch, one visible GPU (us) | {ours:.2f} | {peer:.2f} | {peer / ours:.2f}x | |"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
+    parser.add_argument("--one-gpu", action="store_true",
+                        help="only the launch with one visible GPU (CUDA_VISIBLE_DEVICES=0)")
     args = parser.parse_args()
+    if args.one_gpu:
+        lines = ["| what | anytile | torch | torch time / anytile time | note |",
+                 "| --- | --- | --- | --- | --- |"] + one_gpu_row()
+        print("\n".join(lines))
+        return
     names = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     lines = [f"# two GPUs: {', '.join(names)}; torch {torch.__version__}", "",
              "| what | anytile | torch | torch time / anytile time | note |",

@@ -24,11 +24,6 @@ import numpy as np
 import anytile as at
 from kernels import add_kernel, layernorm_kernel, softmax_kernel  # noqa: E402
 
-#: targets of issue 11: peer -> (kernel -> minimum ratio peer time / OpenCL time)
-TARGETS = {"numpy": {"vector add": 1.0, "softmax": 2.0, "layer norm": 2.0},
-           "nvidia": {"vector add": 0.7, "softmax": 0.7, "layer norm": 0.7}}
-
-
 def timed(sides: dict, repeat: int, batch: int) -> dict:
     """Median seconds of one run per side (``name -> (run, sync)``): ``batch`` runs then
     ``sync()``, the sides taking turns ``repeat`` times (a noisy machine slows all alike)."""
@@ -189,23 +184,15 @@ def render(results: list, dev, peer_dev, peer_name: str, on_cpu: bool, repeat: i
         cols += ["numpy", "vs numpy"]
     if peer_label:
         cols += [peer_label, f"vs {peer_dev.name}"]
-    cols.append("target (issue 11)")
     lines = [header, "", "| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in results:
         t = r["opencl"]
         cells = [r["kernel"], r["size"], f"{t * 1e3:.3f} ms", f"{r['nbytes'] / t / 1e9:.1f}"]
-        verdicts = []
         if on_cpu:
             cells += [f"{r['numpy'] * 1e3:.3f} ms", f"{r['numpy'] / t:.2f}x"]
-            goal = TARGETS["numpy"][r["kernel"]]
-            verdicts.append(f">= {goal}x NumPy: {'met' if r['numpy'] / t >= goal else 'NOT met'}")
         if peer_label:
             p = r.get(peer_label)
             cells += [f"{p * 1e3:.3f} ms" if p else "n/a", f"{p / t:.2f}x" if p else "n/a"]
-            if not on_cpu and p:
-                goal = TARGETS["nvidia"][r["kernel"]]
-                verdicts.append(f">= {goal}x nvidia: {'met' if p / t >= goal else 'NOT met'}")
-        cells.append("; ".join(verdicts) or "-")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

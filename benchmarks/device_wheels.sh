@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Here (not on the GPU machine, which has no network): the wheels benchmarks/opencl_gpu.sh
-# installs there, for its Python 3.12, into the ignored folder .whl/.
+# On a machine with network (not the GPU machine, which has none): the wheels that
+# benchmarks/gpu.sh installs there for its Python 3.12 and that it lacks (stevedore; pyopencl
+# and its dependencies for the OpenCL plugin), into the ignored folder .whl/.  Carry .whl to
+# the GPU machine with the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
