@@ -51,8 +51,8 @@ clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info
 
 bench-opencl: $(STAMP)
-	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/opencl.py --out benchmarks/opencl_results.md
+	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/opencl.py --out .cache/opencl_results.md
 
 bench-cpu: $(STAMP)
 	$(BIN)/python -m pip install -q numba
-	$(BIN)/python benchmarks/cpu.py --out benchmarks/cpu_results.md
+	$(BIN)/python benchmarks/cpu.py --out .cache/cpu_results.md

@@ -2,7 +2,7 @@
 running anytile kernels on its torch tensors, give the result of one process.  torch is
 not a dependency of anytile: without it the test is skipped (``make test-distributed``
 installs it and runs this); the GPU run (NCCL, a GPU per rank) is in
-``benchmarks/multi_gpu.sh``."""
+``bash benchmarks/gpu.sh multi``."""
 import os
 import subprocess
 import sys
