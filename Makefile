@@ -51,8 +51,10 @@ clean:
 	rm -rf $(VENV) build *.egg-info core/*.egg-info
 
 bench-opencl: $(STAMP)
+	@mkdir -p .cache
 	env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE $(BIN)/python benchmarks/opencl.py --out .cache/opencl_results.md
 
 bench-cpu: $(STAMP)
+	@mkdir -p .cache
 	$(BIN)/python -m pip install -q numba
 	$(BIN)/python benchmarks/cpu.py --out .cache/cpu_results.md
