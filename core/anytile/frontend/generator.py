@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.nodes import Function, Loc
+from ..language import kinds
 from ..language import objects as lc
 from ..language import math as tl_math
 from ..language import semantic
@@ -361,12 +362,14 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(value, tensor) and node.attr == "type":  # Triton's language-level type
             return wrap_static(lc.type_of(value))
         target = value if isinstance(value, tensor) else unwrap(value)
+        if node.attr == "type" and not hasattr(target, "type"):
+            found = kinds.type_of_value(target)  # constexpr_type or tuple_type, as in Triton
+            if found is not None:
+                return found
         if type(target) in (int, float, bool) and not hasattr(target, node.attr):
             # a Python number used as a tensor (``acc = 0`` then ``acc.to(tl.int64)``,
             # ``value.dtype``): Triton's numbers are tensors of their natural type
             target = semantic.to_tensor(target, self.builder)
-            if node.attr == "type":
-                return wrap_static(lc.type_of(target))
         return wrap_static(getattr(target, node.attr))
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
