@@ -179,6 +179,15 @@ class ControlFlowMixin:
                     values.append(self.visit(expr))
             finally:
                 self.dynamic_depth -= 1
+        if unwrap(values[0]) is None and unwrap(values[1]) is None:
+            # both branches are calls made for their effect (``tl.store(...) if c else ...``)
+            self._yield(then_block, [])
+            self._yield(else_block, [])
+            self.builder.create(ops.IfOp, c.handle, then_block, else_block, result_types=[])
+            return None
+        if unwrap(values[0]) is None or unwrap(values[1]) is None:
+            raise TypeError("one branch of this conditional expression gives no value (None) "
+                            "and the other a value; give both a value, or use an `if` statement")
         tv, ev = self._merge_branches("the conditional expression", values[0], values[1],
                                       then_block, else_block)
         self._yield(then_block, [tv])
