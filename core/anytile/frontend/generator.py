@@ -399,7 +399,7 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
                 raise SyntaxError("`**kwargs` in calls is not supported inside @jit functions")
             kwargs[kw.arg] = self.visit(kw.value)
         try:
-            return self.call(fn, list(args), kwargs)
+            return self.call(fn, list(args), kwargs, node.func)
         except NotConstexprError as e:
             expr = self._argument_source(fn, node, e.param)
             raise TypeError(f"`{expr}` must be a tl.constexpr because {e.reason}") from None
@@ -426,8 +426,9 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
             return ", ".join(ast.unparse(a) for a in arg if isinstance(a, ast.AST))
         return param
 
-    def call(self, fn: Any, args: list, kwargs: dict) -> Any:
-        """Call ``fn`` (a @jit function, a builtin or a compile-time Python callable)."""
+    def call(self, fn: Any, args: list, kwargs: dict, spelled: Optional[ast.expr] = None) -> Any:
+        """Call ``fn`` (a @jit function, a builtin or a compile-time Python callable);
+        ``spelled``: how the kernel names it (for messages)."""
         fn = unwrap(fn)
         if isinstance(fn, KernelSource):
             return self.ctx.call_jit(fn, args, kwargs, self)
@@ -446,7 +447,8 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(fn, type) and fn.__module__.startswith("anytile.language"):
             return wrap_static(fn(*args, **kwargs))
         if is_static_builtin(fn) or callable(fn):
-            name = getattr(fn, "__name__", repr(fn))
+            name = ast.unparse(spelled) if spelled is not None else \
+                getattr(fn, "__name__", repr(fn))
             return call_static(fn, args, kwargs, name)
         raise TypeError(f"{_describe(fn)} is not callable")
 
