@@ -361,3 +361,17 @@ def test_a_branch_that_returns_nothing_cannot_merge_with_one_that_returns():
     with pytest.raises(CompilationError, match="the two branches of this `if` return different "
                                                "numbers of values"):
         compile_ir(calls_unbalanced, x_ptr=ptr(T.f32), n=T.i32)
+
+
+@jit
+def store_or_value(x_ptr, n):
+    v = tl.store(x_ptr, 1.0) if n > 0 else 2.0
+    tl.store(x_ptr + 1, v)
+
+
+def test_a_conditional_expression_with_one_void_branch_is_named():
+    import pytest
+    from anytile.errors import CompilationError
+    with pytest.raises(CompilationError, match="one branch of this conditional expression gives "
+                                               "no value"):
+        compile_ir(store_or_value, x_ptr=ptr(T.f32), n=T.i32)

@@ -1,5 +1,6 @@
 """Every user error is one CompilationError: file:line, the source line with a caret, and a
 plain message; no internal file name appears in it."""
+import math
 import pathlib
 
 import numpy as np
@@ -413,3 +414,51 @@ def test_static_assert_failure():
 
     err = compile_error(checks, {"BLOCK": 48})
     check(err, "static_assert failed: BLOCK must be a multiple of 32", "static-assert-here")
+
+
+def _twice(v):
+    return v * 2
+
+
+@jit
+def host_functions_on_tensors(x_ptr, n, WHICH: tl.constexpr):
+    x = tl.load(x_ptr)
+    if WHICH == 0:
+        y = np.exp(x)                                   # host-exp
+    elif WHICH == 1:
+        y = math.exp(x)                                 # host-math-exp
+    elif WHICH == 2:
+        y = np.log10(x)                                 # host-log10
+    elif WHICH == 3:
+        y = np.float32(x)                               # host-cast
+    elif WHICH == 4:
+        y = np.sinc(x)                                  # host-sinc
+    else:
+        y = _twice(x)                                   # user-function
+    tl.store(x_ptr, y + np.exp(2.0))
+
+
+@pytest.mark.parametrize("which, message, code", [
+    (0, "`np.exp` is a NumPy function: it runs while the kernel compiles and only takes "
+        "compile-time values, but it was given a tensor; in a kernel use `tl.exp` instead",
+     "# host-exp"),
+    (1, "`math.exp` is a function of Python's math module: it runs while the kernel "
+        "compiles", "# host-math-exp"),
+    (2, "in a kernel use `tl.extra.libdevice.log10` instead", "# host-log10"),
+    (3, "in a kernel use `x.to(tl.float32)` instead", "# host-cast"),
+    (4, "anytile.language has no function of that name", "# host-sinc"),
+    (5, "`_twice` is a plain Python function, so it only takes compile-time values, but it "
+        "was given a tensor; decorate it with @jit", "# user-function"),
+], ids=["np.exp", "math.exp", "np.log10", "np.float32", "np.sinc", "user-function"])
+def test_host_functions_on_tensors_point_at_the_tl_equivalent(which, message, code):
+    check(compile_error(host_functions_on_tensors, {"WHICH": which}), message, code)
+
+
+def test_every_tl_equivalent_exists():
+    from anytile.frontend.names import TL_EQUIVALENTS
+    for host_name, spelled in TL_EQUIVALENTS.items():
+        target = spelled.removeprefix("x.to(").removesuffix(")")
+        obj = tl
+        for part in target.split(".")[1:]:
+            obj = getattr(obj, part)            # raises if the table names a missing function
+        assert obj is not None, host_name

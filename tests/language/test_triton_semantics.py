@@ -229,3 +229,17 @@ def test_return_nested_in_a_branch_skips_the_rest(device):
                 nested_return[(1,)](*flags, out)
                 want = (1 if c2 else -1) if c1 else (2 if c3 else 3)
                 assert out.numpy()[0] == want, (c1, c2, c3)
+
+
+@at.jit
+def store_by_conditional_expression(x_ptr, out_ptr):
+    pid = tl.program_id(0)
+    tl.store(out_ptr + pid, tl.load(x_ptr)) if pid % 2 == 0 else \
+        tl.store(out_ptr + pid, tl.load(x_ptr + 1))
+
+
+def test_conditional_expression_whose_branches_are_both_stores(device, rng, poison):
+    x = rng.standard_normal(2).astype(np.float32)
+    out = at.asarray(poison(5, np.float32), device=device)
+    store_by_conditional_expression[(5,)](at.asarray(x, device=device), out)
+    np.testing.assert_array_equal(out.numpy(), x[[0, 1, 0, 1, 0]])

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from ..errors import CompilationError
 from ..ir import ops
 from ..ir import types as irt
+from ..ir.builder import Builder
 from ..ir.nodes import Block, Function, Loc, Module
 from ..language import semantic
 from ..language.objects import constexpr, dtype, tensor, unwrap
@@ -25,11 +26,13 @@ if TYPE_CHECKING:
 
 @dataclass
 class Specialization:
-    """A compiled device function: its module name and how its results form a value."""
+    """A compiled device function: its module name, and ``returned``: what it returns (None,
+    a tensor, a descriptor, a block pointer or a tuple of them) as built in its body, whose
+    tensor leaves are, in order, the function's results."""
 
     name: str
     result_types: list[irt.Type]
-    returns_tuple: bool
+    returned: Any
 
 
 def _static_key(value: Any) -> Any:
@@ -41,6 +44,20 @@ def _static_key(value: Any) -> Any:
         return (type(value).__name__, value)
     except TypeError:
         return (type(value).__name__, repr(value))
+
+
+def _returnable(value: Any, builder: Builder) -> Any:
+    """``value`` as a function returns it: numbers become tensors (a caller receives
+    run-time values), descriptors and block pointers keep their compile-time parts."""
+    v = unwrap(value)
+    if isinstance(v, tuple):
+        return tuple(_returnable(item, builder) for item in v)
+    if isinstance(v, (tensor, bool, int, float)):
+        return semantic.to_tensor(v, builder)
+    if is_aggregate(v):
+        return v
+    raise TypeError(f"@jit functions can return tensors, numbers, tensor descriptors, "
+                    f"block pointers or tuples of them, not {type(v).__name__} {v!r}")
 
 
 def _sanitize(text: str) -> str:
@@ -139,10 +156,9 @@ class ModuleContext:
             self._specializations[key] = spec
         op = caller.builder.create(ops.CallOp, spec.name, [t.handle for _, t in dynamic],
                                    result_types=spec.result_types)
-        results = [tensor(r) for r in op.results]
-        if spec.returns_tuple:
-            return tuple(results)
-        return results[0] if results else None
+        if spec.returned is None:
+            return None
+        return rebuild_tensors(spec.returned, (tensor(r) for r in op.results))
 
     @staticmethod
     def _blame_the_call(fn: KernelSource, dynamic: list[tuple[str, tensor]],
@@ -175,25 +191,13 @@ class ModuleContext:
         generator = FunctionGenerator(self, fn, function, scope, is_kernel=False)
         tree = self.tree_of(fn)
         result = generator.generate(tree)
-        values, returns_tuple = self._return_values(result, generator)
-        function.result_types = [v.type for v in values]
         with generator.builder.at_loc(generator.return_loc or self.def_loc(fn)):
+            returned = None if unwrap(result) is None else \
+                _returnable(result, generator.builder)
+            values = tensor_leaves(returned)
+            function.result_types = [v.type for v in values]
             generator.builder.create(ops.ReturnOp, [v.handle for v in values])
-        return Specialization(name, function.result_types, returns_tuple)
-
-    @staticmethod
-    def _return_values(result: Any, generator: "FunctionGenerator") -> tuple[list[tensor], bool]:
-        value = unwrap(result)
-        items = list(value) if isinstance(value, tuple) else ([] if value is None else [value])
-        out = []
-        for item in items:
-            item = unwrap(item)
-            if not isinstance(item, (tensor, bool, int, float)):
-                raise TypeError(f"@jit functions can return tensors, numbers or tuples of "
-                                f"them, not {type(item).__name__} {item!r}")
-            with generator.builder.at_loc(generator.return_loc or generator.builder.loc):
-                out.append(semantic.to_tensor(item, generator.builder))
-        return out, isinstance(value, tuple)
+        return Specialization(name, function.result_types, returned)
 
     def _mangle(self, fn: KernelSource, dynamic: list[tuple[str, tensor]],
                 static: dict[str, Any]) -> str:

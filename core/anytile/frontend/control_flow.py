@@ -115,9 +115,9 @@ class ControlFlowMixin:
                                  result_types=[v.type for v in then_vals])
         self._bind_merged(merged, op.results[:n_merged])
         if tail:
-            results = [tensor(r) for r in op.results[n_merged:]]
-            tuple_like = isinstance(unwrap(then_return), tuple)
-            self.finish_return(tuple(results) if tuple_like else (results[0] if results else None))
+            results = (tensor(r) for r in op.results[n_merged:])
+            self.finish_return(None if unwrap(then_return) is None
+                               else rebuild(then_return, results))
 
     def _bind_merged(self, merged: list[tuple[str, Any]], results: list) -> None:
         """Give each merged variable its value built from the ``if``'s results."""
@@ -132,18 +132,21 @@ class ControlFlowMixin:
 
     def _merge_returns(self, then_return: Any, else_return: Any, then_block: Block,
                        else_block: Block) -> list[tuple[tensor, tensor]]:
-        """Pairs of values the two branches of a returning ``if`` give back."""
-        def parts(value: Any) -> list:
-            value = unwrap(value)
-            return list(value) if isinstance(value, tuple) else ([] if value is None else [value])
-
-        t_parts, e_parts = parts(then_return), parts(else_return)
-        if len(t_parts) != len(e_parts) or \
-                isinstance(unwrap(then_return), tuple) != isinstance(unwrap(else_return), tuple):
+        """Pairs of leaves the two branches of a returning ``if`` give back (a tuple, a
+        descriptor or a block pointer returns its leaves)."""
+        t, e = unwrap(then_return), unwrap(else_return)
+        if t is None and e is None:
+            return []
+        t_leaves, e_leaves = flatten(t), flatten(e)
+        if t is not None and e is not None and (t_leaves is None or e_leaves is None):
+            raise TypeError("the return value is a compile-time object (not a number) in a "
+                            "branch of an `if` whose condition is only known at run time")
+        if t is None or e is None or not same_structure(t, e):
             raise TypeError("the two branches of this `if` return different numbers of values "
-                            "(a branch that ends without `return` returns nothing)")
-        return [self._merge_branches("the return value", t, e, then_block, else_block)
-                for t, e in zip(t_parts, e_parts)]
+                            "or values of different kinds (a branch that ends without `return` "
+                            "returns nothing)")
+        return [self._merge_branches("the return value", a, b, then_block, else_block)
+                for a, b in zip(t_leaves, e_leaves)]
 
     def _merge_branches(self, name: str, t: Any, e: Any, then_block: Block,
                         else_block: Block) -> tuple[tensor, tensor]:
@@ -176,6 +179,15 @@ class ControlFlowMixin:
                     values.append(self.visit(expr))
             finally:
                 self.dynamic_depth -= 1
+        if unwrap(values[0]) is None and unwrap(values[1]) is None:
+            # both branches are calls made for their effect (``tl.store(...) if c else ...``)
+            self._yield(then_block, [])
+            self._yield(else_block, [])
+            self.builder.create(ops.IfOp, c.handle, then_block, else_block, result_types=[])
+            return None
+        if unwrap(values[0]) is None or unwrap(values[1]) is None:
+            raise TypeError("one branch of this conditional expression gives no value (None) "
+                            "and the other a value; give both a value, or use an `if` statement")
         tv, ev = self._merge_branches("the conditional expression", values[0], values[1],
                                       then_block, else_block)
         self._yield(then_block, [tv])

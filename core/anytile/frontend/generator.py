@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.nodes import Function, Loc
+from ..language import kinds
 from ..language import objects as lc
 from ..language import math as tl_math
 from ..language import semantic
@@ -361,12 +362,14 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(value, tensor) and node.attr == "type":  # Triton's language-level type
             return wrap_static(lc.type_of(value))
         target = value if isinstance(value, tensor) else unwrap(value)
+        if node.attr == "type" and not hasattr(target, "type"):
+            found = kinds.type_of_value(target)  # constexpr_type or tuple_type, as in Triton
+            if found is not None:
+                return found
         if type(target) in (int, float, bool) and not hasattr(target, node.attr):
             # a Python number used as a tensor (``acc = 0`` then ``acc.to(tl.int64)``,
             # ``value.dtype``): Triton's numbers are tensors of their natural type
             target = semantic.to_tensor(target, self.builder)
-            if node.attr == "type":
-                return wrap_static(lc.type_of(target))
         return wrap_static(getattr(target, node.attr))
 
     def visit_Subscript(self, node: ast.Subscript) -> Any:
@@ -396,7 +399,7 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
                 raise SyntaxError("`**kwargs` in calls is not supported inside @jit functions")
             kwargs[kw.arg] = self.visit(kw.value)
         try:
-            return self.call(fn, list(args), kwargs)
+            return self.call(fn, list(args), kwargs, node.func)
         except NotConstexprError as e:
             expr = self._argument_source(fn, node, e.param)
             raise TypeError(f"`{expr}` must be a tl.constexpr because {e.reason}") from None
@@ -423,8 +426,9 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
             return ", ".join(ast.unparse(a) for a in arg if isinstance(a, ast.AST))
         return param
 
-    def call(self, fn: Any, args: list, kwargs: dict) -> Any:
-        """Call ``fn`` (a @jit function, a builtin or a compile-time Python callable)."""
+    def call(self, fn: Any, args: list, kwargs: dict, spelled: Optional[ast.expr] = None) -> Any:
+        """Call ``fn`` (a @jit function, a builtin or a compile-time Python callable);
+        ``spelled``: how the kernel names it (for messages)."""
         fn = unwrap(fn)
         if isinstance(fn, KernelSource):
             return self.ctx.call_jit(fn, args, kwargs, self)
@@ -443,7 +447,8 @@ class FunctionGenerator(ControlFlowMixin, ast.NodeVisitor):
         if isinstance(fn, type) and fn.__module__.startswith("anytile.language"):
             return wrap_static(fn(*args, **kwargs))
         if is_static_builtin(fn) or callable(fn):
-            name = getattr(fn, "__name__", repr(fn))
+            name = ast.unparse(spelled) if spelled is not None else \
+                getattr(fn, "__name__", repr(fn))
             return call_static(fn, args, kwargs, name)
         raise TypeError(f"{_describe(fn)} is not callable")
 

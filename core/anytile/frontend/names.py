@@ -88,12 +88,55 @@ def call_static(fn: Any, args: list, kwargs: dict, display: str) -> Any:
     """Call a plain Python callable with compile-time arguments; the result is a constexpr."""
     for v in list(args) + list(kwargs.values()):
         if isinstance(v, tensor):
-            raise TypeError(
-                f"`{display}` is a plain Python function, so it only takes compile-time values, "
-                f"but it was given a tensor; decorate it with @jit to call it with tensors")
+            raise TypeError(host_function_message(fn, display))
     result = fn(*[_deep_unwrap(a) for a in args],
                 **{k: _deep_unwrap(v) for k, v in kwargs.items()})
     return wrap_static(result)
+
+
+# what a kernel writes for the host libraries' functions (tl.extra.libdevice where tl has none)
+_LIBDEVICE = "tl.extra.libdevice."
+TL_EQUIVALENTS: dict[str, str] = {
+    **{n: f"tl.{n}" for n in ("exp", "exp2", "log", "log2", "sqrt", "sin", "cos", "tanh", "erf",
+                              "floor", "ceil", "abs", "fma", "maximum", "minimum", "where",
+                              "sum", "max", "min", "argmax", "argmin", "cumsum", "cumprod",
+                              "sort", "dot", "reshape", "ravel", "expand_dims", "broadcast_to",
+                              "flip", "zeros", "zeros_like", "full", "full_like", "arange")},
+    "absolute": "tl.abs", "fabs": "tl.abs", "fmax": "tl.maximum", "fmin": "tl.minimum",
+    "amax": "tl.max", "amin": "tl.min", "clip": "tl.clamp", "matmul": "tl.dot",
+    "transpose": "tl.trans", "concatenate": "tl.cat",
+    **{n: _LIBDEVICE + n for n in ("log10", "log1p", "expm1", "tan", "sinh", "cosh", "asin",
+                                   "acos", "atan", "atan2", "asinh", "acosh", "atanh", "cbrt",
+                                   "hypot", "copysign", "signbit", "fmod", "ldexp", "trunc",
+                                   "rint", "pow", "isnan", "isinf", "erfc", "lgamma",
+                                   "nextafter")},
+    **{f"arc{n}": _LIBDEVICE + n for n in ("sin", "cos", "tan", "sinh", "cosh", "tanh")},
+    "arctan2": _LIBDEVICE + "atan2", "power": _LIBDEVICE + "pow", "gamma": _LIBDEVICE + "tgamma",
+    "round": _LIBDEVICE + "rint", "around": _LIBDEVICE + "rint",   # both round half to even
+    **{n: f"x.to(tl.{n})" for n in ("float16", "bfloat16", "float32", "float64", "int8", "int16",
+                                    "int32", "int64", "uint8", "uint16", "uint32", "uint64")},
+    "float": "x.to(tl.float32)", "int": "x.to(tl.int32)",
+}
+_HOST_LIBRARIES = {"numpy": "a NumPy function", "math": "a function of Python's math module",
+                   "builtins": "a Python builtin", "torch": "a torch function"}
+
+
+def host_function_message(fn: Any, display: str) -> str:
+    """Why ``fn`` (named ``display`` in the kernel) cannot take a tensor, and what to write:
+    the ``tl`` equivalent of a NumPy, math, builtin or torch function, else ``@jit``."""
+    module = (getattr(fn, "__module__", None) or "").split(".")[0]
+    what = _HOST_LIBRARIES.get(module)
+    if what is None:
+        return (f"`{display}` is a plain Python function, so it only takes compile-time "
+                f"values, but it was given a tensor; decorate it with @jit to call it with "
+                f"tensors")
+    head = (f"`{display}` is {what}: it runs while the kernel compiles and only takes "
+            f"compile-time values, but it was given a tensor")
+    instead = TL_EQUIVALENTS.get(getattr(fn, "__name__", ""))
+    if instead is not None:
+        return f"{head}; in a kernel use `{instead}` instead"
+    return (f"{head}; anytile.language has no function of that name: compute it with tl "
+            f"operations (a @jit function can hold them)")
 
 
 def _deep_unwrap(value: Any) -> Any:

@@ -9,6 +9,8 @@ from .objects import (bfloat16, block_type, const, constexpr, dtype, float8e4b8,
                    float8e4nv, float8e5, float8e5b16, float16, float32, float64, int1, int8,
                    int16, int32, int64, pi32_t, pointer_type, range, static_range, tensor, uint8,
                    uint16, uint32, uint64)
+from .kinds import (base_type, base_value, constexpr_type, tensor_descriptor_base,  # noqa: F401
+                    tuple, tuple_type)
 from .library import (assume, cat, dot_scaled, flip, gather, histogram, interleave,  # noqa: F401
                       join, softmax, sort, split, swizzle2d, topk)
 from .math import (abs, ceil, cos, div_rn, erf, exp, exp2, fdiv, floor, fma, log, log2,  # noqa: F401
@@ -30,7 +32,8 @@ from .standard import (PropagateNan, arange, broadcast, broadcast_to, cast, cdiv
                        static_print, trans, view, where, zeros, zeros_like)
 
 __all__ = [
-    "const", "constexpr", "dtype", "pointer_type", "tensor", "range", "static_range", "math", "extra",
+    "const", "constexpr", "constexpr_type", "tuple", "tuple_type", "base_value", "base_type",
+    "tensor_descriptor_base", "dtype", "pointer_type", "tensor", "range", "static_range", "math", "extra",
     "int1", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float16", "bfloat16", "float32", "float64", "block_type",
     "float8e5", "float8e4nv", "float8e4b8", "float8e5b16", "float8e4b15",

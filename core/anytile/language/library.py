@@ -128,13 +128,24 @@ def _minor_dim(x: tensor, dim: Any, what: str) -> int:
     return d
 
 
+def _sorts_after(left: tensor, right: tensor, b: Builder) -> tensor:
+    """``left > right`` in the order of ``tl.sort``: NaN above every number (as NumPy's
+    ``np.sort``), NaNs equal to each other, so that the network sees a total order."""
+    after = semantic.greater_than(left, right, b)
+    if not irt.elem_type(left.type).is_float:
+        return after
+    nan_over_number = semantic.and_(semantic.not_equal(left, left, b),
+                                    semantic.equal(right, right, b), b)
+    return semantic.or_(after, nan_over_number, b)
+
+
 def _compare_and_swap(x: tensor, flip: Any, i: int, n_dims: int, b: Builder) -> tensor:
     """One bitonic step: elements 2**(n_dims-i-1) apart are ordered (reversed where ``flip``)."""
     n_outer = x.numel >> n_dims
     shape = (n_outer * 2 ** i, 2, 2 ** (n_dims - i - 1))
     left, right = (reshape(h, *x.shape, _builder=b)
                    for h in _halves(reshape(x, *shape, _builder=b), 1, b))
-    cond = semantic.not_equal(semantic.greater_than(left, right, b), flip, b)
+    cond = semantic.not_equal(_sorts_after(left, right, b), flip, b)
     # swap by xor of the bit patterns, so every value (NaN, -0.0) moves unchanged
     width = irt.elem_type(x.type).bits
     if width == 1:
@@ -148,7 +159,9 @@ def _compare_and_swap(x: tensor, flip: Any, i: int, n_dims: int, b: Builder) -> 
 @tensor_method
 @builtin
 def sort(x: Any, dim: Any = None, descending: Any = False, _builder: Builder = None) -> tensor:
-    """``x`` sorted along its last dimension (a bitonic network, as in Triton)."""
+    """``x`` sorted along its last dimension (a bitonic network, as in Triton).  NaN sorts
+    as in NumPy's ``np.sort``: after every number in ascending order, before every number
+    with ``descending=True``; -0.0 and +0.0 are equal (either may come first)."""
     b = _builder
     t = semantic.to_tensor(x, b)
     d = _minor_dim(t, dim, "tl.sort")
@@ -168,7 +181,8 @@ def sort(x: Any, dim: Any = None, descending: Any = False, _builder: Builder = N
 @tensor_method
 @builtin
 def topk(x: Any, k: Any, dim: Any = None, _builder: Builder = None) -> tensor:
-    """The ``k`` largest elements along the last dimension, largest first."""
+    """The ``k`` largest elements along the last dimension, largest first; NaN counts as
+    larger than every number (the order of ``tl.sort(..., descending=True)``)."""
     b = _builder
     t = semantic.to_tensor(x, b)
     d = _minor_dim(t, dim, "tl.topk")
