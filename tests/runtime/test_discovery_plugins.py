@@ -254,7 +254,7 @@ def test_a_plugin_named_cpu_does_not_replace_the_cpu_backend(site):
 
 def test_listing_survives_every_broken_plugin(site):
     site(BROKEN_AND_CLASHING)
-    done = subprocess.run([sys.executable, "-m", "anytile", "backends"],
+    done = subprocess.run([sys.executable, "-m", "anytile", "backends", "--all", "-v"],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
@@ -289,3 +289,64 @@ def test_a_plugin_that_hangs_at_import_is_listed_with_why(site, tmp_path):
     assert (tmp_path / "hang-imported").exists()
     assert "importing hangs:Anything did not return within 1 s" in done.stdout.replace("\n", " ")
 
+
+# -- anytile backends ---------------------------------------------------------------------------
+def _backends(*args: str, **env: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "anytile", "backends", *args], capture_output=True,
+                          text=True, timeout=300, env={**os.environ, **env})
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    return done.stdout
+
+
+def test_backends_fits_100_columns_and_hides_test_instruments(site):
+    site({"anytile-fake-plugins": {"good": "fakes:Good", "instrument": "fakes:Instrument",
+                                   "nonedevices": "fakes:NoneDevices"}})
+    plain = _backends()
+    assert max(len(line) for line in plain.splitlines()) <= 100
+    rows = {line.split()[0] for line in plain.splitlines() if line and not line[0].isspace()}
+    assert {"good", "interpreter", "nonedevices"} <= rows and "instrument" not in rows
+    assert "good:0  a test plugin" in plain
+    assert "devices() returned None; it must return a list of anytile.backend.DeviceInfo" in \
+        " ".join(plain.split())       # the reason, wrapped in its column
+    assert "test instruments not listed (" in plain and "instrument" in plain.splitlines()[-1]
+    every = _backends("--all")
+    assert max(len(line) for line in every.splitlines()) <= 100
+    assert any(line.startswith("instrument ") for line in every.splitlines())
+    switched_on = _backends(ANYTILE_GPU_SIMULATOR="1")
+    assert "instrument:0" in switched_on and "not listed" not in switched_on
+
+
+def test_backends_verbose_gives_every_detail_in_100_columns(site):
+    site({"anytile-fake-plugins": {"good": "fakes:Good", "instrument": "fakes:Instrument"}})
+    text = _backends("-v", "--all")
+    assert max(len(line) for line in text.splitlines()) <= 100
+    assert "entry point  fakes:Good from anytile-fake-plugins 0.3.0" in text
+    assert "device       good:0 (a test plugin)" in text
+    assert "a test instrument (a GPU lowering run on the host CPU)" in text
+
+
+def test_backends_json_lists_every_plugin_and_marks_test_instruments(site):
+    site({"anytile-fake-plugins": {"good": "fakes:Good", "instrument": "fakes:Instrument"}})
+    rows = {row["name"]: row for row in json.loads(_backends("--json"))}
+    assert rows["instrument"]["test_instrument"] and not rows["good"]["test_instrument"]
+    assert rows["good"]["distribution"] == "anytile-fake-plugins 0.3.0"
+    assert rows["good"]["devices"] == ["good:0 (a test plugin)"]
+
+
+def test_help_is_plain_text():
+    done = subprocess.run([sys.executable, "-m", "anytile", "--help"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0
+    assert "``" not in done.stdout and ":func:" not in done.stdout
+    assert "backends" in done.stdout
+
+
+def test_a_closed_output_pipe_ends_the_listing_quietly():
+    read_end, write_end = os.pipe()
+    os.close(read_end)              # nobody will read: the first write fails with EPIPE
+    try:
+        done = subprocess.run([sys.executable, "-m", "anytile", "backends", "--json"],
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=300)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
