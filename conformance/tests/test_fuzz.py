@@ -106,3 +106,20 @@ def test_comparison_accepts_either_zero_sign_but_nothing_else():
         got[name][2] = 2.0
         difference = compare_outcomes(program, ref, got)
         assert difference is not None and name in str(difference)
+
+
+def test_ctrl_c_ends_a_campaign_with_one_line(interpreter, tmp_path, capsys, monkeypatch):
+    from anytile_conformance.fuzz import campaign
+
+    calls = []
+
+    def stops_at_the_third(*args, **kwargs):
+        calls.append(args)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return None
+
+    monkeypatch.setattr(campaign, "fuzz_one", stops_at_the_third)
+    assert run_campaign(interpreter, 10, 11, str(tmp_path)) == 130
+    err = capsys.readouterr().err
+    assert err == "fuzz: INTERRUPTED after 2 of 10 kernels: 2 passed, 0 failed\n"

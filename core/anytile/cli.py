@@ -344,7 +344,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "conformance":
-        return cmd_conformance(argv[1:])
+        try:
+            return cmd_conformance(argv[1:])
+        except KeyboardInterrupt:   # before the suite took over Ctrl-C (importing, listing)
+            print("anytile: interrupted", file=sys.stderr)
+            return 130
     args = build_parser().parse_args(argv)
     handler = {"backends": cmd_backends, "compile": cmd_compile, "demo": cmd_demo,
                "run": cmd_run}[args.command]

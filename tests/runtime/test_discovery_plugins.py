@@ -350,3 +350,25 @@ def test_a_closed_output_pipe_ends_the_listing_quietly():
     finally:
         os.close(write_end)
     assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+
+
+def test_ctrl_c_ends_a_command_with_one_line(monkeypatch, capsys):
+    from anytile import cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_backends", interrupted)
+    assert cli.main(["backends"]) == 130
+    assert capsys.readouterr().err == "anytile: interrupted\n"
+
+
+def test_ctrl_c_before_the_suite_runs_ends_with_one_line(monkeypatch, capsys):
+    from anytile import cli
+
+    def interrupted(argv):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_conformance", interrupted)
+    assert cli.main(["conformance", "--list"]) == 130
+    assert capsys.readouterr().err == "anytile: interrupted\n"

@@ -127,16 +127,24 @@ def run_campaign(device: Any, count: int, seed: int, out_dir: str) -> int:
           f"{count} kernels, seed {seed}", flush=True)
     failures = []
     start = time.perf_counter()
-    for index in range(count):
-        failure = fuzz_one(device, reference, program_seed(seed, index), capabilities, out_dir, index)
-        if failure is not None:
-            failures.append(failure)
-            print(f"MISMATCH kernel {index} (program seed {failure.seed}): shrunk "
-                  f"{failure.statements_before} -> {failure.statements_after} statements, "
-                  f"saved {failure.path}\n  " + str(failure.difference).replace("\n", "\n  "),
-                  flush=True)
-        elif not sys.stdout.isatty():
-            print(f"[{index + 1:>5}/{count}] match", flush=True)
+    done = 0
+    try:
+        for index in range(count):
+            failure = fuzz_one(device, reference, program_seed(seed, index), capabilities,
+                               out_dir, index)
+            done += 1
+            if failure is not None:
+                failures.append(failure)
+                print(f"MISMATCH kernel {index} (program seed {failure.seed}): shrunk "
+                      f"{failure.statements_before} -> {failure.statements_after} statements, "
+                      f"saved {failure.path}\n  " + str(failure.difference).replace("\n", "\n  "),
+                      flush=True)
+            elif not sys.stdout.isatty():
+                print(f"[{index + 1:>5}/{count}] match", flush=True)
+    except KeyboardInterrupt:
+        print(f"fuzz: INTERRUPTED after {done} of {count} kernels: {done - len(failures)} "
+              f"passed, {len(failures)} failed", file=sys.stderr)
+        return 130
     elapsed = time.perf_counter() - start
     print(f"fuzz: {count - len(failures)} passed, {len(failures)} failed ({elapsed:.1f} s)")
     return 1 if failures else 0
