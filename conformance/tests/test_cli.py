@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -102,19 +103,25 @@ def _wait_for(path, process, limit=300):
         time.sleep(0.05)
 
 
-def test_ctrl_c_writes_interrupted_reports_and_one_line(tmp_path):
+def _stalling_plugin(tmp_path, name="stalls"):
+    """The environment of a process that has the stalling plugin installed as ``name``;
+    the plugin creates ``tmp_path/stalled`` when it stalls."""
     site = tmp_path / "site"
     (site / "stalls_backend-1.0.dist-info").mkdir(parents=True)
-    (site / "stalls_backend.py").write_text(STALLS)
+    (site / "stalls_backend.py").write_text(STALLS.replace('"stalls', f'"{name}'))
     (site / "stalls_backend-1.0.dist-info" / "METADATA").write_text(
         "Metadata-Version: 2.1\nName: stalls-backend\nVersion: 1.0\n")
     (site / "stalls_backend-1.0.dist-info" / "entry_points.txt").write_text(
-        "[anytile.backends]\nstalls = stalls_backend:Stalls\n")
+        f"[anytile.backends]\n{name} = stalls_backend:Stalls\n")
+    return {**os.environ, "STALL_MARKER": str(tmp_path / "stalled"),
+            "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+
+def test_ctrl_c_writes_interrupted_reports_and_one_line(tmp_path):
+    env = _stalling_plugin(tmp_path)
     json_path, junit_path = tmp_path / "r.json", tmp_path / "r.xml"
     json_path.write_text(json.dumps({"verdict": "CONFORMANT", "conformant": True}))
     marker = tmp_path / "stalled"
-    env = {**os.environ, "STALL_MARKER": str(marker),
-           "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
     process = subprocess.Popen([sys.executable, "-m", "anytile", "conformance", "--device",
                                 "stalls:0", "-k", "program_ids", "--json", str(json_path),
                                 "--junit", str(junit_path)], env=env, stdout=subprocess.PIPE,
@@ -140,3 +147,27 @@ def test_ctrl_c_writes_interrupted_reports_and_one_line(tmp_path):
     root = ET.parse(junit_path).getroot()
     assert root.get("errors") == "1"
     assert [e.get("message") for e in root.iter("error")] == [data["verdict"]]
+
+
+CONFORMANCE_ALL = Path(__file__).resolve().parents[2] / ".ci" / "conformance_all.py"
+
+
+@pytest.mark.skipif(not CONFORMANCE_ALL.is_file(), reason="runs in a checkout of the repository")
+def test_ctrl_c_stops_the_ci_run_with_one_line(tmp_path):
+    """Ctrl-C reaches the whole process group, as a terminal's does."""
+    env = _stalling_plugin(tmp_path, "aaa-stalls")     # certified first: sorted by name
+    process = subprocess.Popen([sys.executable, str(CONFORMANCE_ALL), "-k", "program_ids"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
+    try:
+        _wait_for(tmp_path / "stalled", process)
+        os.killpg(process.pid, signal.SIGINT)
+        out, err = process.communicate(timeout=300)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 130, err
+    assert "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert lines[0].startswith("anytile conformance: INTERRUPTED: ")
+    assert lines[1:] == ["conformance: interrupted while certifying aaa-stalls"]
