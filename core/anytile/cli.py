@@ -25,8 +25,9 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    """``text`` in lines of at most ``width`` columns, broken after ': ' or '; ' where a
-    phrase fits (a reason stays readable and greppable), else between words."""
+    """``text`` in lines of at most ``width`` columns.  A phrase (ended by ': ' or '; ') that
+    fits on a line is never split, so a reason stays readable (and greppable); a longer one
+    is broken between words."""
     import re
     import textwrap
 
@@ -34,8 +35,10 @@ def _wrap(text: str, width: int) -> list[str]:
     for phrase in re.split(r"(?<=[:;]) ", " ".join(text.split())):
         if lines and len(lines[-1]) + 1 + len(phrase) <= width:
             lines[-1] += " " + phrase
-        else:
+        elif len(phrase) <= width or not lines:
             lines += textwrap.wrap(phrase, width, break_on_hyphens=False) or [""]
+        else:                       # split anyway: begin it where the last line ends
+            lines[-1:] = textwrap.wrap(f"{lines[-1]} {phrase}", width, break_on_hyphens=False)
     return lines or [""]
 
 
