@@ -79,8 +79,8 @@ def _backends_table(listed: list[dict[str, Any]]) -> list[str]:
     header = ["backend", "version", "usable"]
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
     last = WIDTH - sum(widths) - 2 * len(widths)
-    lead = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  "  # noqa: E731
-    out = [lead(header) + "devices, or why not", lead(["-" * w for w in widths]) + "-" * last]
+    row_start = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  "  # noqa: E731
+    out = [row_start(header) + "devices, or why not", row_start(["-" * w for w in widths]) + "-" * last]
     for facts, row in zip(listed, rows):
         if facts["usable"]:
             text = [_clip(f"{name}  {desc}".rstrip(), last) for name, desc in facts["_devices"]]
@@ -89,8 +89,8 @@ def _backends_table(listed: list[dict[str, Any]]) -> list[str]:
             text = _wrap(facts["reason"] or "not usable", last)
         for note in facts["notes"]:
             text += _wrap(f"note: {note}", last)
-        out.append(lead(row) + text[0])
-        out += [lead(["", "", ""]) + more for more in text[1:]]
+        out.append(row_start(row) + text[0])
+        out += [row_start(["", "", ""]) + more for more in text[1:]]
     return [line.rstrip() for line in out]
 
 
