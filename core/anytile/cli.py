@@ -80,7 +80,8 @@ def _backends_table(listed: list[dict[str, Any]]) -> list[str]:
     widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
     last = WIDTH - sum(widths) - 2 * len(widths)
     row_start = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  "  # noqa: E731
-    out = [row_start(header) + "devices, or why not", row_start(["-" * w for w in widths]) + "-" * last]
+    out = [row_start(header) + "devices, or why not",
+           row_start(["-" * w for w in widths]) + "-" * last]
     for facts, row in zip(listed, rows):
         if facts["usable"]:
             text = [_clip(f"{name}  {desc}".rstrip(), last) for name, desc in facts["_devices"]]
