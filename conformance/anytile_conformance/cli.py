@@ -2,11 +2,15 @@
 [--json FILE] [-k EXPR] [--fuzz N --seed S]``.
 
 Exit status: 0 only when the verdict is CONFORMANT (or, with ``--fuzz``, when no generated
-kernel disagreed with the interpreter); 1 otherwise; 2 for usage errors (unknown device...).
+kernel disagreed with the interpreter); 1 otherwise; 2 for usage errors (unknown device, a
+report path that cannot be written...); 130 when interrupted (Ctrl-C), the reports then
+saying INTERRUPTED.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
 import sys
 from typing import Optional, Sequence
 
@@ -39,8 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="instead of the catalogue, compare N random kernels with the interpreter")
     parser.add_argument("--fuzz-dir", default="anytile-fuzz",
                         help="where shrunk reproducers of fuzz mismatches are written")
-    parser.add_argument("--timeout", type=_positive(float, "--timeout"), default=300.0,
-                        help="seconds one case may run before it fails (default 300)")
+    parser.add_argument("--timeout", type=_seconds, default=300.0,
+                        help=f"seconds one case may run before it fails (default 300, at most "
+                             f"{MAX_TIMEOUT:g})")
     parser.add_argument("--shard", metavar="K/N", type=_shard, default=(0, 1),
                         help="run only every N-th selected case, starting with the K-th (0-based): "
                              "N processes or machines share a full run")
@@ -64,6 +69,21 @@ def _positive(kind: type, option: str):
     return parse
 
 
+#: the longest per-case limit (the interval timer takes no more on every platform)
+MAX_TIMEOUT = 1e6
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0.001 <= value <= MAX_TIMEOUT):
+        raise argparse.ArgumentTypeError(f"--timeout wants a number of seconds from 0.001 to "
+                                         f"{MAX_TIMEOUT:g}, got {text!r}")
+    return value
+
+
 #: options whose value may start with '-' (argparse would read "--shard -1/2" as two options)
 _VALUED = ("--shard", "--fuzz", "--timeout", "--seed")
 
@@ -76,20 +96,6 @@ def _join_values(argv: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
-
-
-def _check_writable(path: str, option: str) -> Optional[str]:
-    """Why the report ``path`` cannot be written, or ``None`` (checked before a long run)."""
-    import os
-    existed = os.path.exists(path)
-    try:
-        with open(path, "a", encoding="utf-8"):
-            pass
-    except OSError as exc:
-        return f"{option} {path}: cannot write the report there ({exc.strerror or exc})"
-    if not existed:
-        os.unlink(path)
-    return None
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -122,11 +128,6 @@ def resolve_device(args: argparse.Namespace):
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of ``anytile conformance`` and ``python -m anytile_conformance``."""
     args = build_parser().parse_args(_join_values(list(sys.argv[1:] if argv is None else argv)))
-    for option, path in (("--json", args.json), ("--junit", args.junit)):
-        problem = _check_writable(path, option) if path else None
-        if problem:
-            print(f"error: {problem}", file=sys.stderr)
-            return 2
     if args.tolerances:
         from .tolerances import table_rows
         for what, dtype, bound in table_rows():
@@ -136,36 +137,85 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         keep = compile_expression(args.expr)
     except SelectionError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return _usage_error(str(exc))
     if args.list:
         for case in selected_cases(args, keep):
             print(case.id)
         return 0
+    from .report import ReportError, ReportFiles, run_header
+    reports = ReportFiles(args.json, args.junit)
+    if args.fuzz is not None and reports.paths:
+        return _usage_error("--json and --junit report a catalogue run; a fuzz run saves each "
+                            "mismatch as a reproducer in --fuzz-dir")
+    problem = reports.problem()
+    if problem:
+        return _usage_error(problem)
+    header = run_header(args.mode, args.seed, args.device or args.backend or "default device")
+    try:
+        reports.start(header)       # no earlier verdict outlives this run, however it ends
+    except ReportError as exc:
+        return _usage_error(str(exc))
+    try:
+        return _run(args, keep, reports, header)
+    except KeyboardInterrupt:       # before any case ran (a run's own Ctrl-C is handled there)
+        from .runner import SuiteRun
+        return _interrupted(SuiteRun(header, unfinished="INTERRUPTED: stopped before any case "
+                                                        "ran; no verdict"), reports)
+
+
+def _run(args: argparse.Namespace, keep, reports, header: dict) -> int:
     from anytile.errors import BackendError
+
+    from .report import ReportError
+    from .runner import SuiteRun
     try:
         device = resolve_device(args)
     except (BackendError, KeyError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        with contextlib.suppress(ReportError):   # the error below says why
+            reports.write(SuiteRun(header, unfinished=f"NOT RUN: {exc}"))
+        return _usage_error(str(exc))
     if args.fuzz is not None:
         from .fuzz.campaign import run_campaign
         return run_campaign(device, args.fuzz, args.seed, args.fuzz_dir)
-    return certify(device, args, keep)
+    return certify(device, args, keep, reports)
 
 
-def certify(device, args: argparse.Namespace, keep) -> int:
-    from .report import Progress, summary_text, write_json, write_junit
+def _usage_error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _interrupted(run, reports) -> int:
+    """Ctrl-C: the reports say INTERRUPTED with the cases that ran; one line says so."""
+    from .report import ReportError
+    where = ""
+    try:
+        reports.write(run)
+        where = f"; reports: {', '.join(reports.paths)}" if reports.paths else ""
+    except ReportError as exc:
+        where = f"; {exc}"
+    except KeyboardInterrupt:       # a second Ctrl-C: the reports still say INCOMPLETE
+        where = "; the reports say INCOMPLETE"
+    start = "\n" if sys.stdout.isatty() else ""   # after a progress bar's unfinished line
+    print(f"{start}anytile conformance: {run.verdict}{where}", file=sys.stderr)
+    return 130
+
+
+def certify(device, args: argparse.Namespace, keep, reports) -> int:
+    """Run the selected cases on ``device``, print the summary, write the reports."""
+    from .report import Progress, ReportError, summary_text
     from .runner import run_suite
     cases = selected_cases(args, keep)
     shard = "" if args.shard == (0, 1) else f" (shard {args.shard[0]}/{args.shard[1]})"
     print(f"running {len(cases)} {args.mode} cases{shard} on {device.info.name} "
           f"({device.backend.name})", flush=True)
     run = run_suite(device, cases, args.mode, args.seed, on_result=Progress(), timeout=args.timeout)
+    if run.unfinished:
+        return _interrupted(run, reports)
     print()
     print(summary_text(run))
-    if args.json:
-        write_json(run, args.json)
-    if args.junit:
-        write_junit(run, args.junit)
+    try:
+        reports.write(run)
+    except ReportError as exc:
+        return _usage_error(str(exc))
     return 0 if run.conformant else 1

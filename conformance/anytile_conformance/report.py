@@ -3,11 +3,17 @@ All three carry the same header (suite version, backend name and version, device
 backend's ``describe()``) and the same verdict."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sys
+import tempfile
+import time
 import xml.etree.ElementTree as ET
-from typing import IO, Any
+from dataclasses import dataclass
+from typing import IO, Any, Optional
 
+from . import __version__
 from .runner import FAILED, PASSED, SKIPPED, CaseResult, SuiteRun
 
 
@@ -50,16 +56,24 @@ def summary_text(run: SuiteRun, show_failures: int = 20) -> str:
     return "\n".join(out)
 
 
-def write_json(run: SuiteRun, path: str) -> None:
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump(run.to_dict(), f, indent=1)
-        f.write("\n")
+class ReportError(Exception):
+    """A report cannot be written; the message names the option, the path and the OS error."""
+
+
+def json_bytes(run: SuiteRun) -> bytes:
+    return (json.dumps(run.to_dict(), indent=1) + "\n").encode("utf-8")
+
+
+def write_json(run: SuiteRun, path: str, option: str = "--json") -> None:
+    write_report_file(path, json_bytes(run), option)
 
 
 def junit_tree(run: SuiteRun) -> ET.ElementTree:
-    """JUnit XML: one ``testsuite`` per area, header and verdict as ``properties``."""
+    """JUnit XML: one ``testsuite`` per area, header and verdict as ``properties``; a run
+    that did not finish adds an error (CI marks it failed, never passed)."""
     root = ET.Element("testsuites", name="anytile-conformance",
-                      tests=str(len(run.results)), failures=str(len(run.failures)))
+                      tests=str(len(run.results) + bool(run.unfinished)),
+                      failures=str(len(run.failures)), errors=str(int(bool(run.unfinished))))
     props = ET.SubElement(root, "properties")
     for key, value in _flat_header(run).items():
         ET.SubElement(props, "property", name=key, value=value)
@@ -71,6 +85,11 @@ def junit_tree(run: SuiteRun) -> ET.ElementTree:
                               time=f"{sum(r.seconds for r in results):.3f}")
         for r in results:
             _junit_case(suite, r)
+    if run.unfinished:
+        suite = ET.SubElement(root, "testsuite", name="run", tests="1", errors="1")
+        case = ET.SubElement(suite, "testcase", classname="anytile_conformance.run",
+                             name="finished")
+        ET.SubElement(case, "error", message=run.unfinished)
     return ET.ElementTree(root)
 
 
@@ -93,10 +112,116 @@ def _junit_case(suite: ET.Element, r: CaseResult) -> None:
         ET.SubElement(case, "skipped", message=r.message)
 
 
-def write_junit(run: SuiteRun, path: str) -> None:
+def junit_bytes(run: SuiteRun) -> bytes:
     tree = junit_tree(run)
     ET.indent(tree)
-    tree.write(path, encoding="utf-8", xml_declaration=True)
+    return ET.tostring(tree.getroot(), encoding="utf-8", xml_declaration=True) + b"\n"
+
+
+def write_junit(run: SuiteRun, path: str, option: str = "--junit") -> None:
+    write_report_file(path, junit_bytes(run), option)
+
+
+# -- report files ------------------------------------------------------------------------------
+def write_report_file(path: str, payload: bytes, option: str) -> None:
+    """``payload`` into ``path``: a regular file is replaced whole (a reader, or a run that
+    is stopped, never leaves half a report), a device or pipe (``/dev/stdout``) is written in
+    place.  ``ReportError`` names ``option``, ``path`` and the OS error."""
+    real = os.path.realpath(path)
+    try:
+        if os.path.exists(real) and not os.path.isfile(real):
+            with open(real, "wb") as f:
+                f.write(payload)
+        else:
+            _replace_file(real, payload)
+    except OSError as exc:
+        raise ReportError(f"{option} {path}: cannot write the report there "
+                          f"({exc.strerror or exc})") from None
+
+
+def _replace_file(real: str, payload: bytes) -> None:
+    folder = os.path.dirname(real) or "."
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(2, "No such file or directory: the folder does not exist")
+    try:
+        fd, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(real)}.",
+                                         suffix=".tmp")
+    except PermissionError:         # a writable file in a folder we may not add files to
+        with open(real, "wb") as f:
+            f.write(payload)
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(payload)
+        os.chmod(temporary, _mode_for(real))
+        os.replace(temporary, real)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _mode_for(real: str) -> int:
+    """The permissions a report gets: those of the file it replaces, else the umask's."""
+    try:
+        return os.stat(real).st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+@dataclass
+class ReportFiles:
+    """Where a run's reports go (``--json``, ``--junit``).  ``start`` replaces whatever
+    was there by an INCOMPLETE report, so an earlier verdict never outlives a run that is
+    killed; ``write`` puts the run's own report there."""
+
+    json: Optional[str] = None
+    junit: Optional[str] = None
+
+    @property
+    def paths(self) -> list[str]:
+        return [p for p in (self.json, self.junit) if p]
+
+    def problem(self) -> Optional[str]:
+        """Why these paths cannot take the reports (checked before a long run), or None."""
+        if self.json and self.junit and _same_file(self.json, self.junit):
+            return (f"--json and --junit both name {self.junit}: each report needs a file of "
+                    f"its own")
+        for option, path in (("--json", self.json), ("--junit", self.junit)):
+            if path and os.path.isdir(path):
+                return f"{option} {path}: is a folder; name the report file"
+            if path and not os.path.isdir(os.path.dirname(os.path.realpath(path)) or "."):
+                return f"{option} {path}: cannot write the report there (its folder does not exist)"
+        return None
+
+    def start(self, header: dict[str, Any]) -> None:
+        self.write(SuiteRun(header, unfinished=(
+            f"INCOMPLETE: the run started at {header['started']} (process {os.getpid()}) has "
+            f"not written its verdict: it is running, or it was stopped")))
+
+    def write(self, run: SuiteRun) -> None:
+        if self.json:
+            write_json(run, self.json)
+        if self.junit:
+            write_junit(run, self.junit)
+
+
+def run_header(mode: str, seed: int, target: str) -> dict[str, Any]:
+    """The header of a report written before the device is known (INCOMPLETE, NOT RUN)."""
+    return {"suite": "anytile-conformance", "suite_version": __version__, "target": target,
+            "mode": mode, "seed": seed,
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
 class Progress:

@@ -38,6 +38,8 @@ class SuiteRun:
 
     header: dict[str, Any]
     results: list[CaseResult] = field(default_factory=list)
+    #: why the run did not finish, as its verdict ("INTERRUPTED: ..."); "" when it finished
+    unfinished: str = ""
 
     @property
     def failures(self) -> list[CaseResult]:
@@ -45,10 +47,13 @@ class SuiteRun:
 
     @property
     def conformant(self) -> bool:
-        return not self.failures and any(r.status == PASSED for r in self.results)
+        return (not self.unfinished and not self.failures
+                and any(r.status == PASSED for r in self.results))
 
     @property
     def verdict(self) -> str:
+        if self.unfinished:
+            return self.unfinished
         if self.conformant:
             return "CONFORMANT"
         if not self.failures:
@@ -69,7 +74,8 @@ class SuiteRun:
 
     def to_dict(self) -> dict[str, Any]:
         return {"header": self.header, "verdict": self.verdict, "conformant": self.conformant,
-                "summary": self.by_area(), "results": [asdict(r) for r in self.results]}
+                "finished": not self.unfinished, "summary": self.by_area(),
+                "results": [asdict(r) for r in self.results]}
 
 
 def describe_device(device: Any, mode: str, seed: int) -> dict[str, Any]:
@@ -150,13 +156,22 @@ def run_suite(device: Any, cases: Sequence[Case], mode: str, seed: int,
               on_result: Optional[Callable[[int, int, Case, CaseResult], None]] = None,
               timeout: Optional[float] = None) -> SuiteRun:
     """Run ``cases`` on ``device`` in order; ``on_result(index, total, case, result)`` is
-    called after each (progress display)."""
+    called after each (progress display).  Ctrl-C stops the run: the cases run so far are
+    kept and the verdict says ``INTERRUPTED`` (``unfinished``)."""
     run = SuiteRun(describe_device(device, mode, seed))
     capabilities = device_capabilities(device)
-    for i, case in enumerate(cases):
-        result = run_case(case, device, seed, capabilities, timeout)
-        run.results.append(result)
-        if on_result is not None:
-            on_result(i, len(cases), case, result)
+    running: Optional[Case] = None
+    try:
+        for i, case in enumerate(cases):
+            running = case
+            result = run_case(case, device, seed, capabilities, timeout)
+            run.results.append(result)
+            running = None
+            if on_result is not None:
+                on_result(i, len(cases), case, result)
+    except KeyboardInterrupt:
+        where = f" (stopped in {running.id})" if running is not None else ""
+        run.unfinished = (f"INTERRUPTED: {len(run.results)} of {len(cases)} cases ran{where}; "
+                          f"no verdict")
     run.header["seconds"] = round(sum(r.seconds for r in run.results), 3)
     return run

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import os
 
+import numpy as np
 import pytest
 
 import anytile as at
@@ -52,6 +53,58 @@ class NoHalfBackend(InterpreterBackend):
         return Target(self.name, "reference")
 
 
+class SinIsCosBackend(XorIsOrBackend):
+    """The reference interpreter with one planted bug: ``sin`` computes ``cos``."""
+
+    name = "broken-sin"
+    device_prefix = "broken-sin"
+
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo("broken-sin:0", 0, "interpreter with sin computing cos")]
+
+    def load(self, kernel, device):
+        module = copy.deepcopy(kernel.module)
+        for function in module.functions.values():
+            for op in function.walk():
+                if isinstance(op, ops.UnaryOp) and op.kind == "sin":
+                    op.kind = "cos"
+        return InterpreterBackend.load(self, module, device)
+
+
+class CopiesEachArgumentBackend(XorIsOrBackend):
+    """The reference interpreter with one planted bug: each NumPy argument is run on a copy
+    of its own, and the copies are copied back in argument order (memory that two arguments
+    share ends up as the last one's copy says)."""
+
+    name = "copies-each-argument"
+    device_prefix = "copies-each-argument"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.copies: list = []
+
+    def devices(self) -> list[DeviceInfo]:
+        return [DeviceInfo("copies-each-argument:0", 0, "interpreter copying each argument")]
+
+    def load(self, kernel, device):
+        return InterpreterBackend.load(self, kernel, device)
+
+    def import_array(self, obj, device):
+        if not isinstance(obj, np.ndarray):
+            return super().import_array(obj, device)
+        private = obj.copy()
+        self.copies.append((obj, private))
+        return super().import_array(private, device)
+
+    def launch(self, loaded, grid, args, device, stream=None):
+        try:
+            super().launch(loaded, grid, args, device, stream)
+        finally:
+            for host, private in self.copies:
+                host[...] = private
+            self.copies.clear()
+
+
 def _registered(cls):
     record = at.register_backend(cls, cls.name)
     assert record.backend is not None, record.error
@@ -64,6 +117,16 @@ def _registered(cls):
 @pytest.fixture
 def broken_device():
     yield from _registered(XorIsOrBackend)
+
+
+@pytest.fixture
+def sin_is_cos_device():
+    yield from _registered(SinIsCosBackend)
+
+
+@pytest.fixture
+def copying_device():
+    yield from _registered(CopiesEachArgumentBackend)
 
 
 @pytest.fixture

@@ -14,42 +14,129 @@ from typing import Any, Optional, Sequence
 __all__ = ["main"]
 
 
+#: the width the human-readable listings fit
+WIDTH = 100
+
+
 def _table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
     return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in rows])
 
 
-# -- anytile backends -------------------------------------------------------------------------
-def cmd_backends(args: argparse.Namespace) -> int:
-    from .runtime.discovery import ProbeFailed, list_backends, probe
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` columns.  A phrase (ended by ': ' or '; ') that
+    fits on a line is never split, so a reason stays readable (and greppable); a longer one
+    is broken between words."""
+    import re
+    import textwrap
 
-    rows, report = [], []
-    for record in list_backends():
-        avail = record.availability
-        devices: list[str] = []
-        extra: dict[str, Any] = {}
-        if record.backend is not None and avail.usable:
-            devices = [f"{d.name} ({d.description})" if d.description else d.name
-                       for d in record.devices]
-            try:
-                extra = probe(f"{record.name}: describe()", record.backend.describe)
-            except ProbeFailed as exc:
-                extra = {"error": str(exc)}
-        why = "" if avail.usable else avail.reason
-        notes = ", ".join(f"{k}={v}" for k, v in extra.items()) if avail.usable else why
-        rows.append([record.name, record.version, str(record.api_version or "?"),
-                     "yes" if avail.usable else "no", "; ".join(devices) or "-", notes])
-        report.append({"name": record.name, "version": record.version,
-                       "api_version": record.api_version, "usable": avail.usable,
-                       "reason": why, "devices": devices, "describe": extra,
-                       "entry_point": record.entry_point})
-    if args.json:
-        print(json.dumps(report, indent=2, default=str))
-    elif not rows:
+    lines: list[str] = []
+    for phrase in re.split(r"(?<=[:;]) ", " ".join(text.split())):
+        if lines and len(lines[-1]) + 1 + len(phrase) <= width:
+            lines[-1] += " " + phrase
+        elif len(phrase) <= width or not lines:
+            lines += textwrap.wrap(phrase, width, break_on_hyphens=False) or [""]
+        else:                       # split anyway: begin it where the last line ends
+            lines[-1:] = textwrap.wrap(f"{lines[-1]} {phrase}", width, break_on_hyphens=False)
+    return lines or [""]
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+# -- anytile backends -------------------------------------------------------------------------
+def _backend_facts(record: Any) -> dict[str, Any]:
+    """What ``anytile backends`` says about one plugin (its probes are time-limited and a
+    wrong answer is reported, never raised)."""
+    from .codegen.gpu.simulated_backend import SimulatedBackend
+    from .runtime.discovery import ProbeFailed, probe
+
+    avail = record.availability
+    facts: dict[str, Any] = {
+        "name": record.name, "version": record.version, "api_version": record.api_version,
+        "usable": avail.usable, "reason": "" if avail.usable else avail.reason,
+        "devices": [f"{d.name} ({d.description})" if d.description else d.name
+                    for d in record.devices],
+        "describe": {}, "entry_point": record.entry_point,
+        "distribution": record.distribution, "notes": list(record.notes),
+        "test_instrument": isinstance(record.backend, SimulatedBackend)}
+    facts["_devices"] = [(d.name, d.description) for d in record.devices]
+    if avail.usable:
+        try:
+            described = probe(f"{record.name}: describe()", record.backend.describe)
+        except ProbeFailed as exc:
+            described = {"error": str(exc)}
+        if not isinstance(described, dict):
+            described = {"error": f"describe() returned {type(described).__name__}, not a dict"}
+        facts["describe"] = {str(k): v for k, v in described.items()}
+    return facts
+
+
+def _backends_table(listed: list[dict[str, Any]]) -> list[str]:
+    rows = [[f["name"], str(f["version"]), "yes" if f["usable"] else "no"] for f in listed]
+    header = ["backend", "version", "usable"]
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(3)]
+    last = WIDTH - sum(widths) - 2 * len(widths)
+    row_start = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)) + "  "  # noqa: E731
+    out = [row_start(header) + "devices, or why not",
+           row_start(["-" * w for w in widths]) + "-" * last]
+    for facts, row in zip(listed, rows):
+        if facts["usable"]:
+            text = [_clip(f"{name}  {desc}".rstrip(), last) for name, desc in facts["_devices"]]
+            text = text or ["(no devices)"]
+        else:
+            text = _wrap(facts["reason"] or "not usable", last)
+        for note in facts["notes"]:
+            text += _wrap(f"note: {note}", last)
+        out.append(row_start(row) + text[0])
+        out += [row_start(["", "", ""]) + more for more in text[1:]]
+    return [line.rstrip() for line in out]
+
+
+def _backend_details(facts: dict[str, Any]) -> list[str]:
+    """One plugin, every fact, in ``WIDTH`` columns (``anytile backends -v``)."""
+    state = "usable" if facts["usable"] else "not usable"
+    origin = facts["entry_point"] + (f" from {facts['distribution']}" if facts["distribution"] else "")
+    items = [("entry point", origin), ("backend API", str(facts["api_version"]))]
+    if facts["test_instrument"]:
+        items.append(("kind", "a test instrument (a GPU lowering run on the host CPU)"))
+    items += [("device", f"{name} ({desc})" if desc else name) for name, desc in facts["_devices"]]
+    if not facts["usable"]:
+        items.append(("why not", facts["reason"]))
+    items += [(str(k), str(v)) for k, v in facts["describe"].items()]
+    items += [("note", note) for note in facts["notes"]]
+    key_width = min(max(len(k) for k, _ in items), 20)
+    out = [f"{facts['name']} {facts['version']}: {state}"]
+    for key, value in items:
+        lines = _wrap(value, WIDTH - key_width - 4)
+        out.append(f"  {key:<{key_width}}  {lines[0]}".rstrip())
+        out += [" " * (key_width + 4) + more for more in lines[1:]]
+    return out
+
+
+def cmd_backends(args: argparse.Namespace) -> int:
+    from .runtime.discovery import list_backends
+
+    every = [_backend_facts(record) for record in list_backends()]
+    if args.json:                   # machine-readable: every plugin, test instruments marked
+        print(json.dumps([{k: v for k, v in f.items() if not k.startswith("_")} for f in every],
+                         indent=2, default=str))
+        return 0
+    # test instruments are listed when asked for, or when switched on (usable)
+    hidden = [f["name"] for f in every if f["test_instrument"] and not f["usable"] and not args.all]
+    listed = [f for f in every if f["name"] not in hidden]
+    if not every:
         print("no anytile backends are installed")
+        return 0
+    if args.verbose:
+        print("\n\n".join("\n".join(_backend_details(f)) for f in listed))
     else:
-        print(_table(rows, ["backend", "version", "api", "usable", "devices", "notes / why not"]))
+        print("\n".join(_backends_table(listed)))
+    if hidden:
+        print(f"\n{len(hidden)} test instruments not listed ({', '.join(hidden)}): "
+              f"anytile backends --all")
     return 0
 
 
@@ -217,10 +304,17 @@ def cmd_conformance(argv: list[str]) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="anytile", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="anytile", description="Tile kernels written in Python, run on every installed "
+                                    "backend.  'anytile COMMAND -h' tells more about a command.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("backends", help="list installed backends, their devices, and why not")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.add_argument("--all", action="store_true",
+                   help="list test instruments too (GPU lowerings simulated on the host CPU)")
+    p.add_argument("-v", "--verbose", action="store_true",
+                   help="every detail: entry point, distribution, driver facts")
+    p.add_argument("--json", action="store_true",
+                   help="machine-readable output (every backend, test instruments marked)")
     p = sub.add_parser("compile", help="compile a kernel ahead of time and print one stage")
     p.add_argument("kernel", help="FILE.py:KERNEL")
     p.add_argument("--target", required=True, help="e.g. nvidia:sm_90, cpu:<cpu name>, interpreter:reference")
@@ -254,7 +348,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "conformance":
-        return cmd_conformance(argv[1:])
+        try:
+            return cmd_conformance(argv[1:])
+        except KeyboardInterrupt:   # before the suite took over Ctrl-C (importing, listing)
+            print("anytile: interrupted", file=sys.stderr)
+            return 130
     args = build_parser().parse_args(argv)
     handler = {"backends": cmd_backends, "compile": cmd_compile, "demo": cmd_demo,
                "run": cmd_run}[args.command]
@@ -265,6 +363,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     except (TypeError, ValueError) as exc:
         print(f"anytile: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("anytile: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:         # the reader of our output went away (| head): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return 1
 
 

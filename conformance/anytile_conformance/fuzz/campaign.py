@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..runner import device_capabilities
+from ..tolerances import MATH_ULPS
 from .execute import Difference, differs
 from .generator import generate
 from .program import Program
@@ -25,23 +26,49 @@ import numpy as np
 DTYPES = {{"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
           "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "f16": np.float16,
           "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}}
+#: the allocations (name, dtype, elements), filled with 0xA5 bytes before the inputs go in
+MEMORY = [
+{memory}
+]
+#: the kernel's array parameters in order: (name, allocation, first element, elements)
+PARAMS = [
+{params}
+]
 INPUTS = [
 {inputs}
 ]
+#: what is compared: (label, parameter or allocation)
 OUTPUTS = [
 {outputs}
 ]
+#: math results, within a ULP bound of the exact value: label -> (function, bound, argument)
+MATH = {math}
+#: some parameters share an allocation: they are passed as NumPy views of it
+SHARED = {shared}
 N, BLOCK, PROGRAMS = {n}, {block}, {programs}
 
 
+def memory():
+    """The allocations with the inputs in place, and each parameter's view of them."""
+    bases = {{name: np.full(size * np.dtype(DTYPES[dtype]).itemsize, 0xA5, np.uint8)
+             .view(DTYPES[dtype]) for name, dtype, size in MEMORY}}
+    views = {{name: bases[group][first:first + size] for name, group, first, size in PARAMS}}
+    for name, dtype, values in INPUTS:
+        views[name][:] = np.array(values, dtype=DTYPES[dtype])
+    return bases, views
+
+
 def run(device):
-    """Each output of the kernel on ``device`` (outputs start as a 0xA5 byte pattern)."""
-    args = [at.asarray(np.array(values, dtype=DTYPES[dtype]), device=device)
-            for _, dtype, values in INPUTS]
-    outs = [at.asarray(np.full(shape[0] * np.dtype(DTYPES[dtype]).itemsize, 0xA5, np.uint8)
-                       .view(DTYPES[dtype]), device=device) for _, dtype, shape in OUTPUTS]
-    fuzz_kernel[(PROGRAMS,)](*args, *outs, N, BLOCK=BLOCK)
-    return [o.numpy() for o in outs]
+    """Each output of the kernel on ``device``."""
+    bases, views = memory()
+    if SHARED:
+        fuzz_kernel[(PROGRAMS,)](*views.values(), N, BLOCK=BLOCK, device=device)
+        finals = {{**views, **bases}}
+    else:
+        arrays = {{name: at.asarray(view, device=device) for name, view in views.items()}}
+        fuzz_kernel[(PROGRAMS,)](*arrays.values(), N, BLOCK=BLOCK)
+        finals = {{name: array.numpy() for name, array in arrays.items()}}
+    return [np.array(finals[where]) for _, where in OUTPUTS]
 
 
 if __name__ == "__main__":
@@ -49,7 +76,23 @@ if __name__ == "__main__":
     reference = run(at.device("interpreter"))
     got = run(device)
     bad = 0
-    for (name, _, _), ref, out in zip(OUTPUTS, reference, got):
+    for (name, _), ref, out in zip(OUTPUTS, reference, got):
+        if name in MATH:     # within the bound of the exact value, which anytile_conformance computes
+            from anytile_conformance.fuzz.execute import math_errors
+            fn, bound, argument = MATH[name]
+            x = memory()[1][argument][:N]
+            dtype = next(d for p, d, _ in INPUTS if p == argument)
+            for who, values in ((device, out), ("interpreter", ref)):
+                errors = math_errors(fn, dtype, x, values[:N])
+                wrong = np.flatnonzero(errors > bound)
+                if wrong.size:
+                    bad += 1
+                    i = int(wrong[0])
+                    print(f"{{name}}: {{who}} is beyond {{bound}} ulp in {{wrong.size}} elements; "
+                          f"first [{{i}}]: {{fn}}({{x[i]!r}}) = {{values[i]!r}}")
+            ref, out = ref[N:], out[N:]         # the rest, never written: bit for bit
+        if not ref.size:
+            continue
         same = (ref.view(np.uint8).reshape(ref.size, -1) ==
                 out.view(np.uint8).reshape(out.size, -1)).all(axis=1)
         if ref.dtype.kind == "f" or ref.dtype.name == "bfloat16":  # +0.0 == -0.0 (min/max)
@@ -67,14 +110,24 @@ if __name__ == "__main__":
 
 def reproducer_source(program: Program, device_name: str, header: str) -> str:
     """A standalone script: the kernel, its inputs, and a comparison with the interpreter."""
-    inputs = ",\n".join(f"    ({i.var.name!r}, {i.var.dtype!r}, {i.data.tolist()!r})"
-                        for i in program.inputs)
-    outputs = ",\n".join(f"    ({v.name!r}, {v.dtype!r}, {program.output_shape(v)!r})"
-                         for v in program.stored())
+    layout = program.layout()
+    shared = layout.shared_groups()
+    memory = ",\n".join(f"    ({g!r}, {dtype!r}, {len(initial)})"
+                         for g, (dtype, initial) in layout.groups.items())
+    params = ",\n".join(f"    ({name!r}, {g!r}, {first}, {size})"
+                         for name, g, first, size in layout.params)
+    inputs = ",\n".join(f"    ('in_{i.var.name}', {i.var.dtype!r}, {i.data.tolist()!r})"
+                         for i in program.inputs)
+    outputs = [(v.name, f"out_{v.name}") for v in program.stored()] + \
+        [(f"memory {g}", g) for g in shared]
+    math = {v.name: (v.math, MATH_ULPS[v.math][v.dtype], f"in_{program.defining(v.name).args[0]}")
+            for v in program.stored() if v.math and program.defining(v.name) is not None}
     doc = '"""' + header.replace('"""', "'''") + '\n"""\n'
     return doc + program.source() + _REPRO_RUNNER.format(
-        inputs=inputs, outputs=outputs, n=program.n, block=program.block,
-        programs=program.programs, device=device_name)
+        memory=memory, params=params, inputs=inputs,
+        outputs=",\n".join(f"    {o!r}" for o in outputs), math=repr(math),
+        shared=bool(shared), n=program.n, block=program.block, programs=program.programs,
+        device=device_name)
 
 
 @dataclass
@@ -127,16 +180,24 @@ def run_campaign(device: Any, count: int, seed: int, out_dir: str) -> int:
           f"{count} kernels, seed {seed}", flush=True)
     failures = []
     start = time.perf_counter()
-    for index in range(count):
-        failure = fuzz_one(device, reference, program_seed(seed, index), capabilities, out_dir, index)
-        if failure is not None:
-            failures.append(failure)
-            print(f"MISMATCH kernel {index} (program seed {failure.seed}): shrunk "
-                  f"{failure.statements_before} -> {failure.statements_after} statements, "
-                  f"saved {failure.path}\n  " + str(failure.difference).replace("\n", "\n  "),
-                  flush=True)
-        elif not sys.stdout.isatty():
-            print(f"[{index + 1:>5}/{count}] match", flush=True)
+    done = 0
+    try:
+        for index in range(count):
+            failure = fuzz_one(device, reference, program_seed(seed, index), capabilities,
+                               out_dir, index)
+            done += 1
+            if failure is not None:
+                failures.append(failure)
+                print(f"MISMATCH kernel {index} (program seed {failure.seed}): shrunk "
+                      f"{failure.statements_before} -> {failure.statements_after} statements, "
+                      f"saved {failure.path}\n  " + str(failure.difference).replace("\n", "\n  "),
+                      flush=True)
+            elif not sys.stdout.isatty():
+                print(f"[{index + 1:>5}/{count}] match", flush=True)
+    except KeyboardInterrupt:
+        print(f"fuzz: INTERRUPTED after {done} of {count} kernels: {done - len(failures)} "
+              f"passed, {len(failures)} failed", file=sys.stderr)
+        return 130
     elapsed = time.perf_counter() - start
     print(f"fuzz: {count - len(failures)} passed, {len(failures)} failed ({elapsed:.1f} s)")
     return 1 if failures else 0

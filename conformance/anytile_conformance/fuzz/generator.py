@@ -9,7 +9,16 @@ Well-defined means every backend must compute the same bits:
 * casts into floats only from values the target holds exactly; float -> int casts saturate
   as the IR defines;
 * loops have constant or small data-independent trip counts.
-Integer arithmetic wraps freely (it is defined)."""
+Integer arithmetic wraps freely (it is defined).
+
+Two kinds of statement and launch go further:
+* a math function (``tl.sin``, ``tl.exp``...) of an input mixing huge, moderate and tiny
+  magnitudes in one tile, compared within the function's ULP bound of the exact value (its
+  result feeds no other statement);
+* parameters sharing memory (``Program.shares``): the same array passed twice, an output
+  written in place over an input, two outputs in one place (the later store wins), inputs
+  and outputs side by side in one allocation, and, when one program runs, views overlapping
+  at a shift."""
 from __future__ import annotations
 
 import random
@@ -17,10 +26,29 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..numerics import FLOAT_DTYPES, FLOAT_FORMATS, int_range
-from .program import SCALAR, TILE, Input, Program, Stmt, Var, input_data, tl_dtype_name
+from ..numerics import FLOAT_DTYPES, FLOAT_FORMATS, int_range, np_dtype, round_to_format, wide_float
+from ..tolerances import MATH_ULPS
+from .program import (SCALAR, TILE, Input, Program, Share, Stmt, Var, input_data,
+                      tl_dtype_name)
 
 INT_FUZZ_DTYPES = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
+
+#: the math functions a generated kernel calls (those the tolerance table bounds)
+MATH_FUNCTIONS = tuple(MATH_ULPS)
+#: functions whose arguments are kept positive (elsewhere the answer is NaN for every input)
+POSITIVE_ONLY = ("log", "log2", "sqrt", "rsqrt")
+#: per dtype, the magnitudes ``(tiny, moderate, huge)`` mixed in one tile: normal numbers
+#: from just above the smallest normal to well below the largest finite value
+MAGNITUDES = {
+    "f16": ((6.2e-5, 1e-2), (1e-2, 50.0), (500.0, 6e4)),
+    "bf16": ((1e-30, 1e-3), (1e-3, 50.0), (1e4, 1e30)),
+    "f32": ((1e-30, 1e-3), (1e-3, 50.0), (1e4, 1e30)),
+    "f64": ((1e-300, 1e-3), (1e-3, 50.0), (1e4, 1e300)),
+}
+#: at most this many math statements (each brings its own input) in one kernel
+MAX_MATH = 2
+#: the share of kernels whose parameters share memory
+SHARING = 0.3
 
 
 def exact_limit(dtype: str) -> float:
@@ -57,7 +85,9 @@ class KernelGenerator:
         self.max_stmts = max_stmts
         self.vars: list[Var] = []
         self.stmts: list[Stmt] = []
+        self.extra_inputs: list[Input] = []     # the arguments of math statements
         self.counter = 0
+        self.n = 1
 
     # -- helpers -----------------------------------------------------------------------------
     def _fresh(self, dtype: str, kind: str, lo: float, hi: float) -> Var:
@@ -223,13 +253,74 @@ class KernelGenerator:
         return Stmt(self._fresh(a.dtype, a.kind, *bound), (a.name,),
                     (f"{{t}} = {{0}} + (pid % 4).to({tl_dtype_name(a.dtype)})",), "program_id")
 
+    def math(self) -> Optional[Stmt]:
+        floats = [d for d in self.dtypes if d in FLOAT_DTYPES]
+        if self.rng.random() < 0.5 or sum(1 for s in self.stmts if s.target.math) >= MAX_MATH:
+            return None                 # a third of the kernels, not most of them
+        dtype, fn = self.rng.choice(floats), self.rng.choice(MATH_FUNCTIONS)
+        self.counter += 1
+        argument = Var(f"m{self.counter}", dtype, TILE, float("-inf"), float("inf"))
+        self.extra_inputs.append(
+            Input(argument, mixed_magnitudes(self.np_rng, fn, dtype, self.n)))
+        return Stmt(self._fresh_math(dtype, fn), (argument.name,), (f"{{t}} = tl.{fn}({{0}})",),
+                    f"math_{fn}")
+
+    def _fresh_math(self, dtype: str, fn: str) -> Var:
+        self.counter += 1
+        return Var(f"v{self.counter}", dtype, TILE, float("-inf"), float("inf"), math=fn)
+
     BUILDERS = ("binary", "binary", "binary", "unary", "cast", "cast", "where", "reduce", "scan",
-                "for_loop", "while_loop", "if_else", "program_id")
+                "for_loop", "while_loop", "if_else", "program_id", "math")
+
+    # -- parameters sharing memory -----------------------------------------------------------
+    def share_memory(self, inputs: list[Input], stored: list[Var], n: int,
+                     programs: int, block: int) -> tuple[list[Input], dict[str, Share]]:
+        """Make some parameters share an allocation (see the module docstring); returns the
+        inputs (an input passed twice takes the other's values) and the shares."""
+        if self.rng.random() >= SHARING:
+            return inputs, {}
+        tiles = [i for i in inputs if i.var.kind == TILE and i.var.name.startswith("x")]
+        outs = [v for v in stored if v.kind == TILE and not v.math]
+        ways = ["twice", "in_place", "same_output", "side_by_side"] + \
+            (["overlap"] if programs == 1 and n > 1 else [])
+        way = self.rng.choice(ways)
+        group = "g0"
+        if way == "twice":
+            pairs = [(a, b) for a in tiles for b in tiles
+                     if a is not b and a.var.dtype == b.var.dtype]
+            if not pairs:
+                return inputs, {}
+            a, b = self.rng.choice(pairs)
+            inputs = [Input(i.var, a.data.copy()) if i is b else i for i in inputs]
+            return inputs, {f"in_{a.var.name}": Share(group, 0), f"in_{b.var.name}": Share(group, 0)}
+        if way == "same_output":
+            pairs = [(a, b) for a in outs for b in outs if a is not b and a.dtype == b.dtype]
+            if not pairs:
+                return inputs, {}
+            a, b = self.rng.choice(pairs)
+            return inputs, {f"out_{a.name}": Share(group, 0), f"out_{b.name}": Share(group, 0)}
+        pairs = [(i, v) for i in tiles for v in outs if i.var.dtype == v.dtype]
+        if not pairs:
+            return inputs, {}
+        x, v = self.rng.choice(pairs)
+        source, target = f"in_{x.var.name}", f"out_{v.name}"
+        if way == "in_place":
+            return inputs, {source: Share(group, 0), target: Share(group, 0)}
+        if way == "side_by_side":       # one allocation, disjoint views: either one first
+            gap = self.rng.randint(0, 3)
+            if self.rng.random() < 0.5:
+                return inputs, {source: Share(group, 0), target: Share(group, n + gap)}
+            return inputs, {target: Share(group, 0), source: Share(group, programs * block + gap)}
+        shift = self.rng.randint(1, n - 1) if n > 2 else 1   # one program: loads before stores
+        if self.rng.random() < 0.5:
+            return inputs, {source: Share(group, 0), target: Share(group, shift)}
+        return inputs, {target: Share(group, 0), source: Share(group, shift)}
 
     # -- whole programs ----------------------------------------------------------------------
     def generate(self) -> Program:
         block = self.rng.choice([16, 32, 64, 128])
         n = self.rng.randint(1, 3 * block)
+        self.n = n
         inputs = []
         for i in range(self.rng.randint(2, 4)):
             inputs.append(self._input(f"x{i}", TILE, n))
@@ -242,8 +333,18 @@ class KernelGenerator:
             stmt = getattr(self, self.rng.choice(self.BUILDERS))()
             if stmt is not None:
                 self.stmts.append(stmt)
-                self.vars.append(stmt.target)
-        return Program(self.seed, inputs, self.stmts, n, block)
+                if not stmt.target.math:       # a math result is checked, never used
+                    self.vars.append(stmt.target)
+        inputs += self.extra_inputs
+        programs = -(-n // block)
+        inputs, shares = self.share_memory(inputs, [s.target for s in self.stmts], n,
+                                           programs, block)
+        program = Program(self.seed, inputs, self.stmts, n, block, shares=shares)
+        if shares:          # where memory is shared, argument order matters to a careless copy
+            names = [name for name, _, _, _ in program.params()]
+            self.rng.shuffle(names)
+            program = program.replace(order=tuple(names))
+        return program
 
     def _input(self, name: str, kind: str, n: int) -> Input:
         dtype = self.rng.choice(self.dtypes)
@@ -253,6 +354,27 @@ class KernelGenerator:
         var = Var(name, dtype, kind, lo, hi)
         self.vars.append(var)
         return Input(var, input_data(self.np_rng, var, n))
+
+
+def mixed_magnitudes(rng: np.random.Generator, fn: str, dtype: str, n: int) -> np.ndarray:
+    """``n`` arguments for ``fn`` in ``dtype`` mixing tiny, moderate and huge magnitudes
+    (one of each at least, where ``n`` allows), of either sign unless ``fn`` needs positive
+    ones.  An argument whose exact result would be subnormal is replaced by 1.5: a backend
+    may flush those to zero (the conformance suite does not ask for them either)."""
+    from ..catalogue.math_fns import _reference
+    classes = rng.integers(0, 3, size=n)
+    classes[:3] = rng.permutation(3)[:min(n, 3)]
+    ranges = np.array(MAGNITUDES[dtype])
+    lo, hi = np.log(ranges[classes, 0]), np.log(ranges[classes, 1])
+    x = np.exp(rng.uniform(lo, hi))
+    if fn not in POSITIVE_ONLY:
+        x = np.where(rng.random(n) < 0.5, -x, x)
+    x = x.astype(np_dtype(dtype))
+    fmt = FLOAT_FORMATS[dtype]
+    with np.errstate(all="ignore"):
+        result = round_to_format(_reference(fn, x.astype(wide_float(dtype))), dtype)
+    subnormal = (result != 0) & (np.abs(result) < 2.0 ** fmt.emin)
+    return np.where(subnormal, np.asarray(1.5, dtype=x.dtype), x).astype(x.dtype)
 
 
 def fuzz_dtypes(capabilities: frozenset) -> tuple[str, ...]:

@@ -3,15 +3,22 @@
 Every statement defines one variable (a ``BLOCK`` tile or a scalar) from earlier variables;
 the kernel stores every variable to its own output, so a mismatch points at the first
 statement that differs.  Statements are kept as source templates (``{0}``, ``{1}`` name the
-arguments, ``{t}`` the target) so the shrinker can drop or replace them and re-render."""
+arguments, ``{t}`` the target) so the shrinker can drop or replace them and re-render.
+
+Parameters may share memory (``Program.shares``): the same array passed twice, an output
+written in place over an input, outputs and inputs side by side in one allocation, or (in a
+one-program launch) views that overlap at a shift.  Each program touches only its own
+elements of a shared allocation, and a program's loads all come before its stores, so every
+such kernel has one correct result."""
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
-from ..numerics import TL_NAMES, np_dtype
+from ..numerics import TL_NAMES, np_dtype, poison
 
 TILE, SCALAR = "tile", "scalar"
 
@@ -19,13 +26,46 @@ TILE, SCALAR = "tile", "scalar"
 @dataclass(frozen=True)
 class Var:
     """A variable of the generated kernel: ``kind`` is ``tile`` or ``scalar``; ``lo``/``hi``
-    bound its values (the generator keeps float values exact integers inside a bound)."""
+    bound its values (the generator keeps float values exact integers inside a bound).
+    ``math`` names the function (``sin``...) of a math result: it is compared within the
+    function's ULP bound, not bit for bit, and no statement uses it."""
 
     name: str
     dtype: str
     kind: str
     lo: float
     hi: float
+    math: str = ""
+
+
+@dataclass(frozen=True)
+class Share:
+    """A parameter (``in_x``, ``out_v``) that lives in the allocation ``group``, from its
+    element ``offset``: the parameters of one group are views of one array."""
+
+    group: str
+    offset: int
+
+
+@dataclass(frozen=True)
+class Layout:
+    """The memory a launch passes: ``groups`` are the allocations (dtype and initial
+    contents: poison, with the inputs' values in their views), ``params`` the kernel's
+    array parameters in order, each ``(name, group, offset, elements)``."""
+
+    groups: dict[str, tuple[str, np.ndarray]]
+    params: list[tuple[str, str, int, int]]
+
+    def views(self, bases: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {name: bases[group][offset:offset + size]
+                for name, group, offset, size in self.params}
+
+    def shared_groups(self) -> list[str]:
+        """The allocations more than one parameter lives in."""
+        count: dict[str, int] = {}
+        for _, group, _, _ in self.params:
+            count[group] = count.get(group, 0) + 1
+        return [g for g, c in count.items() if c > 1]
 
 
 @dataclass(frozen=True)
@@ -60,6 +100,11 @@ class Program:
     n: int
     block: int
     outputs: list[str] = field(default_factory=list)    # empty: every variable
+    shares: dict[str, Share] = field(default_factory=dict)   # parameter -> its allocation
+    #: the array parameters' order in the kernel's signature (empty: inputs, then outputs);
+    #: a backend copying each argument and copying the copies back in argument order gets
+    #: a shared allocation right only when every input comes first
+    order: tuple[str, ...] = ()
 
     def variables(self) -> dict[str, Var]:
         found = {i.var.name: i.var for i in self.inputs}
@@ -81,8 +126,7 @@ class Program:
 
     def source(self, kernel_name: str = "fuzz_kernel") -> str:
         """The kernel as a Python module (imported from a file, so ``@at.jit`` sees its source)."""
-        params = [f"in_{i.var.name}" for i in self.inputs] + \
-                 [f"out_{v.name}" for v in self.stored()] + ["n", "BLOCK: tl.constexpr"]
+        params = [name for name, _, _, _ in self.params()] + ["n", "BLOCK: tl.constexpr"]
         body = ["pid = tl.program_id(0)",
                 "offs = pid * BLOCK + tl.arange(0, BLOCK)",
                 "mask = offs < n"]
@@ -106,6 +150,53 @@ class Program:
 
     def output_shape(self, var: Var) -> tuple[int, ...]:
         return (self.programs * self.block,) if var.kind == TILE else (self.programs,)
+
+    def defining(self, name: str) -> Optional[Stmt]:
+        return next((s for s in self.stmts if s.target.name == name), None)
+
+    def input_named(self, name: str) -> Optional[Input]:
+        return next((i for i in self.inputs if i.var.name == name), None)
+
+    def params(self) -> list[tuple[str, Var, int, Optional[np.ndarray]]]:
+        """The array parameters in signature order: (name, variable, elements, input data)."""
+        params: list[tuple[str, Var, int, Optional[np.ndarray]]] = []
+        for i in self.inputs:
+            params.append((f"in_{i.var.name}", i.var, self.n if i.var.kind == TILE else 1, i.data))
+        for v in self.stored():
+            params.append((f"out_{v.name}", v, self.output_shape(v)[0], None))
+        if self.order:
+            rank = {name: k for k, name in enumerate(self.order)}
+            params.sort(key=lambda p: rank.get(p[0], len(rank)))
+        return params
+
+    def layout(self) -> Layout:
+        """The allocations of this launch and where each array parameter lives in them."""
+        sizes: dict[str, tuple[str, int]] = {}
+        placed = []
+        for name, var, size, data in self.params():
+            share = self.shares.get(name)
+            group, offset = (share.group, share.offset) if share else (f"@{name}", 0)
+            dtype, end = sizes.get(group, (var.dtype, 0))
+            sizes[group] = (dtype, max(end, offset + size))
+            placed.append((name, group, offset, size, data))
+        groups = {g: (dtype, poison((end,), dtype)) for g, (dtype, end) in sizes.items()}
+        for _, group, offset, size, data in placed:
+            if data is not None:
+                groups[group][1][offset:offset + size] = data[:size]
+        return Layout(groups, [(name, g, o, size) for name, g, o, size, _ in placed])
+
+    def overlapping(self) -> bool:
+        """Whether two parameters' views overlap at different offsets (well-defined only
+        when one program runs: another program's stores would race with the loads)."""
+        by_group: dict[str, list[tuple[int, int]]] = {}
+        for _, group, offset, size in self.layout().params:
+            by_group.setdefault(group, []).append((offset, size))
+        for spans in by_group.values():
+            for i, (a, an) in enumerate(spans):
+                for b, bn in spans[i + 1:]:
+                    if a != b and a < b + bn and b < a + an:
+                        return True
+        return False
 
 
 def tl_dtype_name(dtype: str) -> str:

@@ -1,7 +1,7 @@
 """Shrinking a failing program to a small reproducer (delta debugging over statements).
 
 1. Keep only the first differing variable's output and the statements it depends on.
-2. Try a smaller launch (fewer elements, a 16-wide tile).
+2. Try a smaller launch (fewer elements, a 16-wide tile; one program while views overlap).
 3. Repeatedly try to replace one statement by a fresh input of the same dtype, kind and
    value range (its dependencies then fall away); keep every replacement after which the
    program still fails.  Stops when no single replacement keeps the failure (1-minimal).
@@ -66,6 +66,8 @@ def shrink_launch(program: Program, still_fails: Predicate) -> Program:
             if (n, block) == (program.n, program.block):
                 return program
             candidate = with_launch(program, n, block)
+            if candidate.programs > 1 and candidate.overlapping():
+                continue        # views overlapping at a shift are defined in one program only
             if still_fails(candidate):
                 return candidate
     return program
