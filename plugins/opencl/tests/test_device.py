@@ -254,3 +254,21 @@ def test_float_to_int_casts_saturate_and_send_nan_to_zero(path):
         big, small = 2**31 - 1, -2**31
         assert tile_out.numpy().tolist() == [0, big, small, 2, -2, big, small, 7], dtype
         assert scalar_out.numpy()[0] == 0, dtype
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+def test_sin_and_cos_of_tiles_mixing_huge_and_tiny_arguments(path, fn):
+    """PoCL's vector sin/cos get every small lane wrong once one lane is about 1e7 or more
+    (sin(1e-6) = 8.19e-3): such vectors are computed lane by lane."""
+    from anytile_conformance import oracle, tolerances
+    from anytile_conformance.catalogue.math_fns import math_kernel, mixed_inputs
+    dev = opencl_device()
+    for dtype, name in ((np.float32, "f32"), (np.float64, "f64")):
+        x = mixed_inputs(fn, name, 64)
+        out = at.asarray(poisoned(64, dtype), device=dev)
+        with arch(path) as opts:
+            fresh(math_kernel)[(1,)](at.asarray(x, device=dev), out, 64, FN=fn, BLOCK=64, **opts)
+        with np.errstate(all="ignore"):
+            exact = getattr(np, fn)(x.astype(np.longdouble))
+        mismatch = oracle.compare(fn, out.numpy(), exact, name, tolerances.math_function(fn, name))
+        assert mismatch is None, str(mismatch)
