@@ -32,7 +32,7 @@ class OpenCLBackend(Backend):
     #: what every OpenCL device gets (f16/bf16 are computed in f32 and stored as 16 bits,
     #: float atomics are compare-and-swap loops); fp64 and int64_atomics come per device
     capabilities = frozenset({"fp16", "bf16", "fp8", "float_atomics", "dot_int8", "device_assert",
-                              "device_print"})
+                              "device_print", "bounds_check"})
     disk_cacheable = True
 
     # -- identity --------------------------------------------------------------------------------
@@ -95,6 +95,8 @@ class OpenCLBackend(Backend):
             arch = OpenCLArch.parse(target.arch)
         except ValueError as exc:
             raise BackendError(str(exc)) from None
+        from anytile.codegen.bounds_checks import insert_bounds_checks
+
         from .codegen.kernel import emit_kernel
         from .layout import annotate_layouts, layout_policy
 
@@ -103,14 +105,20 @@ class OpenCLBackend(Backend):
         def laid_out(module: Module, metadata: Any) -> Module:
             metadata["threads_per_block"] = policy.work_items
             metadata["vector"] = policy.vector
+            if options.debug:          # checked mode: every access tested (bounds_check)
+                metadata["bounds_params"] = insert_bounds_checks(module.kernel)
             return annotate_layouts(module, policy)
 
         def opencl_c(module: Module, metadata: Any) -> str:
-            kernel = emit_kernel(module, arch, policy, debug=options.debug)
+            kernel = emit_kernel(module, arch, policy, debug=options.debug,
+                                 spans=metadata.get("bounds_params") or ())
             metadata["kernel_name"] = kernel.name
             metadata["shared"] = kernel.scratch_bytes
             metadata["asserts"] = kernel.checks
+            metadata["check_facts"] = kernel.check_facts
             metadata["written_params"] = kernel.written
+            metadata["private_bytes"] = kernel.private_bytes
+            metadata["largest_private"] = kernel.largest_private
             return kernel.source
 
         return [Stage("laid-out ir", laid_out), Stage("opencl-c", opencl_c)]
@@ -118,12 +126,15 @@ class OpenCLBackend(Backend):
     # -- running ---------------------------------------------------------------------------------
     def load(self, kernel: CompiledKernel, device: DeviceInfo) -> driver.LoadedKernel:
         record = self._record(device)
-        source = str(kernel.asm["opencl-c"])
-        program = driver.build_program(record, source)
         meta = kernel.metadata
+        driver.check_private_memory(record, int(meta["threads_per_block"]),
+                                    meta.get("private_bytes") or 0, meta.get("largest_private"))
+        program = driver.build_program(record, str(kernel.asm["opencl-c"]))
         loaded = driver.LoadedKernel(record, program, meta["kernel_name"], kernel.signature,
                                      int(meta["threads_per_block"]), meta.get("asserts") or [],
-                                     meta.get("written_params") or [])
+                                     meta.get("written_params") or [],
+                                     meta.get("bounds_params") or [],
+                                     meta.get("check_facts") or [])
         for key, value in loaded.driver_facts.items():
             meta[key] = value
         return loaded

@@ -193,7 +193,7 @@ def sliced_dot_kernel(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 
 
-def test_dot_in_k_slices_when_local_memory_is_small(path, rng, monkeypatch):
+def test_dot_in_k_slices_when_local_memory_is_small(path, rng):
     if path == "native":
         pytest.skip("one work-item reads its private arrays: no local memory involved")
     dev = opencl_device()
@@ -202,8 +202,9 @@ def test_dot_in_k_slices_when_local_memory_is_small(path, rng, monkeypatch):
     b = rng.integers(-8, 9, (k, n)).astype(np.float64)
     out = at.asarray(poisoned((m, n), np.float64), device=dev)
     with arch(path) as opts:
-        monkeypatch.setenv("ANYTILE_OPENCL_ARCH",
-                           os.environ["ANYTILE_OPENCL_ARCH"].replace("-l48k-", "-l4k-"))
+        # inside arch(): it restores the variable (a monkeypatch would restore arch's value)
+        small = os.environ["ANYTILE_OPENCL_ARCH"].replace("-l48k-", "-l4k-")
+        os.environ["ANYTILE_OPENCL_ARCH"] = small
         kernel = fresh(sliced_dot_kernel)
         compiled = kernel.warmup(at.asarray(a, device=dev), at.asarray(b, device=dev), out,
                                  M=m, N=n, K=k, grid=(1,), **opts)
@@ -272,3 +273,31 @@ def test_sin_and_cos_of_tiles_mixing_huge_and_tiny_arguments(path, fn):
             exact = getattr(np, fn)(x.astype(np.longdouble))
         mismatch = oracle.compare(fn, out.numpy(), exact, name, tolerances.math_function(fn, name))
         assert mismatch is None, str(mismatch)
+
+
+@at.jit
+def unmasked_copy_kernel(src, dst, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(src + offs)
+    tl.store(dst + offs, x)
+
+
+def test_checked_mode_reports_out_of_bounds_accesses(path, rng):
+    from anytile.errors import OutOfBoundsError
+    dev = opencl_device()
+    x = rng.standard_normal(8).astype(np.float32)
+    short = at.asarray(x[:5].copy(), device=dev)
+    out = at.asarray(poisoned(8, np.float32), device=dev)
+    with arch(path) as opts:
+        kernel = fresh(unmasked_copy_kernel)
+        kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=8, debug=True, **opts)   # in bounds
+        np.testing.assert_array_equal(out.numpy(), x)
+        for src, dst, access, name in ((short, out, "load", "src"),
+                                       (at.asarray(x, device=dev), short, "store", "dst")):
+            with pytest.raises(OutOfBoundsError) as info:
+                kernel[(1,)](src, dst, BLOCK=8, debug=True, **opts)
+            text = str(info.value)
+            assert f"out-of-bounds {access}" in text and f"argument '{name}'" in text, text
+            assert "of a 5-element (20-byte) allocation" in text, text
+            assert "test_device.py" in text and f"tl.{access}(" in text, text
+    np.testing.assert_array_equal(short.numpy(), x[:5])       # in-bounds lanes stored x

@@ -65,6 +65,9 @@ class EmitContext:
         self.own_masks: set[int] = set()
         self.extensions: set[str] = set()
         self.checks: list = []
+        self.check_facts: list = []               # per check: how to word a failure (checks)
+        self.private_bytes = 0                    # the private arrays of one work-item
+        self.largest_private: Optional[list] = None   # [bytes, elements, dtype, file, line]
         self.scratch_bytes = 0
         self.scratch_in_use = False
         self.pending_writes = False

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from anytile.errors import BOUNDS_PREFIX
 from anytile.ir import (AssertOp, BarrierOp, Block, ConditionOp, ForOp, IfOp, PointerType,
                         PrintOp, ScalarType, TileType, Value, WhileOp, YieldOp, elem_type, walk)
 from anytile.ir import Trait
 
+from .checks import emit_bounds_check
 from .chunk import scalar_point
 from .ctypes import scalar_name, unsigned_name
 from .values import chunk_loop, declare_stored
@@ -180,9 +182,13 @@ def emit_assert(ctx: "EmitContext", op: AssertOp) -> None:
     """With ``debug=True``: a false lane records this assert in the error word."""
     if not ctx.debug:
         return
+    if op.message.startswith(BOUNDS_PREFIX):
+        emit_bounds_check(ctx, op)
+        return
     t = op.cond.type
     index = len(ctx.checks) + 1
     ctx.checks.append([op.message, op.loc.file, op.loc.line])
+    ctx.check_facts.append(None)
     if not isinstance(t, TileType):
         cond = ctx.chunk(op.cond, scalar_point()).expr
         _record_failure(ctx, f"!({cond})", index)
@@ -242,6 +248,7 @@ def _printf_value(ctx: "EmitContext", elem: Any, value: str, as_hex: bool) -> st
 def runtime_check(ctx: "EmitContext", failed: str, message: str, loc: Any) -> None:
     index = len(ctx.checks) + 1
     ctx.checks.append([message, loc.file, loc.line])
+    ctx.check_facts.append(None)
     _record_failure(ctx, failed, index)
 
 

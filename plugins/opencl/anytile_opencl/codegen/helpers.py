@@ -73,7 +73,7 @@ def _f8_to_f(fmt: str) -> Callable[[str, int], str]:
     m, bias, emin, _, has_inf = _FLOAT8[fmt]
 
     def make(name: str, n: int) -> str:
-        f, u, i = _v("float", n), _v("uint", n), _v("int", n)
+        f, u = _v("float", n), _v("uint", n)
         top = (1 << (7 - m)) - 1
         nan, inf = f"(({f})NAN)", f"(({f})INFINITY)"
         special = (_sel("v", _sel(nan, inf, f"m == ({u})0u", n), f"e == ({u}){top}u", n)

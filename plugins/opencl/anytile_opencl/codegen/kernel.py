@@ -3,7 +3,9 @@
 The kernel's parameters are the IR's runtime parameters (a pointer becomes its buffer and a
 byte offset), then the grid size per axis, how many programs each work-group runs in turn
 along axis 0 (several on CPUs: starting a work-group costs PoCL microseconds) and, when the
-kernel checks something at run time, the error word.  Every program starts with
+kernel checks something at run time, the error record (``checks.py``).  In checked mode
+each pointer parameter also gets the size of its buffer (its start is the buffer itself).
+Every program starts with
 ``#pragma OPENCL FP_CONTRACT OFF``: ``a*b + c`` is rounded twice, as the IR says, never fused.
 
 The body is written op by op by ``EmitContext`` (``context.py``) and the per-op functions
@@ -13,7 +15,8 @@ it first waits at a barrier (another work-item may have written what it reads).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
 
 from anytile.errors import CompilationError
 from anytile.ir import AtomicCASOp, AtomicRMWOp, Module, PointerType, StoreOp, TileType, elem_type
@@ -29,22 +32,28 @@ __all__ = ["EmittedKernel", "emit_kernel"]
 @dataclass(frozen=True)
 class EmittedKernel:
     """The ``opencl-c`` stage's result: the source, its ``__kernel``'s name, the scratch
-    memory one work-group uses, the run-time checks (``[message, file, line]``) and the
-    parameters written (a launch writing more than the cache holds streams its stores)."""
+    memory one work-group uses, the run-time checks (``[message, file, line]``), the
+    parameters written (a launch writing more than the cache holds streams its stores) and
+    the private memory a work-item's tiles take (a CPU driver keeps them on its threads'
+    stacks)."""
 
     name: str
     source: str
     scratch_bytes: int
     checks: list
     written: list               # the pointer parameters it may write through
+    check_facts: list = field(default_factory=list)   # per check: how to word a failure
+    private_bytes: int = 0      # the private arrays of one work-item
+    largest_private: Optional[list] = None   # the largest: [bytes, elements, dtype, file, line]
 
 
 def emit_kernel(module: Module, arch: OpenCLArch, policy: LayoutPolicy,
-                debug: bool = False) -> EmittedKernel:
-    """``module``'s kernel (after the ``laid-out ir`` stage) as OpenCL C."""
+                debug: bool = False, spans: Sequence[int] = ()) -> EmittedKernel:
+    """``module``'s kernel (after the ``laid-out ir`` stage) as OpenCL C; ``spans``: the
+    pointer parameters whose ``(lo, size)`` checked mode added after the others."""
     ctx = EmitContext(module.kernel, arch, policy, debug)
     _require_extensions(ctx)
-    params, setup = _parameters(ctx)
+    params, setup = _parameters(ctx, spans)
     ctx.emit_block(ctx.fn.body)
     name = "at_" + re.sub(r"\W", "_", ctx.fn.name)
     if ctx.helpers.uses_fp64:
@@ -78,7 +87,8 @@ def emit_kernel(module: Module, arch: OpenCLArch, policy: LayoutPolicy,
         lines.append("    barrier(CLK_LOCAL_MEM_FENCE);")
     lines += ["  }", "}", ""]
     return EmittedKernel(name, "\n".join(lines), ctx.scratch_bytes, ctx.checks,
-                         _written_parameters(ctx))
+                         _written_parameters(ctx), ctx.check_facts, ctx.private_bytes,
+                         ctx.largest_private)
 
 
 def _written_parameters(ctx: EmitContext) -> list[int]:
@@ -106,11 +116,17 @@ def _require_extensions(ctx: EmitContext) -> None:
                 return
 
 
-def _parameters(ctx: EmitContext) -> tuple[list[str], list[str]]:
+def _parameters(ctx: EmitContext, spans: Sequence[int]) -> tuple[list[str], list[str]]:
     """The C parameters, and the lines that turn buffers and offsets into addresses."""
     params, setup = [], []
+    first_span = len(ctx.fn.args) - 2 * len(spans)
+    starts = {first_span + 2 * k: p for k, p in enumerate(spans)}
     for i, arg in enumerate(ctx.fn.args):
         t = arg.type
+        if i in starts:                  # a span's start: the buffer itself
+            ctx.scalars[arg] = f"((long)(ulong)buf{starts[i]})"
+            ctx.divisors[arg] = 1
+            continue
         if isinstance(t, TileType):
             raise CompilationError("a kernel parameter cannot be a tile", ctx.fn.loc)
         divisible = (ctx.fn.arg_attrs[i] if i < len(ctx.fn.arg_attrs) else {}).get(

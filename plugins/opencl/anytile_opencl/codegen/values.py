@@ -21,7 +21,7 @@ from anytile.ir import TileType, Value, i32
 
 from ..layout import BlockedLayout
 from .chunk import Chunk, Point, ramp, uniform, vector
-from .ctypes import scalar_name, vector_name
+from .ctypes import scalar_name, size_of, vector_name
 
 if TYPE_CHECKING:
     from .context import EmitContext
@@ -144,6 +144,12 @@ def store_tile(ctx: "EmitContext", value: Value, compute: Callable[[Point], Chun
 
 
 def declare_stored(ctx: "EmitContext", t: TileType, prefix: str = "r") -> Stored:
+    nbytes = t.layout.chunks * t.layout.vector * size_of(t.elem)
+    ctx.private_bytes += nbytes
+    if ctx.largest_private is None or nbytes > ctx.largest_private[0]:
+        loc = ctx.current_loc
+        ctx.largest_private = [nbytes, t.numel, str(t.elem), getattr(loc, "file", None),
+                               getattr(loc, "line", None)]
     name = ctx.w.fresh(prefix)
     ctx.w.line(f"{vector_name(t.elem, t.layout.vector)} {name}[{t.layout.chunks}];")
     return Stored(name, t.layout, t.elem)
