@@ -20,7 +20,7 @@ from anytile.backend import (Availability, Backend, Buffer, CompileOptions, Comp
 from anytile.errors import BackendError
 from anytile.ir import Module
 
-from . import driver
+from . import driver, waits
 from .target import GENERIC_ARCHES, OpenCLArch
 
 __all__ = ["OpenCLBackend"]
@@ -144,7 +144,10 @@ class OpenCLBackend(Backend):
         loaded.launch(grid, args)
 
     def synchronize(self, device: DeviceInfo) -> None:
-        self._record(device).queue.finish()
+        """Wait for the device's queue; Ctrl-C interrupts the wait (``waits``)."""
+        record = self._record(device)
+        waits.settle(record)
+        record.queue.finish()
 
     # -- memory ----------------------------------------------------------------------------------
     def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
@@ -166,8 +169,10 @@ class OpenCLBackend(Backend):
         src = numpy_view_of(host)
         self._check_span(buffer, offset, src.size)
         if src.size:
-            cl.enqueue_copy(self._record(buffer.device).queue, buffer.handle, src,
-                            dst_offset=offset, is_blocking=True)
+            record = self._record(buffer.device)
+            waits.settle(record)
+            cl.enqueue_copy(record.queue, buffer.handle, src, dst_offset=offset,
+                            is_blocking=True)
 
     def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
         import pyopencl as cl
@@ -176,8 +181,10 @@ class OpenCLBackend(Backend):
         dst = host.reshape(-1).view(np.uint8)
         self._check_span(buffer, offset, dst.size)
         if dst.size:
-            cl.enqueue_copy(self._record(buffer.device).queue, dst, buffer.handle,
-                            src_offset=offset, is_blocking=True)
+            record = self._record(buffer.device)
+            waits.settle(record)
+            cl.enqueue_copy(record.queue, dst, buffer.handle, src_offset=offset,
+                            is_blocking=True)
 
     @staticmethod
     def _check_span(buffer: Buffer, offset: int, n: int) -> None:

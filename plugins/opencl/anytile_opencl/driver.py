@@ -49,6 +49,8 @@ class DeviceRecord:
     cache_bytes: int
     _context: Any = None
     _queue: Any = None
+    #: the event of the last kernel launched on the queue (``waits.settle``)
+    last_kernel: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -293,19 +295,22 @@ class LoadedKernel:
         groups = -(-grid[0] // per_group)
         queue = self.record.queue
         with self.lock:
-            self.kernel(queue, (groups * self.work_items, grid[1], grid[2]),
-                        (self.work_items, 1, 1), *values)
+            self.record.last_kernel = self.kernel(
+                queue, (groups * self.work_items, grid[1], grid[2]), (self.work_items, 1, 1),
+                *values)
         if self.error_record is not None:
             self._read_error_record(queue, args)
 
     def _clear_error_record(self, queue: Any) -> None:
         import pyopencl as cl
+        waits.settle(self.record)
         cl.enqueue_copy(queue, self.error_record, np.zeros(ERROR_RECORD_INTS, np.int32),
                         is_blocking=True)
 
     def _read_error_record(self, queue: Any, args: Sequence[KernelArg]) -> None:
         import pyopencl as cl
         record = np.zeros(ERROR_RECORD_INTS, np.int32)
+        waits.settle(self.record)
         cl.enqueue_copy(queue, record, self.error_record, is_blocking=True)
         if record[0]:
             self._clear_error_record(queue)

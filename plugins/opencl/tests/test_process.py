@@ -1,6 +1,7 @@
 """What a process around an OpenCL launch may do: fork a child after using OpenCL (a clear
-error in the child, not a hang), and launch a kernel whose tiles do not fit a CPU driver's
-thread stack (a clear error, not a crash).  Each runs in its own Python process, with a generous timeout as the hang guard."""
+error in the child, not a hang), press Ctrl-C while a launch runs (heard at once), and
+launch a kernel whose tiles do not fit a CPU driver's thread stack (a clear error, not a
+crash).  Each runs in its own Python process, with a generous timeout as the hang guard."""
 import os
 import subprocess
 import sys
@@ -69,6 +70,67 @@ def test_a_child_forked_after_opencl_was_used_gets_a_clear_error(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert "BackendError" in done.stdout and "'spawn'" in done.stdout, done.stdout
     assert "child status 0" in done.stdout and "parent [2. 3. 4.]" in done.stdout, done.stdout
+
+
+def test_ctrl_c_interrupts_the_wait_for_a_running_kernel(tmp_path):
+    """The kernel spins until the host writes a flag it reads in place (PoCL's buffers over
+    host memory): SIGINT is sent once it has started and the host waits for it; the wait
+    raises KeyboardInterrupt, then the flag lets the kernel end and the queue drains."""
+    if not _cpu_device():
+        pytest.skip("the kernel reads host memory in place only on a CPU device")
+    done = _run('''
+    import os, signal, threading, time
+    import numpy as np
+    import pyopencl as cl
+    import anytile as at
+    import anytile.language as tl
+    from anytile.backend import Buffer
+    from anytile.ir import i32
+    from anytile_opencl import driver, waits
+
+    @at.jit
+    def spin_kernel(flag_ptr, out_ptr):
+        tl.store(flag_ptr + 1, 1)                      # started
+        n = 0
+        while tl.load(flag_ptr, volatile=True) == 0:   # until the host says stop
+            n += 1
+        tl.store(out_ptr, n)
+
+    dev = at.device("opencl:0")
+    record = next(r for r in driver.discover_devices() if r.info.name == dev.name)
+    raw = np.zeros(8192, np.uint8)
+    flag = raw[(-raw.ctypes.data) % 4096:][:64].view(np.int32)
+    handle = cl.Buffer(record.context, cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR,
+                       hostbuf=flag)
+    flag_array = at.Array(Buffer(dev.info, 64, handle), (16,), i32, dev)
+    out = at.asarray(np.full(1, -7, np.int32), device=dev)
+
+    waiting = threading.Event()
+    real_wait = waits.wait_for
+    def spy(event):
+        waiting.set()
+        return real_wait(event)
+    waits.wait_for = spy
+
+    def interrupt():
+        guard = time.monotonic() + 120               # hang guard only
+        while (flag[1] == 0 or not waiting.is_set()) and time.monotonic() < guard:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)
+    spin_kernel[(1,)](flag_array, out)
+    threading.Thread(target=interrupt, daemon=True).start()
+    try:
+        dev.synchronize()
+        print("not interrupted")
+    except KeyboardInterrupt:
+        print("interrupted, kernel started:", int(flag[1]))
+    flag[0] = 1                                      # now the kernel may end
+    dev.synchronize()
+    print("drained:", int(out.numpy()[0]) >= 0)
+    ''', tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "interrupted, kernel started: 1" in done.stdout and "drained: True" in done.stdout, \
+        done.stdout
 
 
 def test_tiles_larger_than_a_cpu_drivers_thread_stack_are_refused_clearly(tmp_path):
