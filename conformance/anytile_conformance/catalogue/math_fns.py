@@ -1,5 +1,6 @@
 """Math functions against the ULP table, over domains that keep results normal and finite,
-plus the special values every IEEE implementation agrees on (inf, NaN, zeros)."""
+plus the special values every IEEE implementation agrees on (inf, NaN, zeros), and tiles
+that mix huge and tiny arguments (an implementation may pick one method for a whole vector)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +12,7 @@ import anytile.language as tl
 
 from .. import tolerances
 from ..case import family
-from ..numerics import FLOAT_DTYPES, np_dtype
+from ..numerics import FLOAT_DTYPES, FLOAT_FORMATS, np_dtype
 from .common import wide
 
 
@@ -129,3 +130,68 @@ def math_special_values(ctx, fn, dtype):
     with np.errstate(all="ignore"):
         ref = _reference(fn, values)
     ctx.check(f"{fn}(special)", out, ref, dtype, tolerances.math_function(fn, dtype))
+
+
+def _mixed_values(fn: str, dtype: str) -> tuple[list[float], list[float]]:
+    """(huge, others) arguments of ``fn`` in ``dtype``: huge ones at the ends of its domain
+    (and past them where the result is defined: exp's overflow to inf), others tiny, near 1,
+    negative, subnormal and special.  No correct result is subnormal (a backend may flush
+    those to zero); a subnormal argument is asked only where its result is normal."""
+    fmt = FLOAT_FORMATS[dtype]
+    big, tiny = fmt.max_finite, 2.0 ** fmt.emin
+    sub = tiny / 8                                       # subnormal in every format
+    half_ulp = 2.0 ** -(fmt.precision + 1)               # 1 + half_ulp rounds to 1
+    inf, nan = math.inf, math.nan
+    spread = [big, -big ** 0.5, big ** 0.25, -big ** 0.2, big ** 0.15, -big ** 0.1]
+    if fn in ("sin", "cos"):
+        others = [tiny, -3 * tiny, tiny ** 0.5, -tiny ** 0.25, half_ulp, 0.5, -2.0, 3.0,
+                  inf, -inf, nan, 0.0, -0.0] + ([sub, -sub] if fn == "cos" else [])
+        return spread, others
+    if fn in ("exp", "exp2"):
+        top = math.log(big) if fn == "exp" else math.log2(big)
+        low = math.log(tiny) if fn == "exp" else float(fmt.emin)
+        huge = [0.98 * top, 0.98 * low, 1.5 * top, 4 * low, big, -big]
+        return huge, [tiny, -tiny, sub, -sub, half_ulp, 0.5, -1.5, inf, -inf, nan, 0.0]
+    if fn in ("log", "log2"):
+        huge = [big, big ** 0.5, big ** 0.75, big / 3, -big]
+        others = [tiny, sub, 3.5 * tiny, half_ulp, 1 + 8 * half_ulp, 1.0, 0.0, -0.0, -1.0,
+                  inf, nan]
+        return huge, others
+    if fn in ("sqrt", "rsqrt"):
+        huge = [big, big / 7, big ** 0.5, -big]
+        others = [tiny, sub, 3 * sub, tiny ** 0.5, 2.0, 0.0, -0.0, -tiny, inf, nan]
+        return huge, others
+    if fn in ("tanh", "erf"):
+        return [big, -big, big ** 0.5, -big ** 0.25], \
+            [tiny, -tiny, half_ulp, tiny ** 0.5, 0.5, -2.0, inf, -inf, nan, 0.0]
+    # floor, ceil
+    integral = 2.0 ** fmt.precision + 2
+    near = -(2.0 ** (fmt.precision - 2) + 0.5)           # a half-integer near the limit
+    huge = [big, -big, integral, near, big ** 0.5]
+    others = [tiny, -tiny, sub, -sub, 0.5, -0.5, -0.0, 1 - half_ulp * 2, -(1 - half_ulp * 2),
+              inf, -inf, nan]
+    return huge, others
+
+
+def mixed_inputs(fn: str, dtype: str, n: int) -> np.ndarray:
+    """``n`` arguments of ``fn`` in ``dtype``: a huge one in every even lane, the others
+    between them, so that every vector of two or more lanes holds huge and tiny ones."""
+    huge, others = _mixed_values(fn, dtype)
+    with np.errstate(over="ignore"):
+        values = [huge[i // 2 % len(huge)] if i % 2 == 0 else others[i // 2 % len(others)]
+                  for i in range(n)]
+        return np.array(values, dtype=np.float64).astype(np_dtype(dtype))
+
+
+@family("math", quick=dict(fn=MATH_FUNCTIONS, dtype=["f32"]), full=dict(dtype=FLOAT_DTYPES))
+def math_mixed_magnitudes(ctx, fn, dtype):
+    """``tl.<fn>`` on one tile mixing huge, tiny, negative, subnormal and special arguments
+    (a driver's vector builtin may choose one method for every lane), within the table's
+    ULP bound; infinities, NaNs and zeros exactly."""
+    n = 64
+    x = mixed_inputs(fn, dtype, n)
+    out = ctx.output((n,), dtype)
+    ctx.launch(math_kernel, (1,), ctx.input(x), out, n, FN=fn, BLOCK=n)
+    with np.errstate(all="ignore"):
+        ref = _reference(fn, wide(x, dtype))
+    ctx.check(f"{fn}(mixed magnitudes)", out, ref, dtype, tolerances.math_function(fn, dtype))

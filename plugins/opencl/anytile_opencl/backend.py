@@ -20,7 +20,7 @@ from anytile.backend import (Availability, Backend, Buffer, CompileOptions, Comp
 from anytile.errors import BackendError
 from anytile.ir import Module
 
-from . import driver
+from . import driver, waits
 from .target import GENERIC_ARCHES, OpenCLArch
 
 __all__ = ["OpenCLBackend"]
@@ -32,7 +32,7 @@ class OpenCLBackend(Backend):
     #: what every OpenCL device gets (f16/bf16 are computed in f32 and stored as 16 bits,
     #: float atomics are compare-and-swap loops); fp64 and int64_atomics come per device
     capabilities = frozenset({"fp16", "bf16", "fp8", "float_atomics", "dot_int8", "device_assert",
-                              "device_print"})
+                              "device_print", "bounds_check"})
     disk_cacheable = True
 
     # -- identity --------------------------------------------------------------------------------
@@ -95,6 +95,8 @@ class OpenCLBackend(Backend):
             arch = OpenCLArch.parse(target.arch)
         except ValueError as exc:
             raise BackendError(str(exc)) from None
+        from anytile.codegen.bounds_checks import insert_bounds_checks
+
         from .codegen.kernel import emit_kernel
         from .layout import annotate_layouts, layout_policy
 
@@ -103,14 +105,20 @@ class OpenCLBackend(Backend):
         def laid_out(module: Module, metadata: Any) -> Module:
             metadata["threads_per_block"] = policy.work_items
             metadata["vector"] = policy.vector
+            if options.debug:          # checked mode: every access tested (bounds_check)
+                metadata["bounds_params"] = insert_bounds_checks(module.kernel)
             return annotate_layouts(module, policy)
 
         def opencl_c(module: Module, metadata: Any) -> str:
-            kernel = emit_kernel(module, arch, policy, debug=options.debug)
+            kernel = emit_kernel(module, arch, policy, debug=options.debug,
+                                 spans=metadata.get("bounds_params") or ())
             metadata["kernel_name"] = kernel.name
             metadata["shared"] = kernel.scratch_bytes
             metadata["asserts"] = kernel.checks
+            metadata["check_facts"] = kernel.check_facts
             metadata["written_params"] = kernel.written
+            metadata["private_bytes"] = kernel.private_bytes
+            metadata["largest_private"] = kernel.largest_private
             return kernel.source
 
         return [Stage("laid-out ir", laid_out), Stage("opencl-c", opencl_c)]
@@ -118,12 +126,15 @@ class OpenCLBackend(Backend):
     # -- running ---------------------------------------------------------------------------------
     def load(self, kernel: CompiledKernel, device: DeviceInfo) -> driver.LoadedKernel:
         record = self._record(device)
-        source = str(kernel.asm["opencl-c"])
-        program = driver.build_program(record, source)
         meta = kernel.metadata
+        driver.check_private_memory(record, int(meta["threads_per_block"]),
+                                    meta.get("private_bytes") or 0, meta.get("largest_private"))
+        program = driver.build_program(record, str(kernel.asm["opencl-c"]))
         loaded = driver.LoadedKernel(record, program, meta["kernel_name"], kernel.signature,
                                      int(meta["threads_per_block"]), meta.get("asserts") or [],
-                                     meta.get("written_params") or [])
+                                     meta.get("written_params") or [],
+                                     meta.get("bounds_params") or [],
+                                     meta.get("check_facts") or [])
         for key, value in loaded.driver_facts.items():
             meta[key] = value
         return loaded
@@ -133,7 +144,10 @@ class OpenCLBackend(Backend):
         loaded.launch(grid, args)
 
     def synchronize(self, device: DeviceInfo) -> None:
-        self._record(device).queue.finish()
+        """Wait for the device's queue; Ctrl-C interrupts the wait (``waits``)."""
+        record = self._record(device)
+        waits.settle(record)
+        record.queue.finish()
 
     # -- memory ----------------------------------------------------------------------------------
     def alloc(self, device: DeviceInfo, nbytes: int) -> Buffer:
@@ -155,8 +169,10 @@ class OpenCLBackend(Backend):
         src = numpy_view_of(host)
         self._check_span(buffer, offset, src.size)
         if src.size:
-            cl.enqueue_copy(self._record(buffer.device).queue, buffer.handle, src,
-                            dst_offset=offset, is_blocking=True)
+            record = self._record(buffer.device)
+            waits.settle(record)
+            cl.enqueue_copy(record.queue, buffer.handle, src, dst_offset=offset,
+                            is_blocking=True)
 
     def copy_to_host(self, buffer: Buffer, offset: int, host: np.ndarray) -> None:
         import pyopencl as cl
@@ -165,8 +181,10 @@ class OpenCLBackend(Backend):
         dst = host.reshape(-1).view(np.uint8)
         self._check_span(buffer, offset, dst.size)
         if dst.size:
-            cl.enqueue_copy(self._record(buffer.device).queue, dst, buffer.handle,
-                            src_offset=offset, is_blocking=True)
+            record = self._record(buffer.device)
+            waits.settle(record)
+            cl.enqueue_copy(record.queue, dst, buffer.handle, src_offset=offset,
+                            is_blocking=True)
 
     @staticmethod
     def _check_span(buffer: Buffer, offset: int, n: int) -> None:

@@ -19,10 +19,12 @@ from anytile.backend import DeviceInfo, KernelArg
 from anytile.errors import BackendError, LaunchError, device_assert_error
 from anytile.ir import PointerType
 
+from . import waits
+from .checked import ERROR_RECORD_INTS, bounds_error, check_private_memory
 from .target import OpenCLArch
 
 __all__ = ["DeviceRecord", "discover_devices", "discovery_error", "build_program", "LoadedKernel",
-           "BUILD_OPTIONS"]
+           "BUILD_OPTIONS", "check_private_memory"]
 
 #: every program: IEEE division and sqrt in f32 (NVIDIA's are not correctly rounded otherwise);
 #: no warnings (generated code, e.g. `x && 1` from a constant mask, is no user's to fix)
@@ -47,10 +49,13 @@ class DeviceRecord:
     cache_bytes: int
     _context: Any = None
     _queue: Any = None
+    #: the event of the last kernel launched on the queue (``waits.settle``)
+    last_kernel: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def context(self) -> Any:
+        waits.ensure_usable()
         if self._context is None:
             with self._lock:
                 if self._context is None:
@@ -101,6 +106,7 @@ def _discovery() -> tuple[tuple[DeviceRecord, ...], str]:
         import pyopencl as cl
     except Exception as exc:  # noqa: BLE001 -- reported by availability()
         return (), f"pyopencl is not importable: {type(exc).__name__}: {exc}"
+    waits.note_initialised()          # from here a forked child must not use the driver
     try:
         platforms = cl.get_platforms()
     except Exception as exc:  # noqa: BLE001 -- no ICD or no platform
@@ -153,6 +159,7 @@ def build_program(record: DeviceRecord, source: str) -> Any:
     """``source`` built for ``record``'s device, once per process (the driver keeps its own
     cache on disk: PoCL in ``$POCL_CACHE_DIR``, NVIDIA in ``~/.nv/ComputeCache``)."""
     import pyopencl as cl
+    waits.ensure_usable()
     key = (record.info.index, hashlib.sha256(source.encode()).hexdigest())
     with _programs_lock:
         program = _programs.get(key)
@@ -208,16 +215,21 @@ def _scalar_packer(t: Any) -> tuple[Any, Any]:
 
 class LoadedKernel:
     """A built kernel ready to launch on one device: its argument packers, work-group size,
-    and, for kernels with ``device_assert``s, the error word read after each launch."""
+    and, for kernels with run-time checks (``device_assert``, checked mode), the error
+    record read after each launch."""
 
     def __init__(self, record: DeviceRecord, program: Any, kernel_name: str,
                  signature: Sequence[tuple[str, Any]], work_items: int, checks: list,
-                 written: Sequence[int] = ()) -> None:
+                 written: Sequence[int] = (), spans: Sequence[int] = (),
+                 check_facts: Sequence[Any] = ()) -> None:
         import pyopencl as cl
         self.record = record
         self.kernel = cl.Kernel(program, kernel_name)
         self.work_items = work_items
         self.checks = [tuple(c) for c in checks]
+        self.check_facts = list(check_facts)
+        self.spans = list(spans)            # checked mode: each one's buffer size follows
+        self.names = [name for name, _ in signature]
         dtypes: list[Any] = []
         self.packers = []
         for _, t in signature:
@@ -228,13 +240,14 @@ class LoadedKernel:
                 dtype, pack = _scalar_packer(t)
                 dtypes.append(dtype)
                 self.packers.append(pack)
-        dtypes += [np.int32] * 5 + ([None] if checks else [])
+        dtypes += [np.int64] * len(self.spans) + [np.int32] * 5 + ([None] if checks else [])
         self.lock = threading.Lock()
         self.written = [i for i in written if i < len(self.packers)]
-        self.error_word = None
+        self.error_record = None
         if self.checks:
-            self.error_word = cl.Buffer(record.context, cl.mem_flags.READ_WRITE, size=4)
-            cl.enqueue_copy(record.queue, self.error_word, np.zeros(1, np.int32), is_blocking=True)
+            self.error_record = cl.Buffer(record.context, cl.mem_flags.READ_WRITE,
+                                          size=4 * ERROR_RECORD_INTS)
+            self._clear_error_record(record.queue)
         self.kernel.set_scalar_arg_dtypes(dtypes)     # typed calls: the fast way to set args
         device = record.cl_device
         info = cl.kernel_work_group_info
@@ -263,6 +276,7 @@ class LoadedKernel:
         return any(args[i].value.buffer.nbytes > cache for i in self.written)
 
     def launch(self, grid: tuple[int, int, int], args: Sequence[KernelArg]) -> None:
+        waits.ensure_usable()
         values: list[Any] = []
         for arg, pack in zip(args, self.packers):
             if pack is None:
@@ -273,32 +287,47 @@ class LoadedKernel:
                 values.append(arg.value.offset)
             else:
                 values.append(pack(arg.value))
+        values += [int(args[i].value.buffer.nbytes) for i in self.spans]
         per_group = self.programs_per_group(grid[0])
         values += [grid[0], grid[1], grid[2], per_group, int(self._streams(args))]
-        if self.error_word is not None:
-            values.append(self.error_word)
+        if self.error_record is not None:
+            values.append(self.error_record)
         groups = -(-grid[0] // per_group)
         queue = self.record.queue
         with self.lock:
-            self.kernel(queue, (groups * self.work_items, grid[1], grid[2]),
-                        (self.work_items, 1, 1), *values)
-        if self.error_word is not None:
-            self._read_error_word(queue)
+            self.record.last_kernel = self.kernel(
+                queue, (groups * self.work_items, grid[1], grid[2]), (self.work_items, 1, 1),
+                *values)
+        if self.error_record is not None:
+            self._read_error_record(queue, args)
 
-    def _read_error_word(self, queue: Any) -> None:
+    def _clear_error_record(self, queue: Any) -> None:
         import pyopencl as cl
-        word = np.zeros(1, np.int32)
-        cl.enqueue_copy(queue, word, self.error_word, is_blocking=True)
-        if word[0]:
-            cl.enqueue_copy(queue, self.error_word, np.zeros(1, np.int32), is_blocking=True)
-            index = int(word[0]) - 1
-            if 0 <= index < len(self.checks):
-                raise device_assert_error(*self.checks[index])
-            raise LaunchError(f"the kernel reported an unknown error code {word[0]}")
+        waits.settle(self.record)
+        cl.enqueue_copy(queue, self.error_record, np.zeros(ERROR_RECORD_INTS, np.int32),
+                        is_blocking=True)
+
+    def _read_error_record(self, queue: Any, args: Sequence[KernelArg]) -> None:
+        import pyopencl as cl
+        record = np.zeros(ERROR_RECORD_INTS, np.int32)
+        waits.settle(self.record)
+        cl.enqueue_copy(queue, record, self.error_record, is_blocking=True)
+        if record[0]:
+            self._clear_error_record(queue)
+            index = int(record[0]) - 1
+            if not 0 <= index < len(self.checks):
+                raise LaunchError(f"the kernel reported an unknown error code {record[0]}")
+            facts = self.check_facts[index] if index < len(self.check_facts) else None
+            if facts is not None:
+                raise bounds_error(self.checks[index], facts, record, args)
+            raise device_assert_error(*self.checks[index])
 
 
 def release(handle: Any) -> Optional[Any]:
-    """Free an OpenCL buffer now (pyopencl would wait for the garbage collector)."""
+    """Free an OpenCL buffer now (pyopencl would wait for the garbage collector); in a child
+    forked after the parent used OpenCL, leave it (the driver cannot serve the child)."""
+    if waits.forked_child():
+        return None
     try:
         handle.release()
     except Exception:  # noqa: BLE001 -- already released

@@ -193,7 +193,7 @@ def sliced_dot_kernel(a_ptr, b_ptr, out_ptr, M: tl.constexpr, N: tl.constexpr, K
     tl.store(out_ptr + rm[:, None] * N + rn[None, :], tl.dot(a, b))
 
 
-def test_dot_in_k_slices_when_local_memory_is_small(path, rng, monkeypatch):
+def test_dot_in_k_slices_when_local_memory_is_small(path, rng):
     if path == "native":
         pytest.skip("one work-item reads its private arrays: no local memory involved")
     dev = opencl_device()
@@ -202,8 +202,9 @@ def test_dot_in_k_slices_when_local_memory_is_small(path, rng, monkeypatch):
     b = rng.integers(-8, 9, (k, n)).astype(np.float64)
     out = at.asarray(poisoned((m, n), np.float64), device=dev)
     with arch(path) as opts:
-        monkeypatch.setenv("ANYTILE_OPENCL_ARCH",
-                           os.environ["ANYTILE_OPENCL_ARCH"].replace("-l48k-", "-l4k-"))
+        # inside arch(): it restores the variable (a monkeypatch would restore arch's value)
+        small = os.environ["ANYTILE_OPENCL_ARCH"].replace("-l48k-", "-l4k-")
+        os.environ["ANYTILE_OPENCL_ARCH"] = small
         kernel = fresh(sliced_dot_kernel)
         compiled = kernel.warmup(at.asarray(a, device=dev), at.asarray(b, device=dev), out,
                                  M=m, N=n, K=k, grid=(1,), **opts)
@@ -254,3 +255,49 @@ def test_float_to_int_casts_saturate_and_send_nan_to_zero(path):
         big, small = 2**31 - 1, -2**31
         assert tile_out.numpy().tolist() == [0, big, small, 2, -2, big, small, 7], dtype
         assert scalar_out.numpy()[0] == 0, dtype
+
+
+@pytest.mark.parametrize("fn", ["sin", "cos"])
+def test_sin_and_cos_of_tiles_mixing_huge_and_tiny_arguments(path, fn):
+    """PoCL's vector sin/cos get every small lane wrong once one lane is about 1e7 or more
+    (sin(1e-6) = 8.19e-3): such vectors are computed lane by lane."""
+    from anytile_conformance import oracle, tolerances
+    from anytile_conformance.catalogue.math_fns import math_kernel, mixed_inputs
+    dev = opencl_device()
+    for dtype, name in ((np.float32, "f32"), (np.float64, "f64")):
+        x = mixed_inputs(fn, name, 64)
+        out = at.asarray(poisoned(64, dtype), device=dev)
+        with arch(path) as opts:
+            fresh(math_kernel)[(1,)](at.asarray(x, device=dev), out, 64, FN=fn, BLOCK=64, **opts)
+        with np.errstate(all="ignore"):
+            exact = getattr(np, fn)(x.astype(np.longdouble))
+        mismatch = oracle.compare(fn, out.numpy(), exact, name, tolerances.math_function(fn, name))
+        assert mismatch is None, str(mismatch)
+
+
+@at.jit
+def unmasked_copy_kernel(src, dst, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(src + offs)
+    tl.store(dst + offs, x)
+
+
+def test_checked_mode_reports_out_of_bounds_accesses(path, rng):
+    from anytile.errors import OutOfBoundsError
+    dev = opencl_device()
+    x = rng.standard_normal(8).astype(np.float32)
+    short = at.asarray(x[:5].copy(), device=dev)
+    out = at.asarray(poisoned(8, np.float32), device=dev)
+    with arch(path) as opts:
+        kernel = fresh(unmasked_copy_kernel)
+        kernel[(1,)](at.asarray(x, device=dev), out, BLOCK=8, debug=True, **opts)   # in bounds
+        np.testing.assert_array_equal(out.numpy(), x)
+        for src, dst, access, name in ((short, out, "load", "src"),
+                                       (at.asarray(x, device=dev), short, "store", "dst")):
+            with pytest.raises(OutOfBoundsError) as info:
+                kernel[(1,)](src, dst, BLOCK=8, debug=True, **opts)
+            text = str(info.value)
+            assert f"out-of-bounds {access}" in text and f"argument '{name}'" in text, text
+            assert "of a 5-element (20-byte) allocation" in text, text
+            assert "test_device.py" in text and f"tl.{access}(" in text, text
+    np.testing.assert_array_equal(short.numpy(), x[:5])       # in-bounds lanes stored x

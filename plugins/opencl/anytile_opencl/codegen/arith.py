@@ -26,6 +26,8 @@ __all__ = ["Arith", "FLOAT_FUNCTIONS"]
 FLOAT_FUNCTIONS = {"exp": "exp", "exp2": "exp2", "log": "log", "log2": "log2", "sqrt": "sqrt",
                    "rsqrt": "rsqrt", "sin": "sin", "cos": "cos", "floor": "floor",
                    "ceil": "ceil", "erf": "erf", "tanh": "tanh"}
+#: vector math whose lanes are computed one by one when one of them is huge (``helpers``)
+_LANEWISE_TRIG = ("sin", "cos")
 _C_COMPARE = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
 _C_WRAPPING = {"add": "+", "sub": "-", "mul": "*"}
 _C_BITWISE = {"and": "&", "or": "|", "xor": "^"}
@@ -293,6 +295,9 @@ class Arith:
                 return f"(-{x})"
             if kind == "abs":
                 return f"fabs({x})"
+            if kind in _LANEWISE_TRIG and n > 1:      # see helpers.TRIG_VECTOR_LIMIT
+                helper = self.helpers.need(f"{kind}_{'f64' if t.name == 'f64' else 'f32'}", n)
+                return self._float_op(t, n, lambda y: f"{helper}({y})", x)
             if kind in FLOAT_FUNCTIONS:
                 return self._float_op(t, n, lambda y: f"{FLOAT_FUNCTIONS[kind]}({y})", x)
             raise CompilationError(f"unary '{kind}' is not defined on {t}", loc)

@@ -1,6 +1,7 @@
 """OpenCL C functions generated on demand and placed before the kernel: 16-bit float
-conversions, round-to-odd steps (so that two roundings round once), and atomics OpenCL C 1.2
-lacks (float and narrow atomics as compare-and-swap loops).
+conversions, round-to-odd steps (so that two roundings round once), vector ``sin``/``cos``
+that do not trust a driver's vector builtin with huge lanes, and atomics OpenCL C 1.2 lacks
+(float and narrow atomics as compare-and-swap loops).
 
 ``Helpers.need(kind, lanes)`` returns the function's name and remembers its source; one
 source per (kind, lanes), in the order first needed, is written by ``prelude()``.
@@ -11,7 +12,7 @@ from typing import Any, Callable
 
 from anytile.errors import CompilationError
 
-__all__ = ["Helpers"]
+__all__ = ["Helpers", "TRIG_VECTOR_LIMIT"]
 
 
 def _v(base: str, n: int) -> str:
@@ -72,7 +73,7 @@ def _f8_to_f(fmt: str) -> Callable[[str, int], str]:
     m, bias, emin, _, has_inf = _FLOAT8[fmt]
 
     def make(name: str, n: int) -> str:
-        f, u, i = _v("float", n), _v("uint", n), _v("int", n)
+        f, u = _v("float", n), _v("uint", n)
         top = (1 << (7 - m)) - 1
         nan, inf = f"(({f})NAN)", f"(({f})INFINITY)"
         special = (_sel("v", _sel(nan, inf, f"m == ({u})0u", n), f"e == ({u}){top}u", n)
@@ -149,6 +150,26 @@ def _rto_fma(name: str, n: int) -> str:
             f"  return as_{f}({_sel('bits', moved, keep_mask, n)});\n}}")
 
 
+#: the largest magnitude a vector ``sin``/``cos`` argument may have before the vector's lanes
+#: are computed one by one: PoCL 3.1's vector builtins switch every lane to a method that is
+#: wrong for small ones once one lane reaches about 1e7 (the scalar builtins are right)
+TRIG_VECTOR_LIMIT = 2.0 ** 17
+
+
+def _lanewise_trig(fn: str, scalar: str) -> Callable[[str, int], str]:
+    """``fn`` of a vector: the driver's vector builtin when every lane is finite and below
+    ``TRIG_VECTOR_LIMIT``, else the scalar builtin lane by lane."""
+    def make(name: str, n: int) -> str:
+        v = _v(scalar, n)
+        suffix = "f" if scalar == "float" else ""
+        return (f"{v} {name}({v} x) {{\n"
+                f"  if (all(fabs(x) < ({v}){TRIG_VECTOR_LIMIT.hex()}{suffix})) return {fn}(x);\n"
+                f"  {scalar} l[{n}];\n  vstore{n}(x, 0, l);\n"
+                f"  for (int j = 0; j < {n}; j++) l[j] = {fn}(l[j]);\n"
+                f"  return vload{n}(0, l);\n}}")
+    return make
+
+
 _GENERATORS: dict[str, Callable[[str, int], str]] = {
     "h2f": _h2f, "f2h": _to_half("float"), "d2h": _to_half("double"), "bf2f": _bf2f, "f2bf": _f2bf,
     "rto_d2f": _rto_d2f, "rto_fma": _rto_fma,
@@ -156,8 +177,10 @@ _GENERATORS: dict[str, Callable[[str, int], str]] = {
     "rto_i2f_long": _rto_i2f("long"), "rto_i2f_ulong": _rto_i2f("ulong"),
     **{f"{fmt}_2f": _f8_to_f(fmt) for fmt in _FLOAT8},
     **{f"f2_{fmt}": _f_to_f8(fmt) for fmt in _FLOAT8},
+    **{f"{fn}_{t}": _lanewise_trig(fn, c) for fn in ("sin", "cos")
+       for t, c in (("f32", "float"), ("f64", "double"))},
 }
-_NEEDS_FP64 = {"d2h", "rto_d2f"}
+_NEEDS_FP64 = {"d2h", "rto_d2f", "sin_f64", "cos_f64"}
 
 
 class Helpers:
