@@ -26,6 +26,7 @@ import numpy as np
 from ..errors import AnytileError, LaunchArgumentError
 from . import cache
 from .bench import do_bench
+from .dependencies import scan
 
 __all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics", "KernelInterface"]
 
@@ -229,7 +230,7 @@ class Autotuner(KernelInterface):
             return None
         base = _base_kernel(self.fn)
         device = _launch_device(named)
-        parts = [base.dependencies_key(), device, repr(key),
+        parts = [scan(base).portable_key, device, repr(key),
                  *sorted(c._identity() for c in self.configs)]
         digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()
         return os.path.join(folder, "autotune", f"{base.__name__}-{digest[:32]}.json")

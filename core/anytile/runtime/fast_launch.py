@@ -10,9 +10,11 @@ every argument can be read this way and the arguments (not the default device) d
 device, so that the key decides it too."""
 from __future__ import annotations
 
-from typing import Any, Callable
+import types
+from typing import Any, Callable, Optional
 
 from ..errors import AnytileError, shown_cause
+from ..language.source import ABSENT
 from .arrays import Array
 from .discovery import on_change
 from .launch import foreign_claimants, forget_plans, is_array_like, launch_bound, normalise_grid
@@ -84,7 +86,7 @@ def remember(fn: Any, key: Any, plan: Any, bound: tuple, values: list, dev: Any)
     run = plan.runner
     if kept != list(runtime):
         run = _dropping_runner(run, kept, runtime)
-    fn._fast_cache[key] = (run, plan.compiled)
+    fn._fast_cache[key] = (run, plan.compiled, fn._stale)
 
 
 def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -> Callable:
@@ -97,6 +99,28 @@ def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -
     namespace: dict[str, Any] = {"_run": run}
     exec(compile(src, "<anytile runner>", "exec"), namespace)
     return namespace["run"]
+
+
+def stale_check(bindings: tuple[tuple[Any, str, Any], ...]) -> Optional[Callable[[], bool]]:
+    """A function telling whether any of ``bindings`` (``dependencies.scan``'s ``(holder,
+    name, object)``) holds another object now, one lookup each, for the fast path to run
+    before every launch; ``None`` when there are none."""
+    if not bindings:
+        return None
+    namespace: dict[str, Any] = {"ABSENT": ABSENT}
+    tests = []
+    for i, (holder, name, value) in enumerate(bindings):
+        namespace[f"h{i}"], namespace[f"v{i}"] = holder, value
+        if type(holder) is dict:
+            tests.append(f"h{i}.get({name!r}, ABSENT) is not v{i}")
+        elif type(holder) is types.CellType:
+            tests.append(f"h{i}.cell_contents is not v{i}")
+        else:
+            tests.append(f"getattr(h{i}, {name!r}, ABSENT) is not v{i}")
+    src = ("def stale():\n    try:\n        return " + " or ".join(tests) +
+           "\n    except ValueError:    # a closure cell emptied\n        return True\n")
+    exec(compile(src, "<anytile dependency check>", "exec"), namespace)
+    return namespace["stale"]
 
 
 def _miss(fn: Any, grid: Any, bound: tuple, options: dict, stream: Any, key: Any) -> Any:
@@ -186,7 +210,7 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         f"        {p}entry = {p}cache.get({p}key)",
         "    except TypeError:",
         f"        {p}entry = None",
-        f"    if {p}entry is None or ({p}self._deps[1] and not {p}self.dependencies_current()):",
+        f"    if {p}entry is None or ({p}entry[2] is not None and {p}entry[2]()):",
         *miss(f"{p}s", f"{p}key", "        "),
         # the common grid, (n,), inline; everything else through the one rule
         f"    {p}g = {p}grid",

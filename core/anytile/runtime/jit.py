@@ -6,6 +6,7 @@ from typing import Any, Callable, Optional
 
 from ..errors import AnytileError, shown_cause
 from ..language.source import KernelSource
+from .dependencies import scan
 from .specialize import Signature
 
 
@@ -38,8 +39,8 @@ class JITFunction(KernelSource):
         self.repr = repr
         self.launch_signature = Signature(self, self.do_not_specialize)
         self._plans: dict = {}             # (device, ArgSpecs, options, deps) -> LaunchPlan
-        self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel)
-        self._fast_deps: Optional[str] = None
+        self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel, stale)
+        self._stale: Optional[Callable[[], bool]] = None   # whether a name read was rebound
         from .fast_launch import make_fast_launcher
         from .launch import make_binder
         self._binder = make_binder(self)
@@ -57,10 +58,25 @@ class JITFunction(KernelSource):
             raise AnytileError(f"_unsafe_update_src of '{self.__name__}': the new source must "
                                f"be a def")
         self.src = new_src if new_src.endswith("\n") else new_src + "\n"
-        self._tree = self._reads = self._deps = None
+        self._tree = self._reads = self._deps = self._stale = None
         self._plans.clear()
         self._fast_cache.clear()
-        self._fast_deps = None
+
+    def dependencies_key(self) -> str:
+        """A hash of what this kernel's compiled code depends on besides its arguments: its
+        source, that of every ``@jit`` function it reaches, and the globals and closure
+        variables they read (``dependencies.scan``); rescanned only when one of those names
+        is rebound (``dependencies_current``), so a rebound ``tl.constexpr`` global compiles
+        anew.  A rescan drops the fast path's entries: they check the bindings of before."""
+        cached = self._deps
+        if cached is not None and self.dependencies_current():
+            return cached[0]
+        from .fast_launch import stale_check
+        found = scan(self)
+        self._deps = (found.key, found.bindings)
+        self._stale = stale_check(found.bindings)
+        self._fast_cache.clear()
+        return found.key
 
     # -- launching -----------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:

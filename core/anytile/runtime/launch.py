@@ -209,9 +209,6 @@ def plan_for(fn: Any, dev: Device, specs: tuple[ArgSpec, ...], options: dict[str
              warmup: bool) -> LaunchPlan:
     """Step 5: the plan for these ``ArgSpec``s on ``dev``, compiled and loaded once."""
     deps = fn.dependencies_key()
-    if fn._fast_deps != deps:      # a called jit function was rebound: fast entries are stale
-        fn._fast_cache.clear()
-        fn._fast_deps = deps
     key = (dev.name, specs, tuple(sorted(options.items())) if options else (), deps)
     plan = fn._plans.get(key)
     if plan is None:
