@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import CompilationError, shown_cause
+from ..errors import CompilationError, for_the_user
 from ..ir.nodes import Module
 from ..ir.types import Type
 from ..language.source import KernelSource
@@ -24,4 +24,4 @@ def compile_to_ir(fn: KernelSource, arg_types: Mapping[str, Type], constexprs: M
     try:
         return ModuleContext().compile_kernel(fn, arg_types, constexprs, arg_attrs)
     except CompilationError as err:
-        raise err.with_traceback(None) from shown_cause(err)
+        raise for_the_user(err) from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import types
 from typing import Any, Callable, Optional
 
-from ..errors import AnytileError, shown_cause
+from ..errors import AnytileError, for_the_user
 from ..language.source import ABSENT
 from .arrays import Array
 from .discovery import on_change
@@ -159,7 +159,7 @@ def _define(fn: Any, p: str, src: str, name: str, filename: str) -> Callable[...
     namespace = {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
                  f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
                  f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": normalise_grid,
-                 f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}shown_cause": shown_cause,
+                 f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}for_the_user": for_the_user,
                  f"{p}cache": fn._fast_cache}
     exec(compile(src, filename, "exec"), namespace)
     return namespace[name]
@@ -190,7 +190,7 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         return [f"{indent}try:",
                 f"{indent}    return {p}miss({p}self, {p}grid, {bound}, {p}options, {stream}, {key})",
                 f"{indent}except {p}AnytileError as {p}exc:",
-                f"{indent}    raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)"]
+                f"{indent}    raise {p}for_the_user({p}exc) from None"]
     src = "\n".join([
         f"def {fn.__name__}({p}grid{', ' if names else ''}{params}, *{p}extra, **{p}options):",
         f"    if {p}extra:",
@@ -221,13 +221,13 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         "        try:",
         f"            {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
         f"        except {p}AnytileError as {p}exc:",
-        f"            raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)",
+        f"            raise {p}for_the_user({p}exc) from None",
         f"        if not ({p}x and {p}y and {p}z):",
         f"            return {p}entry[1]",
         "    try:",
         f"        {p}entry[0]({p}x, {p}y, {p}z, {p}s, {p}o{''.join(', ' + v for v in raws)})",
         f"    except {p}AnytileError as {p}exc:   # the user's error, not our internals",
-        f"        raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)",
+        f"        raise {p}for_the_user({p}exc) from None",
         f"    return {p}entry[1]",
         "",
     ])

@@ -4,7 +4,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Optional
 
-from ..errors import AnytileError, shown_cause
+from ..errors import AnytileError, for_the_user
 from ..language.source import KernelSource
 from .dependencies import scan
 from .specialize import Signature
@@ -89,7 +89,7 @@ class JITFunction(KernelSource):
         try:
             return launch(self, args, kwargs, grid, warmup=False)
         except AnytileError as exc:  # the user's error: show their line, not our internals
-            raise exc.with_traceback(None) from shown_cause(exc)
+            raise for_the_user(exc) from None
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the ``CompiledKernel``."""
@@ -97,7 +97,7 @@ class JITFunction(KernelSource):
         try:
             return launch(self, args, kwargs, grid, warmup=True)
         except AnytileError as exc:
-            raise exc.with_traceback(None) from shown_cause(exc)
+            raise for_the_user(exc) from None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
