@@ -34,7 +34,7 @@ from .dependencies import scan
 
 _CORE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-__all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry"]
+__all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry", "write_atomically"]
 
 _FORMAT = 2
 
@@ -147,21 +147,30 @@ def store_entry(folder: Path, key: str, asm: Mapping[str, Any], metadata: Mappin
                            "sha256": _checksum(key, items, metadata)})
     except (TypeError, ValueError):
         return False
-    path = _entry_path(folder, key)
+    return write_atomically(_entry_path(folder, key), text)
+
+
+def write_atomically(path: Any, text: str) -> bool:
+    """Write ``text`` to ``path`` through a temporary file renamed into place, so a reader
+    never sees half of it; ``False`` when it cannot be (a full disk, a read-only folder),
+    and the temporary file is removed whatever happened."""
+    path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp",
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.stem[:16]}-", suffix=".tmp",
                                              dir=path.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-            raise
     except OSError:
         return False
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except BaseException as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            return False
+        raise
     return True
