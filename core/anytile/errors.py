@@ -5,14 +5,15 @@ raised by one choke point in the frontend; launch-time errors (out-of-bounds acc
 ``device_assert``) come from the backend that detected them, with the op's location."""
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Any, Callable, Optional, TypeVar
 
 from .ir.nodes import Loc
 
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
            "LaunchValueError", "LaunchOverflowError", "OutOfBoundsError",
            "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error",
-           "describe_place", "describe_lane", "for_the_user"]
+           "describe_place", "describe_lane", "for_the_user", "user_facing"]
 
 #: the exception chain Python prints (``raise ... from``), read and set past a subclass's
 #: ``__cause__``
@@ -33,6 +34,24 @@ def for_the_user(exc: AnytileError) -> AnytileError:
         if cause is not None and cause.__traceback__ is None:   # bare: no compiler frames
             exc.rule = cause
     return exc.with_traceback(None)
+
+
+_Entry = TypeVar("_Entry", bound=Callable[..., Any])
+
+
+def user_facing(entry: _Entry) -> _Entry:
+    """Decorate a public entry point (``JITFunction.run``, ``at.compile``...): an
+    ``AnytileError`` it raises reaches the user through ``for_the_user``, with one frame of
+    anytile's between their call and the message.  (The generated launcher of
+    ``kernel[grid](...)`` does the same in its own ``except``: a wrapper would cost each
+    launch a call.)"""
+    @functools.wraps(entry)
+    def user_entry_point(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return entry(*args, **kwargs)
+        except AnytileError as exc:
+            raise for_the_user(exc) from None
+    return user_entry_point  # type: ignore[return-value]
 
 
 def format_source_excerpt(loc: Optional[Loc], source_line: Optional[str]) -> str:

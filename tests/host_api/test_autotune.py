@@ -161,7 +161,6 @@ def test_configs_that_leave_a_constexpr_unset_are_clear_errors(cpu, configs, opt
     kernel = at.autotune(configs=configs, key=["n"], warmup=1, rep=1)(accumulate)
     with pytest.raises(at.LaunchArgumentError, match=f"autotuning {KERNEL_AT}: {message}") as info:
         _launch(kernel, **options)
-    assert [f for f in _anytile_frames(info.value) if "autotune.py" not in f] == []
     assert len(_anytile_frames(info.value)) == 1
 
 

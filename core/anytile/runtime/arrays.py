@@ -11,10 +11,12 @@ import numpy as np
 from ..backend import Buffer, ImportedArray
 from ..errors import AnytileError
 from ..ir.types import ScalarType, from_numpy
-from .devices import Device, device as get_device
+from .devices import Device, _device as device_for, device as get_device
+from .discovery import discover, generation
 
 __all__ = ["Array", "asarray", "empty", "zeros", "full", "empty_like", "zeros_like",
-           "to_scalar_type"]
+           "to_scalar_type", "import_foreign", "is_array_like", "device_of_foreign_array",
+           "foreign_claimants"]
 
 ShapeLike = Union[int, Sequence[int]]
 
@@ -311,7 +313,6 @@ def _copy_across(a: Array, dev: Device) -> Optional[Array]:
 
 def _foreign_across(obj: Any, dev: Device) -> Optional[Array]:
     """A foreign array living on another device of ``dev``'s backend, copied to ``dev``."""
-    from .launch import device_of_foreign_array
     where = device_of_foreign_array(obj)
     if where is None or where == dev or where.backend is not dev.backend:
         return None
@@ -325,3 +326,45 @@ def _foreign_dtype_matches(obj: Any, want: ScalarType) -> bool:
         return dtype is not None and to_scalar_type(dtype) == want
     except TypeError:
         return False
+
+
+# -- other frameworks' arrays --------------------------------------------------------------------
+def is_array_like(value: Any) -> bool:
+    """Whether ``value`` is some framework's array (looked up on the type: on a torch tensor,
+    reading ``__cuda_array_interface__`` builds the whole interface)."""
+    cls = type(value)
+    return cls is np.ndarray or hasattr(cls, "__array_interface__") or \
+        hasattr(cls, "__cuda_array_interface__") or hasattr(cls, "__dlpack__") or \
+        hasattr(cls, "__array__")
+
+
+_NOT_FOREIGN = frozenset({Array, int, float, bool})
+
+
+def device_of_foreign_array(v: Any) -> Optional[Device]:
+    """The device a non-host backend claims for the foreign array ``v`` (a torch CUDA tensor
+    goes to ``cuda:N``), or ``None``."""
+    if type(v) in _NOT_FOREIGN or v is None or \
+            isinstance(v, (np.ndarray, np.number, np.bool_, int, float)):
+        return None
+    if not is_array_like(v):
+        return None
+    for backend in foreign_claimants():
+        info = backend.device_of_foreign(v)
+        if info is not None:
+            return device_for(backend, info)
+    return None
+
+
+_claimants: tuple = (-1, ())
+
+
+def foreign_claimants() -> tuple:
+    """Usable backends whose memory is not the host's (cached per discovery generation)."""
+    global _claimants
+    if _claimants[0] != generation():
+        found = tuple(r.backend for _, r in sorted(discover().items())
+                      if r.backend is not None and not r.backend.host_memory
+                      and r.availability.usable)
+        _claimants = (generation(), found)
+    return _claimants[1]

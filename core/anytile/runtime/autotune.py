@@ -24,10 +24,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..errors import AnytileError, LaunchArgumentError, LaunchValueError, for_the_user
+from ..errors import AnytileError, LaunchArgumentError, LaunchValueError, user_facing
 from . import cache
 from .bench import do_bench
 from .dependencies import scan
+from .devices import default_device
 
 __all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics", "KernelInterface"]
 
@@ -167,14 +168,9 @@ class Autotuner(KernelInterface):
         return tuple(key)
 
     # -- launching ----------------------------------------------------------------------------
+    @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch with the tuned config for these arguments (tuning first if it is new)."""
-        try:
-            return self._run(args, grid, kwargs)
-        except AnytileError as exc:     # the user's error: their line, not our internals
-            raise for_the_user(exc) from None
-
-    def _run(self, args: tuple, grid: Any, kwargs: dict) -> Any:
         named = dict(zip(self.arg_names, args))
         named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         clash = sorted(k for c in self.configs for k in c.kwargs if k in kwargs)
@@ -350,7 +346,9 @@ class Heuristics(KernelInterface):
         self.arg_names = list(fn.arg_names)
         self.__name__ = fn.__name__
 
+    @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        """Launch with the meta-parameters computed from these arguments."""
         named = {**dict(zip(self.arg_names, args)), **kwargs}
         for name, rule in self.values.items():
             kwargs[name] = named[name] = rule(named)
@@ -380,7 +378,6 @@ def _launch_device(named: dict) -> str:
         device = getattr(value, "device", None)
         if device is not None and not isinstance(value, (int, float, bool)):
             return str(device)
-    from .devices import default_device
     return default_device().name
 
 

@@ -25,6 +25,7 @@ import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Optional
@@ -71,7 +72,6 @@ def _source_fingerprint(folder: str) -> str:
 def _backend_folder(backend: Any) -> Optional[str]:
     """The folder of the backend's own modules (a namespace package has no ``__file__``:
     use the module defining the backend class, and its siblings)."""
-    import sys
     module = sys.modules.get(type(backend).__module__)
     path = getattr(module, "__file__", None)
     return os.path.dirname(path) if path else None

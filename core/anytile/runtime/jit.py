@@ -1,12 +1,20 @@
-"""``@anytile.jit``: the kernel object users decorate, index with a grid and call."""
+"""``@anytile.jit``: the kernel object users decorate, index with a grid and call.
+
+``kernel[grid](*args)`` calls the launcher generated for the kernel (``fast_launch.py``),
+which launches a repeated call straight through the backend and hands any other to the
+general path (``launch.py``: device, arrays, specialisation, ``compile.py``, the backend);
+``kernel.run(*args, grid=...)`` and ``kernel.warmup(...)`` take the general path directly."""
 from __future__ import annotations
 
+import ast
 import functools
 from typing import Any, Callable, Optional
 
-from ..errors import AnytileError, for_the_user
+from ..errors import AnytileError, user_facing
 from ..language.source import KernelSource
 from .dependencies import scan
+from .fast_launch import make_binder, make_fast_launcher, stale_check
+from .launch import launch
 from .specialize import Signature
 
 
@@ -41,8 +49,6 @@ class JITFunction(KernelSource):
         self._plans: dict = {}             # (device, ArgSpecs, options, deps) -> LaunchPlan
         self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel, stale)
         self._stale: Optional[Callable[[], bool]] = None   # whether a name read was rebound
-        from .fast_launch import make_fast_launcher
-        from .launch import make_binder
         self._binder = make_binder(self)
         self._fast = make_fast_launcher(self)
         functools.update_wrapper(self, fn, updated=())
@@ -52,7 +58,6 @@ class JITFunction(KernelSource):
         use to patch an operator into a kernel): the same parameters, a new body; what was
         compiled from the old text is dropped.  Errors in the new text point at the lines of
         the original ``def``."""
-        import ast
         tree = ast.parse(new_src)
         if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
             raise AnytileError(f"_unsafe_update_src of '{self.__name__}': the new source must "
@@ -71,7 +76,6 @@ class JITFunction(KernelSource):
         cached = self._deps
         if cached is not None and self.dependencies_current():
             return cached[0]
-        from .fast_launch import stale_check
         found = scan(self)
         self._deps = (found.key, found.bindings)
         self._stale = stale_check(found.bindings)
@@ -83,21 +87,15 @@ class JITFunction(KernelSource):
         """``kernel[grid](*args, **kwargs)``: ``grid`` is 1-3 ints or ``callable(meta)``."""
         return functools.partial(self._fast, grid)
 
+    @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Specialise, compile (cached) and launch; returns the ``CompiledKernel``."""
-        from .launch import launch
-        try:
-            return launch(self, args, kwargs, grid, warmup=False)
-        except AnytileError as exc:  # the user's error: show their line, not our internals
-            raise for_the_user(exc) from None
+        return launch(self, args, kwargs, grid, warmup=False)
 
+    @user_facing
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the ``CompiledKernel``."""
-        from .launch import launch
-        try:
-            return launch(self, args, kwargs, grid, warmup=True)
-        except AnytileError as exc:
-            raise for_the_user(exc) from None
+        return launch(self, args, kwargs, grid, warmup=True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
