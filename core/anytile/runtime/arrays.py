@@ -52,8 +52,8 @@ def _normalize_shape(shape: ShapeLike, dtype: ScalarType, what: str) -> tuple[in
         raise ValueError(f"{what}: negative dimension in shape {out}")
     count = math.prod(out)
     if count * dtype.nbytes > MAX_ARRAY_BYTES:
-        raise ValueError(f"{what}: shape {out} of {dtype.np} is {count} elements ({count * dtype.nbytes} "
-                         f"bytes); an array spans at most 2**63 - 1 bytes")
+        raise ValueError(f"{what}: shape {out} of {dtype.np} is {count} elements "
+                         f"({count * dtype.nbytes} bytes); an array spans at most 2**63 - 1 bytes")
     return out
 
 

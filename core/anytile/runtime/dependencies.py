@@ -47,9 +47,8 @@ class Dependencies:
 
 
 def is_library(value: Any) -> bool:
-    """Objects of anytile, NumPy, ml_dtypes or the standard library, whose meaning the
-    installed sources fix (a user's module named like one is not: it has a file of its own
-    under the user's tree, but that is rare enough to accept)."""
+    """Whether ``value`` belongs to anytile, NumPy, ml_dtypes or the standard library (by the
+    name of its module), whose installed sources fix what it means."""
     module = getattr(value, "__module__", None) or getattr(value, "__name__", "")
     return module.split(".")[0] in ("anytile", "numpy", "math", "builtins", "ml_dtypes", "typing")
 
@@ -64,7 +63,8 @@ def _value_fact(value: Any) -> Optional[str]:
         items = [_value_fact(v) for v in value]
         if any(item is None for item in items):
             return None
-        return f"{type(value).__qualname__}({', '.join(items if type(value) is tuple else sorted(items))})"
+        ordered = items if type(value) is tuple else sorted(items)
+        return f"{type(value).__qualname__}({', '.join(ordered)})"
     if isinstance(value, _CODE):
         return f"{value.__module__}.{value.__qualname__}" if is_library(value) else None
     if isinstance(value, _PLAIN) or is_library(type(value)):

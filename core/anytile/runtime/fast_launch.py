@@ -131,7 +131,7 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         f"{{{len(names)} + len({p}extra)}} were given\")",
         "    try:",
         *("    " + line for line in body),
-        f"    except {p}AnytileError as {p}exc:   # the user's error: their line, not our internals",
+        f"    except {p}AnytileError as {p}exc:   # the user's error: their line, not ours",
         f"        raise {p}for_the_user({p}exc) from None",
         "",
     ])
