@@ -61,6 +61,17 @@ def test_launch_errors(arrays, grid, args, options, error, message, path):
     assert isinstance(info.value, TypeError if error is LaunchArgumentError else ValueError)
 
 
+@pytest.mark.parametrize("call", ["run", "warmup"])
+def test_arguments_that_do_not_bind_are_named_without_internal_frames(arrays, call):
+    x, out = arrays
+    with pytest.raises(TypeError, match=r"scale\(\) missing 1 required positional argument: "
+                                        r"'factor'") as info:
+        getattr(scale, call)(x, out, 16, grid=(1,), BLOCK=16)
+    assert len(_anytile_frames(info.value)) <= 1
+    with pytest.raises(TypeError, match=r"scale\(\) got multiple values for argument 'n'"):
+        getattr(scale, call)(x, out, 16, 2.0, n=16, grid=(1,), BLOCK=16)
+
+
 def test_an_int_too_large_names_the_argument(arrays):
     x, out = arrays
     with pytest.raises(LaunchValueError, match="argument 'n' is 36893488147419103232") as info:

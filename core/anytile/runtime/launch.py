@@ -223,7 +223,10 @@ def normalise_grid(fn: Any, grid: Any, values: Any, options: dict[str, Any]) -> 
 # -- the whole path ------------------------------------------------------------------------------
 def launch(fn: Any, args: tuple, kwargs: dict, grid: Any, warmup: bool) -> Optional[CompiledKernel]:
     """``kernel[grid](*args, **kwargs)`` by the general path (``warmup``: compile only)."""
-    bound, options = fn._binder(*args, **kwargs)
+    try:
+        bound, options = fn._binder(*args, **kwargs)
+    except TypeError as exc:    # Python's words: "k() missing 1 required positional argument"
+        raise LaunchArgumentError(str(exc)) from None
     stream = options.pop("stream", None) if options else None
     return launch_bound(fn, bound, options, grid, warmup, stream).plan.compiled
 
