@@ -11,7 +11,7 @@ Four functions are written, each for one kernel:
   argument into one key (``Signature.fast_key_lines``: an ``Array``'s precomputed key, an
   int's range, divisibility and equality to 1, a foreign array's ``Backend.foreign_reader``
   key) and looks it up in ``fn._fast_cache``.  A hit checks that no global the kernel read
-  was rebound (``stale_check``) and calls the backend's raw ``Backend.launcher``: no
+  was rebound (``binding_probe``) and calls the backend's raw ``Backend.launcher``: no
   ``Array``, ``KernelArg`` or ``ArgSpec`` is built.  A miss goes to the general path
   (``launch.launch_bound``) and then ``remember``s the launch when every argument can be read
   this way and the arguments (not the default device) decided the device, so that the key
@@ -20,10 +20,11 @@ Four functions are written, each for one kernel:
 * ``make_binder``: the general path's step 1 (``JITFunction.run``, ``warmup``);
 * ``_dropping_runner``: a raw launcher behind the values the plan kept (ints equal to 1 and
   ``None`` are compiled in);
-* ``stale_check``: whether a name the kernel read at compile time was rebound.
+* ``binding_probe``: whether a name the kernel read at compile time was rebound.
 """
 from __future__ import annotations
 
+import functools
 import types
 from typing import Any, Callable, Optional
 
@@ -34,7 +35,7 @@ from .discovery import on_change
 from .launch import LaunchPlan, launch_bound, normalise_grid
 from .specialize import FAST_SCALARS, fast_constexpr_key, fast_int_key
 
-__all__ = ["make_fast_launcher", "make_binder", "make_key_function", "stale_check", "define"]
+__all__ = ["make_fast_launcher", "make_binder", "make_key_function", "binding_probe", "define"]
 
 
 def define(src: str, name: str, namespace: dict[str, Any], filename: str) -> Callable[..., Any]:
@@ -110,7 +111,8 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
         f"        {p}entry = {p}cache.get({p}key)",
         "    except TypeError:",
         f"        {p}entry = None",
-        f"    if {p}entry is None or ({p}entry[2] is not None and {p}entry[2]()):",
+        f"    if {p}entry is None or ({p}entry[2] is not None and "
+        f"{p}entry[2]() is not {p}entry[3]):",
         f"        {miss(f'{p}s', f'{p}key')}",
         # the common grid, (n,), inline; everything else through the one rule
         f"    {p}g = {p}grid",
@@ -214,7 +216,8 @@ def remember(fn: Any, key: Any, plan: LaunchPlan, bound: tuple, values: list, de
     run = plan.runner
     if kept != list(runtime):
         run = _dropping_runner(run, kept, runtime)
-    fn._fast_cache[key] = (run, plan.compiled, fn._stale)
+    probe, current = fn._probe or (None, None)
+    fn._fast_cache[key] = (run, plan.compiled, probe, current)
 
 
 def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -> Callable:
@@ -260,12 +263,20 @@ on_change(_forget_readers)
 
 
 # -- the dependency check ------------------------------------------------------------------------
-def stale_check(bindings: tuple[tuple[Any, str, Any], ...]) -> Optional[Callable[[], bool]]:
-    """A function telling whether any of ``bindings`` (``dependencies.scan``'s ``(holder,
-    name, object)``) holds another object now, one lookup each, for the fast path to run
-    before every launch; ``None`` when there are none."""
+Binding = tuple[Any, str, Any]     # (holder, name, object)
+
+
+def binding_probe(bindings: tuple[Binding, ...]) -> Optional[tuple[Callable[[], Any], Any]]:
+    """``(probe, current)``: every one of ``bindings`` (``dependencies.scan``'s ``(holder,
+    name, object)``) still holds its object while ``probe() is current``; the fast path asks
+    before every launch, so one global in a dict is probed by its ``dict.get`` alone (no
+    Python frame), others by a generated function of one lookup each.  ``None``: nothing to
+    probe."""
     if not bindings:
         return None
+    if len(bindings) == 1 and type(bindings[0][0]) is dict:
+        holder, name, value = bindings[0]
+        return functools.partial(holder.get, name, ABSENT), value
     namespace: dict[str, Any] = {"ABSENT": ABSENT}
     tests = []
     for i, (holder, name, value) in enumerate(bindings):
@@ -278,4 +289,4 @@ def stale_check(bindings: tuple[tuple[Any, str, Any], ...]) -> Optional[Callable
             tests.append(f"getattr(h{i}, {name!r}, ABSENT) is not v{i}")
     src = ("def stale():\n    try:\n        return " + " or ".join(tests) +
            "\n    except ValueError:    # a closure cell emptied\n        return True\n")
-    return define(src, "stale", namespace, "<anytile dependency check>")
+    return define(src, "stale", namespace, "<anytile dependency check>"), False

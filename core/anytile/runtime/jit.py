@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from ..errors import AnytileError, user_facing
 from ..language.source import KernelSource
 from .dependencies import scan
-from .fast_launch import make_binder, make_fast_launcher, stale_check
+from .fast_launch import binding_probe, make_binder, make_fast_launcher
 from .launch import launch
 from .specialize import Signature
 
@@ -47,8 +47,8 @@ class JITFunction(KernelSource):
         self.repr = repr
         self.launch_signature = Signature(self, self.do_not_specialize)
         self._plans: dict = {}             # (device, ArgSpecs, options, deps) -> LaunchPlan
-        self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel, stale)
-        self._stale: Optional[Callable[[], bool]] = None   # whether a name read was rebound
+        self._fast_cache: dict = {}        # key -> (raw launcher, CompiledKernel, probe, current)
+        self._probe: Optional[tuple] = None   # (probe, current): whether a name read was rebound
         self._binder = make_binder(self)
         self._fast = make_fast_launcher(self)
         functools.update_wrapper(self, fn, updated=())
@@ -63,7 +63,7 @@ class JITFunction(KernelSource):
             raise AnytileError(f"_unsafe_update_src of '{self.__name__}': the new source must "
                                f"be a def")
         self.src = new_src if new_src.endswith("\n") else new_src + "\n"
-        self._tree = self._reads = self._deps = self._stale = None
+        self._tree = self._reads = self._deps = self._probe = None
         self._plans.clear()
         self._fast_cache.clear()
 
@@ -78,7 +78,7 @@ class JITFunction(KernelSource):
             return cached[0]
         found = scan(self)
         self._deps = (found.key, found.bindings)
-        self._stale = stale_check(found.bindings)
+        self._probe = binding_probe(found.bindings)
         self._fast_cache.clear()
         return found.key
 
