@@ -5,26 +5,53 @@ raised by one choke point in the frontend; launch-time errors (out-of-bounds acc
 ``device_assert``) come from the backend that detected them, with the op's location."""
 from __future__ import annotations
 
-from typing import Optional
+import functools
+from typing import Any, Callable, Optional, TypeVar
 
 from .ir.nodes import Loc
 
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
            "LaunchValueError", "LaunchOverflowError", "OutOfBoundsError",
            "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error",
-           "describe_place", "describe_lane", "shown_cause"]
+           "describe_place", "describe_lane", "for_the_user", "user_facing"]
+
+#: the exception chain Python prints (``raise ... from``), read and set past a subclass's
+#: ``__cause__``
+_CHAINED = BaseException.__dict__["__cause__"]
 
 
 class AnytileError(Exception):
     """Base class of anytile's errors."""
 
 
-def shown_cause(exc: BaseException) -> Optional[BaseException]:
-    """What ``exc`` is re-raised ``from`` at the user-facing choke points: its cause when that
-    is the bare rule a ``CompilationError`` keeps (no compiler frames), else nothing, so no
-    internal traceback is chained to the user's error."""
-    cause = exc.__cause__
-    return cause if cause is not None and cause.__traceback__ is None else None
+def for_the_user(exc: AnytileError) -> AnytileError:
+    """``exc`` as the user-facing entry points re-raise it, ``raise for_the_user(exc) from
+    None``: without anytile's frames and with nothing chained, so Python prints the user's
+    line and the message once.  A ``CompilationError`` keeps the broken rule the frontend
+    chained to it as ``rule`` (read back as ``__cause__``)."""
+    if isinstance(exc, CompilationError) and exc.__dict__.get("rule") is None:
+        cause = _CHAINED.__get__(exc)
+        if cause is not None and cause.__traceback__ is None:   # bare: no compiler frames
+            exc.rule = cause
+    return exc.with_traceback(None)
+
+
+_Entry = TypeVar("_Entry", bound=Callable[..., Any])
+
+
+def user_facing(entry: _Entry) -> _Entry:
+    """Decorate a public entry point (``JITFunction.run``, ``at.compile``...): an
+    ``AnytileError`` it raises reaches the user through ``for_the_user``, with one frame of
+    anytile's between their call and the message.  (The generated launcher of
+    ``kernel[grid](...)`` does the same in its own ``except``: a wrapper would cost each
+    launch a call.)"""
+    @functools.wraps(entry)
+    def user_entry_point(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return entry(*args, **kwargs)
+        except AnytileError as exc:
+            raise for_the_user(exc) from None
+    return user_entry_point  # type: ignore[return-value]
 
 
 def format_source_excerpt(loc: Optional[Loc], source_line: Optional[str]) -> str:
@@ -51,8 +78,20 @@ class CompilationError(AnytileError):
         self.message = message
         self.loc = loc
         self.source_line = source_line
+        self.rule: Optional[BaseException] = None
         excerpt = format_source_excerpt(loc, source_line)
         super().__init__(f"{excerpt}\n{message}" if excerpt else message)
+
+    # Triton's tests read the broken rule (a bare ``TypeError``...) as ``err.__cause__``;
+    # kept apart from the chain Python prints, the message is printed once, not twice
+    @property  # type: ignore[override]
+    def __cause__(self) -> Optional[BaseException]:
+        chained = _CHAINED.__get__(self)
+        return chained if chained is not None else self.__dict__.get("rule")
+
+    @__cause__.setter
+    def __cause__(self, value: Optional[BaseException]) -> None:
+        _CHAINED.__set__(self, value)
 
 
 class LaunchError(AnytileError):

@@ -2,6 +2,8 @@
 (a real timer): the fastest config wins, the choice is cached per tuning key and on disk (a
 reordered config list keeps it), reset_to_zero / restore_value keep tuning from changing the
 result, and the hooks run."""
+import json
+
 import numpy as np
 import pytest
 
@@ -127,3 +129,129 @@ def test_heuristics_under_autotune(cpu):
     kernel[(1,)](x, out, 300)
     assert kernel.best_config.kwargs == {"SLOW": 1}
     np.testing.assert_array_equal(out.numpy(), np.ones(300, np.float32))
+
+
+def _anytile_frames(exc):
+    """The traceback's frames after the test's own: anytile's, that the user would see."""
+    import traceback
+    return [f.filename for f in traceback.extract_tb(exc.__traceback__) if f.filename != __file__]
+
+
+def _launch(kernel, n=64, **options):
+    x = np.random.default_rng(n).random(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    kernel[(1,)](x, out, n, **options)
+    return x, out
+
+
+KERNEL_AT = rf"'accumulate' \({__file__}:\d+\)"
+
+
+@pytest.mark.parametrize("configs, options, message", [
+    ([], {"SLOW": 1}, r"no value for 'BLOCK': the launch does not pass it and configs=\[\] sets "
+                      r"nothing"),
+    ([at.Config({"SLOW": 1, "BLOCK": 64}), at.Config({"SLOW": 1})], {},
+     r"no value for 'BLOCK': the launch does not pass it and configs\[1\] \(\{SLOW: 1\}\) does "
+     r"not set it"),
+    ([at.Config({"SLOW": 1, "BLOK": 64}), at.Config({"SLOW": 2, "BLOCK": 64})], {},
+     r"no value for .BLOCK.: .* configs\[0\] \(\{SLOW: 1, BLOK: 64\}\) does not set it "
+     r"\(.BLOK.: no parameter"),
+])
+def test_configs_that_leave_a_constexpr_unset_are_clear_errors(cpu, configs, options, message):
+    kernel = at.autotune(configs=configs, key=["n"], warmup=1, rep=1)(accumulate)
+    with pytest.raises(at.LaunchArgumentError, match=f"autotuning {KERNEL_AT}: {message}") as info:
+        _launch(kernel, **options)
+    assert len(_anytile_frames(info.value)) == 1
+
+
+def test_empty_configs_launch_with_the_launchs_values_as_triton_does(cpu):
+    kernel = at.autotune(configs=[], key=["n"])(accumulate)
+    x, out = _launch(kernel, SLOW=1, BLOCK=64)
+    np.testing.assert_array_equal(out, np.float32(np.nan) + x)      # out += x over NaN
+    out = np.zeros(64, np.float32)
+    kernel[(1,)](x, out, 64, SLOW=1, BLOCK=64)
+    np.testing.assert_array_equal(out, x)
+
+
+@pytest.mark.parametrize("prune, message", [
+    ({"early_config_prune": lambda configs, named, **kw: []},
+     "early_config_prune kept none of the 2 configs"),
+    ({"perf_model": lambda **kw: 1.0, "top_k": 0},
+     "prune_configs_by.s top_k must be a positive int"),
+])
+def test_pruning_every_config_is_a_clear_error(cpu, prune, message):
+    kernel = at.autotune(configs=[SLOW, FAST], key=["n"], prune_configs_by=prune)(accumulate)
+    with pytest.raises(at.LaunchValueError, match=f"autotuning {KERNEL_AT}: {message}") as info:
+        _launch(kernel)
+    assert len(_anytile_frames(info.value)) == 1
+
+
+def test_a_key_or_configs_of_the_wrong_kind_are_refused_when_decorating():
+    with pytest.raises(at.LaunchArgumentError, match=rf"{KERNEL_AT}: key must be a list of "
+                                                     r"parameter names, got 'n'"):
+        at.autotune(configs=[FAST], key="n")(accumulate)
+    with pytest.raises(at.LaunchArgumentError, match=r"configs\[1\] is a dict, not an at.Config"):
+        at.autotune(configs=[FAST, {"SLOW": 1}], key=["n"])(accumulate)
+
+
+@pytest.mark.parametrize("damage", ["[" * 100000, b"\xff\xfe\x00garbage", '{"config": 5}'])
+def test_a_damaged_choice_file_is_ignored_and_written_over(cpu, tmp_path, monkeypatch, damage):
+    monkeypatch.setenv("ANYTILE_CACHE_DIR", str(tmp_path))
+
+    def tuned():
+        return at.autotune(configs=[SLOW, FAST], key=["n"], cache_results=True,
+                           do_bench=lambda fn, quantiles: [1.0] * 3)(accumulate)
+    _launch(tuned())
+    (choice,) = (tmp_path / "autotune").glob("accumulate-*.json")
+    if isinstance(damage, bytes):
+        choice.write_bytes(damage)
+    else:
+        choice.write_text(damage)
+    for _ in range(2):                  # tuned again, then read back
+        kernel = tuned()
+        x, out = _launch(kernel)
+        np.testing.assert_array_equal(out, np.float32(np.nan) + x)
+    assert kernel.configs_timings is None and kernel.best_config is SLOW
+    assert json.loads(choice.read_text())["config"] == SLOW._identity()
+    assert [p.name for p in (tmp_path / "autotune").iterdir()] == [choice.name]
+
+
+def test_a_full_disk_leaves_no_temporary_file(cpu, tmp_path, monkeypatch):
+    """A choice or a compiled kernel that cannot be written is only not kept: the launch goes
+    on and nothing half-written stays behind."""
+    import errno
+    import os
+    from anytile.runtime import cache
+    monkeypatch.setenv("ANYTILE_CACHE_DIR", str(tmp_path))
+
+    class FullDisk:
+        """A file opened for writing on a full disk: the first write fails part way."""
+
+        def __init__(self, file):
+            self.file = file
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.file.close()
+
+        def write(self, text):
+            self.file.write(text[:10])
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def on_a_full_disk(opener, *, where):
+        def opened(target, mode="r", *args, **kwargs):
+            file = opener(target, mode, *args, **kwargs)
+            writing = "w" in mode and (isinstance(target, int) or str(target).startswith(where))
+            return FullDisk(file) if writing else file
+        return opened
+    import builtins
+    monkeypatch.setattr(cache.os, "fdopen", on_a_full_disk(os.fdopen, where=str(tmp_path)))
+    monkeypatch.setattr(builtins, "open", on_a_full_disk(builtins.open, where=str(tmp_path)))
+    kernel = at.autotune(configs=[SLOW, FAST], key=["n"], cache_results=True,
+                         do_bench=lambda fn, quantiles: [1.0] * 3)(accumulate)
+    x, out = _launch(kernel, n=128)
+    np.testing.assert_array_equal(out, np.float32(np.nan) + x)
+    assert not cache.store_entry(tmp_path, "ab" * 32, {"ir": "x"}, {})
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []

@@ -49,6 +49,49 @@ def test_bad_dtype_is_a_clear_error():
         at.empty((2,), np.complex64, device="interpreter")
 
 
+_HUGE = (2**40, 2**40)      # 2**80 elements: the count wraps in 64 bits
+
+
+class _Shaped:
+    """A foreign array of any shape (NumPy refuses to make one this large)."""
+
+    def __init__(self, shape):
+        self.shape, self.dtype = shape, np.dtype(np.float32)
+
+
+@pytest.mark.parametrize("make, what", [
+    (lambda shape, dev: at.empty(shape, np.float32, device=dev), "at.empty"),
+    (lambda shape, dev: at.zeros(shape, np.float32, device=dev), "at.zeros"),
+    (lambda shape, dev: at.full(shape, 1.5, np.float32, device=dev), "at.full"),
+    (lambda shape, dev: at.empty_like(_Shaped(shape), device=dev), "at.empty_like"),
+    (lambda shape, dev: at.zeros_like(_Shaped(shape), device=dev), "at.zeros_like"),
+])
+def test_shapes_too_large_or_negative_are_clear_errors(device, make, what):
+    """An element count past 64 bits used to wrap: an array of size 0 over a 1-byte buffer."""
+    with pytest.raises(ValueError, match=rf"{what}: shape \(1099511627776, 1099511627776\) of "
+                                         rf"float32 is {2**80} elements \({2**82} bytes\)"):
+        make(_HUGE, device)
+    with pytest.raises(ValueError, match=rf"{what}: shape \({2**62},\) of float32 .* at most"):
+        make((2**62,), device)                  # 2**64 bytes: one past what offsets hold
+    if what.endswith("_like"):
+        return
+    with pytest.raises(ValueError, match=rf"{what}: negative dimension in shape \(4, -1\)"):
+        make((4, -1), device)
+    with pytest.raises(TypeError, match=rf"{what}: the shape must be an int or a sequence of ints"):
+        make((2.5,), device)
+
+
+def test_an_allocation_the_device_refuses_names_the_size(monkeypatch):
+    dev = at.device("interpreter")
+
+    def refuse(info, nbytes):
+        raise RuntimeError("out of device memory")
+    monkeypatch.setattr(dev.backend, "alloc", refuse)
+    with pytest.raises(MemoryError, match=r"at.full: interpreter:0 could not allocate 24 bytes "
+                                          r"for shape \(3,\) of float64: RuntimeError: out of"):
+        at.full((3,), 1.0, np.float64, device=dev)
+
+
 def test_grid_callable_sees_constexprs_and_args(device, rng):
     n = 1000
     xh = rng.standard_normal(n).astype(np.float32)

@@ -1,4 +1,4 @@
-"""The launch fast path (``launch.make_fast_launcher``) against a pretend GPU backend that
+"""The launch fast path (``fast_launch.make_fast_launcher``) against a pretend GPU backend that
 offers ``Backend.launcher`` and ``Backend.foreign_reader``: which launches take it, that its
 key follows dtype, alignment, ints equal to 1 and divisibility, and that results and errors
 stay those of the general path."""
@@ -233,6 +233,6 @@ def test_numpy_bools_are_scalars():
     out = np.zeros(4, np.float32)
     axpy[(1,)](np.ones(4, np.float32), out, 4, np.float32(3.0), BLOCK=4, device="interpreter")
     np.testing.assert_array_equal(out, 3.0)
-    from anytile.runtime.launch import device_of_foreign_array
+    from anytile.runtime.arrays import device_of_foreign_array
     assert device_of_foreign_array(np.bool_(True)) is None
     assert device_of_foreign_array(1) is None

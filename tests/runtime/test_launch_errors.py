@@ -61,6 +61,17 @@ def test_launch_errors(arrays, grid, args, options, error, message, path):
     assert isinstance(info.value, TypeError if error is LaunchArgumentError else ValueError)
 
 
+@pytest.mark.parametrize("call", ["run", "warmup"])
+def test_arguments_that_do_not_bind_are_named_without_internal_frames(arrays, call):
+    x, out = arrays
+    with pytest.raises(TypeError, match=r"scale\(\) missing 1 required positional argument: "
+                                        r"'factor'") as info:
+        getattr(scale, call)(x, out, 16, grid=(1,), BLOCK=16)
+    assert len(_anytile_frames(info.value)) <= 1
+    with pytest.raises(TypeError, match=r"scale\(\) got multiple values for argument 'n'"):
+        getattr(scale, call)(x, out, 16, 2.0, n=16, grid=(1,), BLOCK=16)
+
+
 def test_an_int_too_large_names_the_argument(arrays):
     x, out = arrays
     with pytest.raises(LaunchValueError, match="argument 'n' is 36893488147419103232") as info:
@@ -111,3 +122,63 @@ def test_strided_arrays_keep_their_strides_through_at_asarray(device):
     out = at.asarray(np.full(16, np.nan, np.float32), device=device)
     strided_scale[(1,)](x, out, 16, x.stride(0), 2.0, BLOCK=16)
     np.testing.assert_array_equal(out.numpy(), 2 * base[::2])
+
+
+PRINTED = '''
+import sys
+import numpy as np
+import anytile as at
+import anytile.language as tl
+
+
+@at.jit
+def helper(v):
+    return v + undefined_name
+
+
+@at.jit
+def kernel(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, helper(tl.load(x_ptr + offs)), mask=offs < n)
+
+
+x = np.random.default_rng(0).random(16).astype(np.float32)
+how = sys.argv[1]
+if how == "launch":
+    kernel[(1,)](x, 16, BLOCK=16, device="interpreter")
+elif how == "run":
+    kernel.run(x, 16, BLOCK=16, grid=(1,), device="interpreter")
+elif how == "warmup":
+    kernel.warmup(x, 16, BLOCK=16, grid=(1,), device="interpreter")
+else:
+    try:
+        kernel[(1,)](x, 16, BLOCK=16, device="interpreter")
+    except at.CompilationError as err:      # where Triton's tests read the broken rule
+        print(type(err.__cause__).__name__, err.__cause__)
+    kernel[(1,)](x, "sixteen", BLOCK=32, device="interpreter")
+'''
+
+
+@pytest.mark.parametrize("how", ["launch", "run", "warmup", "argument"])
+def test_an_error_is_printed_once_with_the_users_line(tmp_path, how):
+    """What a user running ``python file.py`` sees: one traceback, the message once (not a
+    copy above "The above exception was the direct cause of..."), the caret under their
+    code, no compiler frames."""
+    import subprocess
+    import sys
+    script = tmp_path / "user_script.py"
+    script.write_text(PRINTED)
+    done = subprocess.run([sys.executable, str(script), how], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 1
+    err = done.stderr
+    assert err.count("Traceback (most recent call last)") == 1, err
+    assert "direct cause" not in err and "During handling" not in err, err
+    assert "frontend" not in err and "generator.py" not in err, err
+    if how == "argument":
+        assert done.stdout == "NameError name `undefined_name` is not defined\n"
+        assert err.count("argument 'n' is a str") == 1, err
+    else:
+        assert err.count("undefined_name") == 2, err    # the source line and the message
+        assert f"{script}:10:16 (in helper)\n    return v + undefined_name\n" \
+               f"               ^\nname `undefined_name` is not defined" in err, err

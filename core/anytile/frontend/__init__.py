@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ..errors import CompilationError, shown_cause
+from ..errors import user_facing
 from ..ir.nodes import Module
 from ..ir.types import Type
 from ..language.source import KernelSource
@@ -16,12 +16,10 @@ from .context import ModuleContext
 __all__ = ["compile_to_ir"]
 
 
+@user_facing
 def compile_to_ir(fn: KernelSource, arg_types: Mapping[str, Type], constexprs: Mapping[str, Any],
                   arg_attrs: Mapping[str, dict]) -> Module:
     """The IR module of kernel ``fn``: the kernel ``Function`` (one block argument per runtime
     parameter, in order; ``is_kernel=True``) and one ``Function`` per specialisation of each
     ``@jit`` function it calls (reached through ``call`` ops)."""
-    try:
-        return ModuleContext().compile_kernel(fn, arg_types, constexprs, arg_attrs)
-    except CompilationError as err:
-        raise err.with_traceback(None) from shown_cause(err)
+    return ModuleContext().compile_kernel(fn, arg_types, constexprs, arg_attrs)

@@ -1,17 +1,22 @@
 """``at.Array``: an n-d array in a device's memory, and the functions that make one."""
 from __future__ import annotations
 
+import math
+import operator
 import weakref
 from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
 from ..backend import Buffer, ImportedArray
+from ..errors import AnytileError
 from ..ir.types import ScalarType, from_numpy
-from .devices import Device, device as get_device
+from .devices import Device, _device as device_for, device as get_device
+from .discovery import discover, generation
 
 __all__ = ["Array", "asarray", "empty", "zeros", "full", "empty_like", "zeros_like",
-           "to_scalar_type"]
+           "to_scalar_type", "import_foreign", "is_array_like", "device_of_foreign_array",
+           "foreign_claimants"]
 
 ShapeLike = Union[int, Sequence[int]]
 
@@ -30,12 +35,25 @@ def to_scalar_type(dtype: Any) -> ScalarType:
                         f"np.float32 or a tl dtype such as tl.bfloat16)") from None
 
 
-def _normalize_shape(shape: ShapeLike) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    out = tuple(int(s) for s in shape)
+#: the most bytes one array may span: its offsets must fit a signed 64-bit integer
+MAX_ARRAY_BYTES = 2**63 - 1
+
+
+def _normalize_shape(shape: ShapeLike, dtype: ScalarType, what: str) -> tuple[int, ...]:
+    """``shape`` as a tuple of non-negative ints whose array of ``dtype`` fits in
+    ``MAX_ARRAY_BYTES``; ``what`` (``"at.empty"``...) names the call in errors."""
+    dims = (shape,) if isinstance(shape, (int, np.integer)) else shape
+    try:
+        out = tuple(operator.index(s) for s in dims)
+    except TypeError:
+        raise TypeError(f"{what}: the shape must be an int or a sequence of ints, got "
+                        f"{shape!r}") from None
     if any(s < 0 for s in out):
-        raise ValueError(f"negative dimension in shape {out}")
+        raise ValueError(f"{what}: negative dimension in shape {out}")
+    count = math.prod(out)
+    if count * dtype.nbytes > MAX_ARRAY_BYTES:
+        raise ValueError(f"{what}: shape {out} of {dtype.np} is {count} elements "
+                         f"({count * dtype.nbytes} bytes); an array spans at most 2**63 - 1 bytes")
     return out
 
 
@@ -88,7 +106,7 @@ class Array:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def itemsize(self) -> int:
@@ -196,31 +214,50 @@ def _resolve_device(device: Any) -> Device:
 
 def empty(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
     """An uninitialised array on ``device`` (default: the default device)."""
+    return _allocate(shape, dtype, device, "at.empty")
+
+
+def _allocate(shape: ShapeLike, dtype: Any, device: Any, what: str) -> Array:
+    """An uninitialised array for the constructor ``what``, whose name its errors carry."""
     dev = _resolve_device(device)
     st = to_scalar_type(dtype)
-    shape_t = _normalize_shape(shape)
-    nbytes = max(1, int(np.prod(shape_t, dtype=np.int64)) * st.nbytes)
-    buf = dev.backend.alloc(dev.info, nbytes)
+    shape_t = _normalize_shape(shape, st, what)
+    nbytes = max(1, math.prod(shape_t) * st.nbytes)
+    try:
+        buf = dev.backend.alloc(dev.info, nbytes)
+    except AnytileError:
+        raise
+    except Exception as exc:    # each backend fails in its own words (MemoryError, OpenCL's)
+        raise MemoryError(f"{what}: {dev} could not allocate {nbytes} bytes for shape {shape_t} "
+                          f"of {st.np}: {type(exc).__name__}: {exc}") from None
     return Array(buf, shape_t, st, dev, owns=True)
 
 
 def full(shape: ShapeLike, value: Any, dtype: Any = np.float32, device: Any = None) -> Array:
-    out = empty(shape, dtype, device)
+    """An array of ``shape`` holding ``value`` everywhere."""
+    out = _allocate(shape, dtype, device, "at.full")
     return out.copy_from(np.full(out.shape, value, dtype=out.dtype))
 
 
 def zeros(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
-    return full(shape, 0, dtype, device)
+    """An array of ``shape`` holding zeros."""
+    out = _allocate(shape, dtype, device, "at.zeros")
+    return out.copy_from(np.zeros(out.shape, dtype=out.dtype))
+
+
+def _like(a: Any, dtype: Any, device: Any, what: str) -> Array:
+    dev = device if device is not None else (a.device if isinstance(a, Array) else None)
+    return _allocate(tuple(a.shape), dtype if dtype is not None else a.dtype, dev, what)
 
 
 def empty_like(a: Any, dtype: Any = None, device: Any = None) -> Array:
     """An uninitialised array with ``a``'s shape, dtype and device (each may be overridden)."""
-    dev = device if device is not None else (a.device if isinstance(a, Array) else None)
-    return empty(tuple(a.shape), dtype if dtype is not None else a.dtype, dev)
+    return _like(a, dtype, device, "at.empty_like")
 
 
 def zeros_like(a: Any, dtype: Any = None, device: Any = None) -> Array:
-    out = empty_like(a, dtype, device)
+    """Zeros with ``a``'s shape, dtype and device (each may be overridden)."""
+    out = _like(a, dtype, device, "at.zeros_like")
     return out.copy_from(np.zeros(out.shape, dtype=out.dtype))
 
 
@@ -259,7 +296,7 @@ def asarray(obj: Any, dtype: Any = None, device: Any = None) -> Array:
     if want is not None:
         host = host.astype(want.np, copy=False)
     to_scalar_type(host.dtype)  # a clear error for object/complex/str arrays
-    out = empty(host.shape, host.dtype, dev)
+    out = _allocate(host.shape, host.dtype, dev, "at.asarray")
     return out.copy_from(host)
 
 
@@ -276,7 +313,6 @@ def _copy_across(a: Array, dev: Device) -> Optional[Array]:
 
 def _foreign_across(obj: Any, dev: Device) -> Optional[Array]:
     """A foreign array living on another device of ``dev``'s backend, copied to ``dev``."""
-    from .launch import device_of_foreign_array
     where = device_of_foreign_array(obj)
     if where is None or where == dev or where.backend is not dev.backend:
         return None
@@ -290,3 +326,45 @@ def _foreign_dtype_matches(obj: Any, want: ScalarType) -> bool:
         return dtype is not None and to_scalar_type(dtype) == want
     except TypeError:
         return False
+
+
+# -- other frameworks' arrays --------------------------------------------------------------------
+def is_array_like(value: Any) -> bool:
+    """Whether ``value`` is some framework's array (looked up on the type: on a torch tensor,
+    reading ``__cuda_array_interface__`` builds the whole interface)."""
+    cls = type(value)
+    return cls is np.ndarray or hasattr(cls, "__array_interface__") or \
+        hasattr(cls, "__cuda_array_interface__") or hasattr(cls, "__dlpack__") or \
+        hasattr(cls, "__array__")
+
+
+_NOT_FOREIGN = frozenset({Array, int, float, bool})
+
+
+def device_of_foreign_array(v: Any) -> Optional[Device]:
+    """The device a non-host backend claims for the foreign array ``v`` (a torch CUDA tensor
+    goes to ``cuda:N``), or ``None``."""
+    if type(v) in _NOT_FOREIGN or v is None or \
+            isinstance(v, (np.ndarray, np.number, np.bool_, int, float)):
+        return None
+    if not is_array_like(v):
+        return None
+    for backend in foreign_claimants():
+        info = backend.device_of_foreign(v)
+        if info is not None:
+            return device_for(backend, info)
+    return None
+
+
+_claimants: tuple = (-1, ())
+
+
+def foreign_claimants() -> tuple:
+    """Usable backends whose memory is not the host's (cached per discovery generation)."""
+    global _claimants
+    if _claimants[0] != generation():
+        found = tuple(r.backend for _, r in sorted(discover().items())
+                      if r.backend is not None and not r.backend.host_memory
+                      and r.availability.usable)
+        _claimants = (generation(), found)
+    return _claimants[1]

@@ -15,6 +15,7 @@ key and the *set* of configs (reordering the list keeps the choice).
 from __future__ import annotations
 
 import builtins
+import functools
 import hashlib
 import json
 import os
@@ -23,9 +24,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..errors import AnytileError, LaunchArgumentError
+from ..errors import AnytileError, LaunchArgumentError, LaunchValueError, user_facing
 from . import cache
 from .bench import do_bench
+from .dependencies import scan
+from .devices import default_device
 
 __all__ = ["Config", "Autotuner", "autotune", "Heuristics", "heuristics", "KernelInterface"]
 
@@ -70,7 +73,7 @@ class KernelInterface:
     """What ``kernel[grid](*args, **kwargs)`` needs: a ``run(*args, grid=..., **kwargs)``."""
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
-        return lambda *args, **kwargs: self.run(*args, grid=grid, **kwargs)
+        return functools.partial(self.run, grid=grid)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         raise AnytileError(f"warmup of an autotuned or heuristic kernel is not supported; "
@@ -85,6 +88,21 @@ def _base_kernel(fn: Any) -> Any:
     while not hasattr(fn, "launch_signature"):
         fn = fn.fn
     return fn
+
+
+def _where(fn: Any) -> str:
+    """``'name' (file:line)``: the kernel as errors about its wrappers name it."""
+    base = _base_kernel(fn)
+    return f"'{base.__name__}' ({base.file}:{base.first_line})"
+
+
+def _computed_names(fn: Any) -> set[str]:
+    """The meta-parameters ``@heuristics`` wrappers between ``fn`` and its kernel compute."""
+    names: set[str] = set()
+    while not hasattr(fn, "launch_signature"):
+        names |= set(getattr(fn, "values", {}))
+        fn = fn.fn
+    return names
 
 
 class Autotuner(KernelInterface):
@@ -102,7 +120,19 @@ class Autotuner(KernelInterface):
         self.fn = fn
         self.arg_names = list(fn.arg_names)
         self.__name__ = fn.__name__
+        if isinstance(key, str) or not all(isinstance(k, str) for k in key):
+            raise LaunchArgumentError(f"@autotune of {_where(fn)}: key must be a list of "
+                                      f"parameter names, got {key!r}")
+        for index, config in enumerate(configs):
+            if not isinstance(config, Config):
+                raise LaunchArgumentError(f"@autotune of {_where(fn)}: configs[{index}] is a "
+                                          f"{type(config).__name__}, not an at.Config (write "
+                                          f"at.Config({config!r}))")
+        # Triton's meaning of configs=[]: one config setting nothing, the launch passes all
         self.configs = list(configs) or [Config({})]
+        base = _base_kernel(fn)
+        self._required = [n for n in base.arg_names if n not in base.defaults and
+                          n not in _computed_names(fn)]
         self.keys = list(key)
         stray = [name for name in self.keys if name not in self.arg_names]
         if stray:       # Triton leaves them out of the key; say so once, then do the same
@@ -138,7 +168,9 @@ class Autotuner(KernelInterface):
         return tuple(key)
 
     # -- launching ----------------------------------------------------------------------------
+    @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        """Launch with the tuned config for these arguments (tuning first if it is new)."""
         named = dict(zip(self.arg_names, args))
         named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         clash = sorted(k for c in self.configs for k in c.kwargs if k in kwargs)
@@ -154,14 +186,38 @@ class Autotuner(KernelInterface):
                 config = self._tune(key, args, named, grid, kwargs)
         else:
             config = self.configs[0]
+            self._check_values(config, args, kwargs)
         self.best_config = config
         full = {**named, **kwargs, **config.all_kwargs()}
         if config.pre_hook is not None:
             config.pre_hook(full)
         return self.fn.run(*args, grid=grid, **kwargs, **config.all_kwargs())
 
+    def _check_values(self, config: Config, args: tuple, kwargs: dict) -> None:
+        """Raise when ``config`` and the launch leave a parameter of the kernel without a
+        value (a config missing a constexpr, or misspelling it)."""
+        given = set(self.arg_names[:len(args)]) | set(kwargs) | set(config.kwargs)
+        unset = [name for name in self._required if name not in given]
+        if not unset:
+            return
+        if not config.kwargs and len(self.configs) == 1:
+            where = "configs=[] sets nothing"
+        else:
+            index = next(i for i, c in enumerate(self.configs) if c is config)
+            sets = ", ".join(f"{k}: {v!r}" for k, v in config.kwargs.items())
+            where = (f"configs[{index}] ({{{sets}}}) does not set "
+                     f"{'it' if len(unset) == 1 else 'them'}")
+        stray = sorted(set(config.kwargs) - set(self.arg_names))
+        raise LaunchArgumentError(
+            f"autotuning {_where(self.fn)}: no value for {', '.join(map(repr, unset))}: the "
+            f"launch does not pass {'it' if len(unset) == 1 else 'them'} and {where}"
+            + (f" ({', '.join(map(repr, stray))}: no parameter of the kernel)" if stray else "")
+            + "; pass it to the launch or set it in every config")
+
     def _tune(self, key: tuple, args: tuple, named: dict, grid: Any, kwargs: dict) -> Config:
         pruned = self.prune_configs(kwargs, named)
+        for config in pruned:
+            self._check_values(config, args, kwargs)
         saved = {name: _snapshot(named[name]) for name in self.restore_value}
         try:
             timings = {config: self._time(config, args, named, grid, kwargs) for config in pruned}
@@ -171,7 +227,7 @@ class Autotuner(KernelInterface):
         best = builtins.min(timings, key=lambda c: _first(timings[c]))
         if _first(timings[best]) == float("inf"):
             first = self._failures.get(pruned[0], "") if pruned else ""
-            raise AnytileError(f"autotuning '{self.__name__}': every config failed to compile "
+            raise AnytileError(f"autotuning {_where(self.fn)}: every config failed to compile "
                                f"or run for {key}" + (f"; the first, {pruned[0]}, with: {first}"
                                                       if first else ""))
         self.cache[key] = best
@@ -214,10 +270,18 @@ class Autotuner(KernelInterface):
         configs = self.configs
         if self.early_config_prune is not None:
             configs = list(self.early_config_prune(configs, named, **kwargs))
+            if not configs:
+                raise LaunchValueError(f"autotuning {_where(self.fn)}: early_config_prune kept "
+                                       f"none of the {len(self.configs)} configs; it must "
+                                       f"return at least one")
         if self.perf_model is not None:
             top_k = self.top_k
             if isinstance(top_k, float) and top_k <= 1.0:
                 top_k = builtins.max(1, int(len(configs) * top_k))
+            if not isinstance(top_k, int) or top_k < 1:
+                raise LaunchValueError(f"autotuning {_where(self.fn)}: prune_configs_by's "
+                                       f"top_k must be a positive int or a fraction in (0, 1], "
+                                       f"got {self.top_k!r}")
             estimates = {c: self.perf_model(**named, **kwargs, **c.all_kwargs()) for c in configs}
             configs = sorted(configs, key=lambda c: estimates[c])[:top_k]
         return list(configs)
@@ -229,7 +293,7 @@ class Autotuner(KernelInterface):
             return None
         base = _base_kernel(self.fn)
         device = _launch_device(named)
-        parts = [base.dependencies_key(), device, repr(key),
+        parts = [scan(base).portable_key, device, repr(key),
                  *sorted(c._identity() for c in self.configs)]
         digest = hashlib.sha256("\n".join(parts).encode()).hexdigest()
         return os.path.join(folder, "autotune", f"{base.__name__}-{digest[:32]}.json")
@@ -241,8 +305,8 @@ class Autotuner(KernelInterface):
         try:
             with open(path, encoding="utf-8") as f:
                 identity = json.load(f)["config"]
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
+            return None                 # unreadable or damaged: tuned again and written over
         for config in self.configs:
             if config._identity() == identity:
                 self.cache[key] = config
@@ -253,14 +317,8 @@ class Autotuner(KernelInterface):
         path = self._choice_path(key, named)
         if path is None:
             return
-        try:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            temporary = f"{path}.{os.getpid()}.tmp"
-            with open(temporary, "w", encoding="utf-8") as f:
-                json.dump({"key": repr(key), "config": config._identity(), "str": str(config)}, f)
-            os.replace(temporary, path)
-        except OSError:
-            pass                       # the choice is only an optimisation
+        text = json.dumps({"key": repr(key), "config": config._identity(), "str": str(config)})
+        cache.write_atomically(path, text)     # a choice is only an optimisation: no error
 
 
 def autotune(configs: Sequence[Config], key: Sequence[str], prune_configs_by: Optional[dict] = None,
@@ -288,7 +346,9 @@ class Heuristics(KernelInterface):
         self.arg_names = list(fn.arg_names)
         self.__name__ = fn.__name__
 
+    @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+        """Launch with the meta-parameters computed from these arguments."""
         named = {**dict(zip(self.arg_names, args)), **kwargs}
         for name, rule in self.values.items():
             kwargs[name] = named[name] = rule(named)
@@ -318,7 +378,6 @@ def _launch_device(named: dict) -> str:
         device = getattr(value, "device", None)
         if device is not None and not isinstance(value, (int, float, bool)):
             return str(device)
-    from .devices import default_device
     return default_device().name
 
 

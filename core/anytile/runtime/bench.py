@@ -12,6 +12,11 @@ from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
+from ._bench_kernels import fill_int32
+from .arrays import zeros
+from .devices import default_device, device as get_device
+from .hooks import knobs
+
 __all__ = ["do_bench"]
 
 _FLUSH_BYTES = 256 << 20
@@ -20,7 +25,6 @@ _flush_buffers: dict[str, Any] = {}
 
 def _devices_launched_on(fn: Callable[[], Any]) -> list:
     """Run ``fn`` once and return the devices of the anytile launches it made, in order."""
-    from .hooks import knobs
     seen: list = []
     previous = knobs.runtime.launch_exit_hook
 
@@ -45,9 +49,7 @@ def _flusher(device: Any) -> Callable[[], None]:
         return lambda: None
     buffer = _flush_buffers.get(device.name)
     if buffer is None:
-        from .arrays import zeros
         buffer = _flush_buffers[device.name] = zeros(_FLUSH_BYTES // 4, np.int32, device=device)
-    from ._bench_kernels import fill_int32
     n = buffer.size
     return lambda: fill_int32[((n + 4095) // 4096,)](buffer, n, 1, BLOCK=4096)
 
@@ -64,7 +66,6 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25, rep: float = 100,
     device)."""
     if return_mode not in ("mean", "median", "min", "max", "all"):
         raise ValueError(f"return_mode must be mean, median, min, max or all, got {return_mode!r}")
-    from .devices import default_device, device as get_device
     if device is None:
         used = _devices_launched_on(fn)
         dev = used[0] if used else default_device()

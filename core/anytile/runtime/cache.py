@@ -8,9 +8,10 @@ but ``asm``, ``metadata`` and ``signature``).
   ``ANYTILE_CACHE_DIR=`` (set, empty) or ``ANYTILE_NO_CACHE=1`` turns it off.
 * Key: a SHA-256 over anytile's version and the size and modification time of every source
   file of anytile and of the backend's package (so an edited checkout never reuses stale
-  code), ``Backend.cache_facts`` (tool versions), the kernel's dependencies key (its source
-  and that of every jit function it reaches), the plain global values those functions read,
-  the parameter types, constexprs, attributes, options and target.
+  code), ``Backend.cache_facts`` (tool versions), the kernel's dependencies
+  (``dependencies.scan``: its source, that of every jit function it reaches and the global
+  values they read; a kernel reading a value no other process can name is not cached), the
+  parameter types, constexprs, attributes, options and target.
 * Entry: one JSON file per key (texts as they are, bytes in base64, the metadata) with a
   SHA-256 checksum of that content.  It is written to a temporary file and renamed into place,
   so concurrent processes never see half an entry; an entry that cannot be read or parsed, or
@@ -19,23 +20,22 @@ but ``asm``, ``metadata`` and ``signature``).
 """
 from __future__ import annotations
 
-import ast
 import base64
 import functools
 import hashlib
 import json
 import os
+import sys
 import tempfile
-import types
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ..language.source import ABSENT, KernelSource
 from ..version import __version__
+from .dependencies import scan
 
 _CORE_FOLDER = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-__all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry"]
+__all__ = ["cache_dir", "kernel_key", "load_entry", "store_entry", "write_atomically"]
 
 _FORMAT = 2
 
@@ -72,67 +72,17 @@ def _source_fingerprint(folder: str) -> str:
 def _backend_folder(backend: Any) -> Optional[str]:
     """The folder of the backend's own modules (a namespace package has no ``__file__``:
     use the module defining the backend class, and its siblings)."""
-    import sys
     module = sys.modules.get(type(backend).__module__)
     path = getattr(module, "__file__", None)
     return os.path.dirname(path) if path else None
-
-
-class _Uncacheable(Exception):
-    """The kernel reads something the key cannot capture: compile without the disk cache."""
-
-
-def _trusted(value: Any) -> bool:
-    """Library objects whose behaviour the anytile (or NumPy, or stdlib) sources fix."""
-    module = getattr(value, "__module__", None) or getattr(value, "__name__", "")
-    return module.split(".")[0] in ("anytile", "numpy", "math", "builtins", "ml_dtypes", "typing")
-
-
-def _global_facts(source: Any) -> list[str]:
-    """The plain values (numbers, strings, dtypes, constexprs...) that the kernel and the jit
-    functions it reaches read from their globals and closures: editing ``BLOCK = 128`` at
-    module level changes the code without changing the kernel's source.  Raises
-    ``_Uncacheable`` when a kernel reads what no fact captures (a user's class attribute,
-    plain function, or a deeper attribute path of a user's module)."""
-    facts: list[str] = []
-    seen: set[int] = set()
-    pending = [source]
-    while pending:
-        current = pending.pop()
-        if id(current) in seen:
-            continue
-        seen.add(id(current))
-        for root_name, attr in current.reads():
-            value = current.lookup(root_name)
-            name = root_name
-            if attr is not None:
-                if not isinstance(value, types.ModuleType) or _trusted(value):
-                    continue          # a user's object: its plain name decides
-                name = f"{root_name}.{attr}"
-                value = getattr(value, attr, ABSENT)
-                if isinstance(value, types.ModuleType) and not _trusted(value):
-                    raise _Uncacheable(name)          # pkg.sub.X: not followed
-            code_like = isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type))
-            if isinstance(value, KernelSource):
-                pending.append(value)
-            elif value is ABSENT or isinstance(value, types.ModuleType):
-                continue
-            elif not code_like and (isinstance(value, (int, float, str, bool, bytes, tuple, type(None)))
-                                    or _trusted(type(value))):
-                # plain values and library objects (dtypes, constexprs) by their repr
-                facts.append(f"{current.__name__}:{name}={type(value).__qualname__}:{value!r}")
-            elif not (code_like and _trusted(value)):   # library functions and classes are fixed
-                raise _Uncacheable(name)
-    return sorted(set(facts))
 
 
 def kernel_key(request: Any) -> Optional[str]:
     """The cache key of one compile (a ``CompileRequest``; see the module docstring);
     ``None`` when the kernel reads something a key cannot capture."""
     source, backend, spec = request.source, request.backend, request.spec
-    try:
-        globals_read = _global_facts(source)
-    except _Uncacheable:
+    dependencies = scan(source)
+    if not dependencies.portable:
         return None
     backend_folder = _backend_folder(backend)
     parts = [
@@ -140,9 +90,8 @@ def kernel_key(request: Any) -> Optional[str]:
         f"backend {type(backend).__module__}.{type(backend).__qualname__} {backend.name}",
         _source_fingerprint(backend_folder) if backend_folder else "",
         backend.cache_facts(request.target),
-        f"kernel {source.__name__} {source.dependencies_key()} {source.fn.__code__.co_filename}:"
+        f"kernel {source.__name__} {dependencies.portable_key} {source.fn.__code__.co_filename}:"
         f"{source.fn.__code__.co_firstlineno}",
-        *globals_read,
         "types " + ", ".join(f"{k}: {v}" for k, v in spec.arg_types.items()),
         "constexprs " + ", ".join(f"{k}={type(v).__qualname__}:{v!r}"
                                   for k, v in sorted(spec.constexprs.items())),
@@ -198,21 +147,30 @@ def store_entry(folder: Path, key: str, asm: Mapping[str, Any], metadata: Mappin
                            "sha256": _checksum(key, items, metadata)})
     except (TypeError, ValueError):
         return False
-    path = _entry_path(folder, key)
+    return write_atomically(_entry_path(folder, key), text)
+
+
+def write_atomically(path: Any, text: str) -> bool:
+    """Write ``text`` to ``path`` through a temporary file renamed into place, so a reader
+    never sees half of it; ``False`` when it cannot be (a full disk, a read-only folder),
+    and the temporary file is removed whatever happened."""
+    path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=f".{key[:16]}-", suffix=".tmp",
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.stem[:16]}-", suffix=".tmp",
                                              dir=path.parent)
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as f:
-                f.write(text)
-            os.replace(temporary, path)
-        except BaseException:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-            raise
     except OSError:
         return False
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(temporary, path)
+    except BaseException as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            return False
+        raise
     return True

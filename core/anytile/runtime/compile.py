@@ -15,9 +15,12 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..backend import Backend, CompiledKernel, CompileOptions, KernelMetadata, Target
-from ..errors import AnytileError, BackendError, CompilationError
+from ..errors import AnytileError, BackendError, CompilationError, user_facing
+from ..ir.parser import parse_module
+from ..ir.printer import print_module
 from ..ir.types import PointerType
 from ..ir.verifier import verify_if_enabled
+from ..language.objects import dtype_of
 from ..language.source import KernelSource
 from . import cache
 from .discovery import get_backend
@@ -50,7 +53,6 @@ class KernelSpecialization:
     ``"*fp32"``, ``"constexpr"``), ``constants`` the constexpr values."""
 
     def __init__(self, request: CompileRequest) -> None:
-        from ..language.objects import dtype_of
         self.name = request.source.__name__
         self.constants = dict(request.spec.constexprs)
         self.signature: dict[str, str] = {}
@@ -125,7 +127,6 @@ def _compile_kernel(request: CompileRequest) -> CompiledKernel:
 def _from_cache(request: CompileRequest, asm: dict[str, Any],
                 metadata: dict[str, Any]) -> Optional[CompiledKernel]:
     """A ``CompiledKernel`` from a cache entry (``None`` if its IR does not parse)."""
-    from ..ir.parser import parse_module
     try:
         module = parse_module(asm["ir"])
     except Exception:  # noqa: BLE001 -- a corrupt entry is a miss
@@ -139,8 +140,8 @@ def _from_cache(request: CompileRequest, asm: dict[str, Any],
 
 
 def _compile_stages(request: CompileRequest, started: float) -> CompiledKernel:
+    # the compiler proper is imported by the first compile, not by ``import anytile``
     from ..frontend import compile_to_ir
-    from ..ir.printer import print_module
     from ..passes import run_default_pipeline
 
     source, backend, target, options, spec = (request.source, request.backend, request.target,
@@ -173,6 +174,7 @@ def _compile_stages(request: CompileRequest, started: float) -> CompiledKernel:
                           metadata=metadata, module=module, binary=out)
 
 
+@user_facing
 def compile(kernel: Any, target: str, signature: Mapping[str, str],
             constexprs: Optional[Mapping[str, Any]] = None, **options: Any) -> CompiledKernel:
     """Ahead-of-time compilation for a target that need not be present here::
@@ -183,9 +185,7 @@ def compile(kernel: Any, target: str, signature: Mapping[str, str],
 
     ``signature`` gives every runtime parameter's type (``"*fp32"`` for a pointer, ``"i32"``,
     ``"fp16"``...; append ``":16"`` to declare it divisible by 16)."""
-    from .jit import JITFunction
-
-    if not isinstance(kernel, JITFunction):
+    if not isinstance(getattr(kernel, "launch_signature", None), Signature):
         raise TypeError("at.compile takes a function decorated with @anytile.jit")
     tgt = Target.parse(target)
     backend = get_backend(tgt.backend)

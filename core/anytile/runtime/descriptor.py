@@ -8,6 +8,7 @@ address, the shape (``i64``) and the strides (``i64``) but the last, which must 
 element type, block shape and padding specialise the compiled code."""
 from __future__ import annotations
 
+import operator
 from typing import Any, Sequence
 
 from ..errors import LaunchArgumentError, LaunchValueError
@@ -66,7 +67,6 @@ class TensorDescriptor:
 
 def _int(value: Any, what: str) -> int:
     try:
-        import operator
         return operator.index(value)
     except TypeError:
         raise LaunchArgumentError(f"TensorDescriptor: {what} must hold ints, got "

@@ -1,59 +1,191 @@
-"""The fast path of ``kernel[grid](*args)``: a function generated per kernel.
+"""The fast path of ``kernel[grid](*args)``, and every piece of Python the runtime writes at
+run time (``define`` is the one place it is compiled).
 
-It binds the arguments (Python does, with the kernel's own parameter names), reads a few cheap
-facts of each into one key (``Signature.fast_key_lines``: an ``Array``'s precomputed key, an
-int's range, divisibility and equality to 1, a foreign array's ``Backend.foreign_reader``
-key) and looks that key up in ``fn._fast_cache``.  A hit launches through the backend's raw
-``Backend.launcher``: no ``Array``, ``KernelArg`` or ``ArgSpec`` is built.  A miss goes to
-the general path (``launch.launch_bound``), which calls ``remember`` to store an entry when
-every argument can be read this way and the arguments (not the default device) decided the
-device, so that the key decides it too."""
+Why generated: a launch is a call with the kernel's own parameters.  A function written for
+each kernel binds them with Python's own rules and messages (``add() missing 1 required
+positional argument: 'n'``) and reads each argument's key inline; a generic function would
+build dicts and loop over parameters, which costs more than the rest of a repeated launch.
+Four functions are written, each for one kernel:
+
+* ``make_fast_launcher``: ``kernel[grid](*args)``.  It reads a few cheap facts of each
+  argument into one key (``Signature.fast_key_lines``: an ``Array``'s precomputed key, an
+  int's range, divisibility and equality to 1, a foreign array's ``Backend.foreign_reader``
+  key) and looks it up in ``fn._fast_cache``.  A hit checks that no global the kernel read
+  was rebound (``binding_probe``) and calls the backend's raw ``Backend.launcher``: no
+  ``Array``, ``KernelArg`` or ``ArgSpec`` is built.  A miss goes to the general path
+  (``launch.launch_bound``) and then ``remember``s the launch when every argument can be read
+  this way and the arguments (not the default device) decided the device, so that the key
+  decides it too.  Its one ``except`` re-raises anytile's errors through
+  ``errors.for_the_user``, as every entry point does;
+* ``make_binder``: the general path's step 1 (``JITFunction.run``, ``warmup``);
+* ``_dropping_runner``: a raw launcher behind the values the plan kept (ints equal to 1 and
+  ``None`` are compiled in);
+* ``binding_probe``: whether a name the kernel read at compile time was rebound.
+"""
 from __future__ import annotations
 
-from typing import Any, Callable
+import functools
+import types
+from typing import Any, Callable, Optional
 
-from ..errors import AnytileError, shown_cause
-from .arrays import Array
+from ..errors import AnytileError, for_the_user
+from ..language.source import ABSENT
+from .arrays import Array, foreign_claimants, is_array_like
 from .discovery import on_change
-from .launch import foreign_claimants, forget_plans, is_array_like, launch_bound, normalise_grid
+from .launch import LaunchPlan, launch_bound, normalise_grid
 from .specialize import FAST_SCALARS, fast_constexpr_key, fast_int_key
 
-__all__ = ["make_fast_launcher", "make_key_function", "remember"]
-
-#: foreign array type -> the reader of the backend that claims it (``Backend.foreign_reader``)
-_readers: dict[type, Callable[[Any], tuple[Any, Any]]] = {}
-_reader_owner: dict[type, Any] = {}
-_no_reader: set[type] = set()
+__all__ = ["make_fast_launcher", "make_binder", "make_key_function", "binding_probe", "define"]
 
 
-def _forget() -> None:
-    """Discovery changed (a backend registered or refreshed): readers, plans and fast entries
-    may hold backend objects of before."""
-    _readers.clear()
-    _reader_owner.clear()
-    _no_reader.clear()
-    forget_plans()
+def define(src: str, name: str, namespace: dict[str, Any], filename: str) -> Callable[..., Any]:
+    """Compile the generated ``src`` (its tracebacks say ``filename``) with the names its code
+    uses in ``namespace``, and return its function ``name``."""
+    exec(compile(src, filename, "exec"), namespace)
+    return namespace[name]
 
 
-on_change(_forget)
+# -- the binder: the general path's step 1 -------------------------------------------------------
+def make_binder(fn: Any) -> Callable[..., tuple[tuple, dict]]:
+    """A function with the kernel's own parameters (and defaults) returning ``(values in
+    parameter order, launch options)``: Python binds, fast, and its errors name the kernel."""
+    names = fn.arg_names
+    params = ", ".join(f"{n}=_d[{n!r}]" if n in fn.defaults else n for n in names)
+    src = (f"def {fn.__name__}({params}{', ' if names else ''}**options):\n"
+           f"    return ({''.join(n + ', ' for n in names)}), options\n")
+    return define(src, fn.__name__, {"_d": dict(fn.defaults)}, f"<binder of {fn.__name__}>")
 
 
-def _learn_reader(cls: type) -> None:
-    if cls in _readers or cls in _no_reader or cls in FAST_SCALARS:
-        return
-    for backend in foreign_claimants():
-        try:
-            reader = backend.foreign_reader(cls)
-        except Exception:  # noqa: BLE001 -- a plugin's bug only costs it the fast path
-            reader = None
-        if reader is not None:
-            _readers[cls] = reader
-            _reader_owner[cls] = backend
-            return
-    _no_reader.add(cls)
+# -- the launcher --------------------------------------------------------------------------------
+def _prefix(names: list[str]) -> str:
+    """A prefix no parameter name starts with, for the generated code's own names."""
+    p = "_at_"
+    while any(n.startswith(p) for n in names):
+        p += "_"
+    return p
 
 
-def remember(fn: Any, key: Any, plan: Any, bound: tuple, values: list, dev: Any) -> None:
+def _namespace(fn: Any, p: str) -> dict[str, Any]:
+    """The names the launcher and the key function use, each behind the prefix ``p``."""
+    return {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
+            f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
+            f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": normalise_grid,
+            f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}for_the_user": for_the_user,
+            f"{p}cache": fn._fast_cache}
+
+
+def _key_expression(fn: Any, p: str) -> str:
+    sig = fn.launch_signature
+    parts = [sig.constexpr_key(param.name, p) if param.is_constexpr else f"{p}k{param.index}"
+             for param in sig.params]
+    return f"({''.join(k + ', ' for k in parts)}{p}ok)"
+
+
+def make_fast_launcher(fn: Any) -> Callable[..., Any]:
+    """A function ``(grid, *args, **kwargs)`` with the kernel's own parameters that launches
+    through ``fn._fast_cache`` (see the module docstring), falling back to ``launch_bound``.
+    Too many positional arguments are reported without counting the grid."""
+    names = fn.arg_names
+    p = _prefix(names)
+    bound = f"({''.join(n + ', ' for n in names)})"
+    required = len([n for n in names if n not in fn.defaults])
+    taken = (f"{len(names)} positional argument{'s' if len(names) != 1 else ''}"
+             if required == len(names) else f"from {required} to {len(names)} positional arguments")
+    params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
+    raws = [f"{p}v{i}" for i in fn.launch_signature.runtime_positions]
+
+    def miss(stream: str, key: str) -> str:
+        return f"return {p}miss({p}self, {p}grid, {bound}, {p}options, {stream}, {key})"
+    body = [
+        *fn.launch_signature.fast_key_lines(names, p, miss("None", "None")),
+        f"    if {p}options:",
+        f'        {p}s = {p}options.pop("stream", None)',
+        f'        if "device" in {p}options:',
+        f"            {miss(f'{p}s', 'None')}",
+        f"        {p}ok = tuple({p}options.items())",
+        "    else:",
+        f"        {p}s = None",
+        f"        {p}ok = ()",
+        f"    {p}key = {_key_expression(fn, p)}",
+        "    try:",
+        f"        {p}entry = {p}cache.get({p}key)",
+        "    except TypeError:",
+        f"        {p}entry = None",
+        f"    if {p}entry is None or ({p}entry[2] is not None and "
+        f"{p}entry[2]() is not {p}entry[3]):",
+        f"        {miss(f'{p}s', f'{p}key')}",
+        # the common grid, (n,), inline; everything else through the one rule
+        f"    {p}g = {p}grid",
+        f"    if type({p}g) is tuple and len({p}g) == 1 and type({p}g[0]) is int and "
+        f"0 < {p}g[0] < 2147483648:",
+        f"        {p}x, {p}y, {p}z = {p}g[0], 1, 1",
+        "    else:",
+        f"        {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
+        f"        if not ({p}x and {p}y and {p}z):",
+        f"            return {p}entry[1]",
+        f"    {p}entry[0]({p}x, {p}y, {p}z, {p}s, {p}o{''.join(', ' + v for v in raws)})",
+        f"    return {p}entry[1]",
+    ]
+    src = "\n".join([
+        f"def {fn.__name__}({p}grid{', ' if names else ''}{params}, *{p}extra, **{p}options):",
+        f"    if {p}extra:",
+        f"        raise TypeError(f\"{fn.__name__}() takes {taken} but "
+        f"{{{len(names)} + len({p}extra)}} were given\")",
+        "    try:",
+        *("    " + line for line in body),
+        f"    except {p}AnytileError as {p}exc:   # the user's error: their line, not ours",
+        f"        raise {p}for_the_user({p}exc) from None",
+        "",
+    ])
+    return define(src, fn.__name__, _namespace(fn, p), f"<fast launcher of {fn.__name__}>")
+
+
+def make_key_function(fn: Any) -> Callable[..., Any]:
+    """The fast launcher's key computation alone, from the same generated lines:
+    ``key_of(*args, **options)`` returns the key the launcher would look up, or ``None``
+    where it would go to the general path unconditionally (for tests)."""
+    names = fn.arg_names
+    p = _prefix(names)
+    params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
+    src = "\n".join([
+        f"def key_of({params}{', ' if names else ''}**{p}options):",
+        *fn.launch_signature.fast_key_lines(names, p, "return None"),
+        f'    {p}options.pop("stream", None)',
+        f"    {p}ok = tuple({p}options.items())",
+        f"    return {_key_expression(fn, p)}",
+        "",
+    ])
+    return define(src, "key_of", _namespace(fn, p), f"<fast key of {fn.__name__}>")
+
+
+# -- a miss: the general path, then what the fast path learns from it ----------------------------
+def _miss(fn: Any, grid: Any, bound: tuple, options: dict, stream: Any, key: Any) -> Any:
+    """A launch the fast path could not serve: ``key`` is ``None`` when an argument's type
+    was unknown to it (ask the backends for readers of such types, and start again when one
+    was found) or when the key cannot be hashed (the general path reports the bad value)."""
+    if key is None and "device" not in options:
+        learned = False
+        for value in bound:
+            cls = type(value)
+            if cls not in _readers and cls not in _no_reader and cls not in FAST_SCALARS and \
+                    is_array_like(value):
+                _learn_reader(cls)
+                learned = learned or cls in _readers
+        if learned:
+            if stream is not None:
+                options["stream"] = stream
+            return fn._fast(grid, *bound, **options)
+    try:
+        hash(key)
+    except TypeError:             # an unhashable constexpr: the general path says so
+        key = None
+    done = launch_bound(fn, bound, options, grid, False, stream)
+    if key is not None and done.repeatable:
+        remember(fn, key, done.plan, bound, done.values, done.device)
+    return done.plan.compiled
+
+
+def remember(fn: Any, key: Any, plan: LaunchPlan, bound: tuple, values: list, dev: Any) -> None:
     """Store ``plan`` under the fast ``key`` when a later launch with the same key can go
     straight to the backend's raw launcher."""
     if plan.runner is False:
@@ -84,7 +216,8 @@ def remember(fn: Any, key: Any, plan: Any, bound: tuple, values: list, dev: Any)
     run = plan.runner
     if kept != list(runtime):
         run = _dropping_runner(run, kept, runtime)
-    fn._fast_cache[key] = (run, plan.compiled)
+    probe, current = fn._probe or (None, None)
+    fn._fast_cache[key] = (run, plan.compiled, probe, current)
 
 
 def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -> Callable:
@@ -94,135 +227,66 @@ def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -
     passed = [names[runtime.index(i)] for i in kept]
     src = (f"def run(g0, g1, g2, stream, owner, {', '.join(names)}):\n"
            f"    return _run(g0, g1, g2, stream, owner{''.join(', ' + n for n in passed)})\n")
-    namespace: dict[str, Any] = {"_run": run}
-    exec(compile(src, "<anytile runner>", "exec"), namespace)
-    return namespace["run"]
+    return define(src, "run", {"_run": run}, "<anytile runner>")
 
 
-def _miss(fn: Any, grid: Any, bound: tuple, options: dict, stream: Any, key: Any) -> Any:
-    """A launch the fast path could not serve: ``key`` is ``None`` when an argument's type
-    was unknown to it (ask the backends for readers of such types, and start again when one
-    was found) or when the key cannot be hashed (the general path reports the bad value)."""
-    if key is None and "device" not in options:
-        learned = False
-        for value in bound:
-            cls = type(value)
-            if cls not in _readers and cls not in _no_reader and cls not in FAST_SCALARS and \
-                    is_array_like(value):
-                _learn_reader(cls)
-                learned = learned or cls in _readers
-        if learned:
-            if stream is not None:
-                options["stream"] = stream
-            return fn._fast(grid, *bound, **options)
-    try:
-        hash(key)
-    except TypeError:             # an unhashable constexpr: the general path says so
-        key = None
-    return launch_bound(fn, bound, options, grid, False, stream, key)
+#: foreign array type -> the reader of the backend that claims it (``Backend.foreign_reader``)
+_readers: dict[type, Callable[[Any], tuple[Any, Any]]] = {}
+_reader_owner: dict[type, Any] = {}
+_no_reader: set[type] = set()
 
 
-def _prefix(names: list[str]) -> str:
-    """A prefix no parameter name starts with, for the generated code's own names."""
-    p = "_at_"
-    while any(n.startswith(p) for n in names):
-        p += "_"
-    return p
+def _learn_reader(cls: type) -> None:
+    if cls in _readers or cls in _no_reader or cls in FAST_SCALARS:
+        return
+    for backend in foreign_claimants():
+        try:
+            reader = backend.foreign_reader(cls)
+        except Exception:  # noqa: BLE001 -- a plugin's bug only costs it the fast path
+            reader = None
+        if reader is not None:
+            _readers[cls] = reader
+            _reader_owner[cls] = backend
+            return
+    _no_reader.add(cls)
 
 
-def _define(fn: Any, p: str, src: str, name: str, filename: str) -> Callable[..., Any]:
-    """Run the generated ``src`` with the names its code uses; return its function ``name``."""
-    namespace = {f"{p}d": dict(fn.defaults), f"{p}Array": Array, f"{p}readers": _readers,
-                 f"{p}scalars": FAST_SCALARS, f"{p}int_key": fast_int_key,
-                 f"{p}cx": fast_constexpr_key, f"{p}miss": _miss, f"{p}grid_of": normalise_grid,
-                 f"{p}self": fn, f"{p}AnytileError": AnytileError, f"{p}shown_cause": shown_cause,
-                 f"{p}cache": fn._fast_cache}
-    exec(compile(src, filename, "exec"), namespace)
-    return namespace[name]
+def _forget_readers() -> None:
+    """Discovery changed (a backend registered or refreshed): readers may belong to backend
+    objects of before (``launch`` drops the plans and fast entries)."""
+    _readers.clear()
+    _reader_owner.clear()
+    _no_reader.clear()
 
 
-def _key_expression(fn: Any, p: str) -> str:
-    sig = fn.launch_signature
-    parts = [sig.constexpr_key(param.name, p) if param.is_constexpr else f"{p}k{param.index}"
-             for param in sig.params]
-    return f"({''.join(k + ', ' for k in parts)}{p}ok)"
+on_change(_forget_readers)
 
 
-def make_fast_launcher(fn: Any) -> Callable[..., Any]:
-    """A function ``(grid, *args, **kwargs)`` with the kernel's own parameters that launches
-    through ``fn._fast_cache`` (see the module docstring), falling back to ``launch_bound``.
-    Too many positional arguments are reported without counting the grid."""
-    names = fn.arg_names
-    p = _prefix(names)
-    bound = f"({''.join(n + ', ' for n in names)})"
-    required = len([n for n in names if n not in fn.defaults])
-    taken = (f"{len(names)} positional argument{'s' if len(names) != 1 else ''}"
-             if required == len(names) else f"from {required} to {len(names)} positional arguments")
-    params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
-    raws = [f"{p}v{i}" for i in fn.launch_signature.runtime_positions]
-
-    def miss(stream: str, key: str, indent: str) -> list[str]:
-        # the general path, its user errors re-raised here: one anytile frame in the traceback
-        return [f"{indent}try:",
-                f"{indent}    return {p}miss({p}self, {p}grid, {bound}, {p}options, {stream}, {key})",
-                f"{indent}except {p}AnytileError as {p}exc:",
-                f"{indent}    raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)"]
-    src = "\n".join([
-        f"def {fn.__name__}({p}grid{', ' if names else ''}{params}, *{p}extra, **{p}options):",
-        f"    if {p}extra:",
-        f"        raise TypeError(f\"{fn.__name__}() takes {taken} but "
-        f"{{{len(names)} + len({p}extra)}} were given\")",
-        *fn.launch_signature.fast_key_lines(names, p, "\n".join(miss("None", "None", ""))),
-        f"    if {p}options:",
-        f'        {p}s = {p}options.pop("stream", None)',
-        f'        if "device" in {p}options:',
-        *miss(f"{p}s", "None", "            "),
-        f"        {p}ok = tuple({p}options.items())",
-        "    else:",
-        f"        {p}s = None",
-        f"        {p}ok = ()",
-        f"    {p}key = {_key_expression(fn, p)}",
-        "    try:",
-        f"        {p}entry = {p}cache.get({p}key)",
-        "    except TypeError:",
-        f"        {p}entry = None",
-        f"    if {p}entry is None or ({p}self._deps[1] and not {p}self.dependencies_current()):",
-        *miss(f"{p}s", f"{p}key", "        "),
-        # the common grid, (n,), inline; everything else through the one rule
-        f"    {p}g = {p}grid",
-        f"    if type({p}g) is tuple and len({p}g) == 1 and type({p}g[0]) is int and "
-        f"0 < {p}g[0] < 2147483648:",
-        f"        {p}x, {p}y, {p}z = {p}g[0], 1, 1",
-        "    else:",
-        "        try:",
-        f"            {p}x, {p}y, {p}z = {p}grid_of({p}self, {p}g, {bound}, {p}options)",
-        f"        except {p}AnytileError as {p}exc:",
-        f"            raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)",
-        f"        if not ({p}x and {p}y and {p}z):",
-        f"            return {p}entry[1]",
-        "    try:",
-        f"        {p}entry[0]({p}x, {p}y, {p}z, {p}s, {p}o{''.join(', ' + v for v in raws)})",
-        f"    except {p}AnytileError as {p}exc:   # the user's error, not our internals",
-        f"        raise {p}exc.with_traceback(None) from {p}shown_cause({p}exc)",
-        f"    return {p}entry[1]",
-        "",
-    ])
-    return _define(fn, p, src, fn.__name__, f"<fast launcher of {fn.__name__}>")
+# -- the dependency check ------------------------------------------------------------------------
+Binding = tuple[Any, str, Any]     # (holder, name, object)
 
 
-def make_key_function(fn: Any) -> Callable[..., Any]:
-    """The fast launcher's key computation alone, from the same generated lines:
-    ``key_of(*args, **options)`` returns the key the launcher would look up, or ``None``
-    where it would go to the general path unconditionally (for tests)."""
-    names = fn.arg_names
-    p = _prefix(names)
-    params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)
-    src = "\n".join([
-        f"def key_of({params}{', ' if names else ''}**{p}options):",
-        *fn.launch_signature.fast_key_lines(names, p, "return None"),
-        f'    {p}options.pop("stream", None)',
-        f"    {p}ok = tuple({p}options.items())",
-        f"    return {_key_expression(fn, p)}",
-        "",
-    ])
-    return _define(fn, p, src, "key_of", f"<fast key of {fn.__name__}>")
+def binding_probe(bindings: tuple[Binding, ...]) -> Optional[tuple[Callable[[], Any], Any]]:
+    """``(probe, current)``: every one of ``bindings`` (``dependencies.scan``'s ``(holder,
+    name, object)``) still holds its object while ``probe() is current``; the fast path asks
+    before every launch, so one global in a dict is probed by its ``dict.get`` alone (no
+    Python frame), others by a generated function of one lookup each.  ``None``: nothing to
+    probe."""
+    if not bindings:
+        return None
+    if len(bindings) == 1 and type(bindings[0][0]) is dict:
+        holder, name, value = bindings[0]
+        return functools.partial(holder.get, name, ABSENT), value
+    namespace: dict[str, Any] = {"ABSENT": ABSENT}
+    tests = []
+    for i, (holder, name, value) in enumerate(bindings):
+        namespace[f"h{i}"], namespace[f"v{i}"] = holder, value
+        if type(holder) is dict:
+            tests.append(f"h{i}.get({name!r}, ABSENT) is not v{i}")
+        elif type(holder) is types.CellType:
+            tests.append(f"h{i}.cell_contents is not v{i}")
+        else:
+            tests.append(f"getattr(h{i}, {name!r}, ABSENT) is not v{i}")
+    src = ("def stale():\n    try:\n        return " + " or ".join(tests) +
+           "\n    except ValueError:    # a closure cell emptied\n        return True\n")
+    return define(src, "stale", namespace, "<anytile dependency check>"), False

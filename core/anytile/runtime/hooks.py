@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-__all__ = ["LaunchInfo", "CompileInfo", "knobs", "set_allocator", "get_allocator", "launch_hooks_set", "call_launch_hook",
+__all__ = ["LaunchInfo", "CompileInfo", "knobs", "set_allocator", "get_allocator",
+           "launch_hooks_set", "on_launch_hooks_change", "call_launch_hook",
            "call_compile_listener"]
 
 
@@ -107,9 +108,18 @@ def launch_hooks_set() -> bool:
     return knobs.runtime._enter is not None or knobs.runtime._exit is not None
 
 
+_on_change: list[Callable[[], Any]] = []
+
+
+def on_launch_hooks_change(callback: Callable[[], Any]) -> None:
+    """Call ``callback()`` whenever a launch hook is set or unset (the launch path drops its
+    fast entries, so that launches take the general path, which calls the hooks)."""
+    _on_change.append(callback)
+
+
 def _hooks_changed() -> None:
-    from .launch import forget_fast_entries
-    forget_fast_entries()
+    for callback in list(_on_change):
+        callback()
 
 
 def call_launch_hook(which: str, info: LaunchInfo) -> None:

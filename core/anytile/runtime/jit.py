@@ -1,11 +1,20 @@
-"""``@anytile.jit``: the kernel object users decorate, index with a grid and call."""
+"""``@anytile.jit``: the kernel object users decorate, index with a grid and call.
+
+``kernel[grid](*args)`` calls the launcher generated for the kernel (``fast_launch.py``),
+which launches a repeated call straight through the backend and hands any other to the
+general path (``launch.py``: device, arrays, specialisation, ``compile.py``, the backend);
+``kernel.run(*args, grid=...)`` and ``kernel.warmup(...)`` take the general path directly."""
 from __future__ import annotations
 
+import ast
 import functools
 from typing import Any, Callable, Optional
 
-from ..errors import AnytileError, shown_cause
+from ..errors import AnytileError, user_facing
 from ..language.source import KernelSource
+from .dependencies import scan
+from .fast_launch import binding_probe, make_binder, make_fast_launcher
+from .launch import launch
 from .specialize import Signature
 
 
@@ -38,10 +47,8 @@ class JITFunction(KernelSource):
         self.repr = repr
         self.launch_signature = Signature(self, self.do_not_specialize)
         self._plans: dict = {}             # (device, ArgSpecs, options, deps) -> LaunchPlan
-        self._fast_cache: dict = {}        # fast key -> (raw launcher, CompiledKernel)
-        self._fast_deps: Optional[str] = None
-        from .fast_launch import make_fast_launcher
-        from .launch import make_binder
+        self._fast_cache: dict = {}        # key -> (raw launcher, CompiledKernel, probe, current)
+        self._probe: Optional[tuple] = None   # (probe, current): whether a name read was rebound
         self._binder = make_binder(self)
         self._fast = make_fast_launcher(self)
         functools.update_wrapper(self, fn, updated=())
@@ -51,37 +58,44 @@ class JITFunction(KernelSource):
         use to patch an operator into a kernel): the same parameters, a new body; what was
         compiled from the old text is dropped.  Errors in the new text point at the lines of
         the original ``def``."""
-        import ast
         tree = ast.parse(new_src)
         if not tree.body or not isinstance(tree.body[0], ast.FunctionDef):
             raise AnytileError(f"_unsafe_update_src of '{self.__name__}': the new source must "
                                f"be a def")
         self.src = new_src if new_src.endswith("\n") else new_src + "\n"
-        self._tree = self._reads = self._deps = None
+        self._tree = self._reads = self._deps = self._probe = None
         self._plans.clear()
         self._fast_cache.clear()
-        self._fast_deps = None
+
+    def dependencies_key(self) -> str:
+        """A hash of what this kernel's compiled code depends on besides its arguments: its
+        source, that of every ``@jit`` function it reaches, and the globals and closure
+        variables they read (``dependencies.scan``); rescanned only when one of those names
+        is rebound (``dependencies_current``), so a rebound ``tl.constexpr`` global compiles
+        anew.  A rescan drops the fast path's entries: they check the bindings of before."""
+        cached = self._deps
+        if cached is not None and self.dependencies_current():
+            return cached[0]
+        found = scan(self)
+        self._deps = (found.key, found.bindings)
+        self._probe = binding_probe(found.bindings)
+        self._fast_cache.clear()
+        return found.key
 
     # -- launching -----------------------------------------------------------------------------
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         """``kernel[grid](*args, **kwargs)``: ``grid`` is 1-3 ints or ``callable(meta)``."""
         return functools.partial(self._fast, grid)
 
+    @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Specialise, compile (cached) and launch; returns the ``CompiledKernel``."""
-        from .launch import launch
-        try:
-            return launch(self, args, kwargs, grid, warmup=False)
-        except AnytileError as exc:  # the user's error: show their line, not our internals
-            raise exc.with_traceback(None) from shown_cause(exc)
+        return launch(self, args, kwargs, grid, warmup=False)
 
+    @user_facing
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
         """Compile for these arguments without running; returns the ``CompiledKernel``."""
-        from .launch import launch
-        try:
-            return launch(self, args, kwargs, grid, warmup=True)
-        except AnytileError as exc:
-            raise exc.with_traceback(None) from shown_cause(exc)
+        return launch(self, args, kwargs, grid, warmup=True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(
