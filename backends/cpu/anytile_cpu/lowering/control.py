@@ -2,7 +2,10 @@
 
 Loop-carried and if-yielded values live in stack slots: scalar slots (LLVM's mem2reg makes
 them registers again) or tile buffers.  Checks made while running (``device_assert``, a
-for-loop step that must be positive) write their number to the launch's error word.
+for-loop step that must be positive) write their number to the launch's error word.  Each
+iteration of a ``for`` or ``while`` loop reads that word and leaves the program when it is
+set: a launch that is cancelled (Ctrl-C writes ``launch.CANCELLED`` there) or has failed
+stops inside a long program, not only between programs.
 """
 from __future__ import annotations
 
@@ -104,6 +107,15 @@ def _copy_buffer(ctx: "ProgramLowering", src: TileBuffer, dst: TileBuffer) -> No
     del ctx.tiles[fake]
 
 
+def _stop_if_stopped(ctx: "ProgramLowering") -> None:
+    """Leave the program when the launch's error word is set (an atomic read: another
+    thread writes it, and it must not be hoisted out of the loop)."""
+    b = ctx.b
+    word = b.load_atomic(ctx.error_word, "monotonic", 4, typ=I32)
+    with b.if_then(b.icmp_signed("!=", word, ir.Constant(I32, 0)), likely=False):
+        b.ret_void()
+
+
 def lower_for(ctx: "ProgramLowering", op: ForOp) -> None:
     b = ctx.b
     slots = make_slots(ctx, [v.type for v in op.inits])
@@ -120,6 +132,7 @@ def lower_for(ctx: "ProgramLowering", op: ForOp) -> None:
     iv.add_incoming(lower, pre)
     b.cbranch(b.icmp_signed("<", iv, upper), body, done)
     b.position_at_end(body)
+    _stop_if_stopped(ctx)
     ctx.scalars[op.body.args[0]] = iv
     bind_slots(ctx, op.body.args[1:], slots)
     term = ctx.lower_block(op.body)
@@ -176,6 +189,7 @@ def lower_while(ctx: "ProgramLowering", op: WhileOp) -> None:
     assign(ctx, cond_op.values, after_slots)
     b.cbranch(ctx.scalars[cond_op.cond], body, done)
     b.position_at_end(body)
+    _stop_if_stopped(ctx)
     bind_slots(ctx, op.after.args, after_slots)
     term = ctx.lower_block(op.after)
     assign(ctx, term.values if term is not None else [], before_slots)
