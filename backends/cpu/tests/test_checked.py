@@ -189,7 +189,9 @@ def test_a_numpy_views_neighbours_are_outside_it(cpu, rng):
     mine, _ = _report(shift_store, (1,), (rng.standard_normal(16).astype(np.float32), inside, 0),
                       dict(BLOCK=16), interpreter=False)
     assert "out-of-bounds store" in str(mine) and "argument 'dst'" in str(mine)
-    assert np.all(parent == POISON)
+    # the neighbours are intact (the view's own lanes in SIMD chunks before the failing one
+    # may be written: how many depends on the machine's vector width)
+    assert np.all(parent[:20] == POISON) and np.all(parent[30:] == POISON)
 
 
 @at.jit
