@@ -1,8 +1,10 @@
 """Atomics: one LLVM ``atomicrmw``/``cmpxchg`` per element, on real host addresses.
 
 Tiles are walked element by element; a masked-off element issues no memory operation (its
-result is 0).  Float add/min/max use LLVM's ``fadd``/``fmin``/``fmax`` (f32, f64, f16);
-``bf16`` has no LLVM atomic, so it is a compare-and-swap loop on the 16-bit pattern.
+result is 0).  Float add uses LLVM's ``fadd`` (f32, f64, f16); float min and max are a
+compare-and-swap loop on the bit pattern around the elementwise op (LLVM's ``fmin``/``fmax``
+may keep either of +0 and -0; the IR orders -0 below +0), and so is every ``bf16`` atomic
+(LLVM has none).
 """
 from __future__ import annotations
 
@@ -10,8 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from llvmlite import ir
 
-from anytile.codegen.llvm.types import I16
-from anytile.ir import AtomicCASOp, AtomicRMWOp, ScalarType, TileType, bf16, elem_type, shape_of
+from anytile.ir import AtomicCASOp, AtomicRMWOp, ScalarType, TileType, elem_type, shape_of
 
 from .values import Point
 
@@ -92,10 +93,10 @@ def _guarded(ctx: "ProgramLowering", mask: Optional[ir.Value], elem: ScalarType,
 def atomic_rmw(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Value, val: ir.Value,
                ordering: str) -> ir.Value:
     b = ctx.b
-    if elem.name == "bf16":
-        return _bf16_cas_loop(ctx, kind, ptr, val, ordering)
+    if elem.name == "bf16" or (elem.is_float and kind in ("max", "min")):
+        return _cas_loop(ctx, kind, elem, ptr, val, ordering)
     if elem.is_float:
-        name = {"add": "fadd", "max": "fmax", "min": "fmin", "xchg": "xchg"}.get(kind)
+        name = {"add": "fadd", "xchg": "xchg"}.get(kind)
         if name is None:
             raise ValueError(f"atomic '{kind}' on {elem}")
         raw = ctx.ew.to_storage(elem, val)
@@ -108,26 +109,31 @@ def atomic_rmw(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Valu
     return ctx.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
 
 
-def _bf16_cas_loop(ctx: "ProgramLowering", kind: str, ptr: ir.Value, val: ir.Value,
-                   ordering: str) -> ir.Value:
+def _cas_loop(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Value,
+              val: ir.Value, ordering: str) -> ir.Value:
+    """``kind`` applied by a compare-and-swap loop on ``elem``'s bit pattern; the old value."""
     b = ctx.b
-    start = b.load(ptr, typ=I16, align=2)
+    bits, storage = ir.IntType(elem.bits), ctx.stype(elem)
+
+    def value_of(pattern: ir.Value) -> ir.Value:
+        raw = pattern if storage == bits else b.bitcast(pattern, storage)
+        return ctx.ew.from_storage(elem, raw)
+
+    def pattern_of(value: ir.Value) -> ir.Value:
+        raw = ctx.ew.to_storage(elem, value)
+        return raw if storage == bits else b.bitcast(raw, bits)
+    start = b.load(ptr, typ=bits, align=elem.nbytes)
     pre = b.block
-    loop = b.append_basic_block("bf16.cas")
-    done = b.append_basic_block("bf16.cas.end")
+    loop = b.append_basic_block("cas")
+    done = b.append_basic_block("cas.end")
     b.branch(loop)
     b.position_at_end(loop)
-    old = b.phi(I16)
+    old = b.phi(bits)
     old.add_incoming(start, pre)
-    current = ctx.ew.from_storage(bf16, old)
-    if kind == "xchg":
-        new = val
-    else:
-        new = ctx.ew.binary(kind, bf16, current, val)
-    pair = b.cmpxchg(ptr, old, ctx.ew.to_storage(bf16, new), ordering,
-                     FAIL_ORDERINGS[ordering])
-    seen = b.extract_value(pair, 0)
-    old.add_incoming(seen, b.block)
+    current = value_of(old)
+    new = val if kind == "xchg" else ctx.ew.binary(kind, elem, current, val)
+    pair = b.cmpxchg(ptr, old, pattern_of(new), ordering, FAIL_ORDERINGS[ordering])
+    old.add_incoming(b.extract_value(pair, 0), b.block)
     b.cbranch(b.extract_value(pair, 1), done, loop)
     b.position_at_end(done)
     return current
