@@ -13,9 +13,13 @@ partly written: the programs that ended wrote everything, a program that was sto
 what its stores before the stop wrote, the others nothing.
 
 The handler is put in place (when a kernel is loaded) only while Python's SIGINT handler is
-``signal.default_int_handler``: ``signal.signal`` replaces it at the OS level, and then (or
-where it is not put in place) Ctrl-C is heard between programs, and in a pool launch at
-once, the workers' programs stopping at their next loop iteration.
+``signal.default_int_handler``, in front of the handler the OS calls then: Python's, or a
+library's put there before ours (LLVM's, which PoCL brings, puts back the one it replaced
+and raises the signal again).  A handler put in front of ours later may put ours back and
+raise again, so ours never calls it: ours then stays out until Python's is back.
+``signal.signal`` replaces ours at the OS level; then (or where it is not in place)
+Ctrl-C is heard between programs, and in a pool launch at once, the workers' programs
+stopping at their next loop iteration.
 """
 from __future__ import annotations
 
@@ -35,7 +39,7 @@ from .native_pool import native_pool_support
 __all__ = ["CANCELLED", "MAIN", "MainRecord", "install", "interrupted"]
 
 CANCELLED = -1                     # the error word's value that stops a launch (Ctrl-C)
-_SA_SIGINFO = 4                    # Linux (x86-64, AArch64)
+_SA_SIGINFO, _SA_ONSTACK = 4, 0x08000000      # Linux (x86-64, AArch64)
 _SIG_DFL, _SIG_IGN = 0, 1
 
 
@@ -87,6 +91,28 @@ class _SigAction(ctypes.Structure):
 
     _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16),
                 ("flags", ctypes.c_int), ("restorer", ctypes.c_void_p)]
+
+
+class _DlInfo(ctypes.Structure):
+    """``Dl_info``, what ``dladdr`` says of an address."""
+
+    _fields_ = [("fname", ctypes.c_char_p), ("fbase", ctypes.c_void_p),
+                ("sname", ctypes.c_char_p), ("saddr", ctypes.c_void_p)]
+
+
+def _object_base(libc: ctypes.CDLL, address: Optional[int]) -> Optional[int]:
+    """The load address of the executable or shared library holding ``address``."""
+    info = _DlInfo()
+    if not address or not libc.dladdr(ctypes.c_void_p(address), ctypes.byref(info)):
+        return None
+    return info.fbase
+
+
+def _is_pythons(libc: ctypes.CDLL, handler: Optional[int]) -> bool:
+    """Whether ``handler`` lies in Python itself (its signal module's C handler)."""
+    python = ctypes.cast(ctypes.pythonapi.PyErr_CheckSignals, ctypes.c_void_p).value
+    base = _object_base(libc, handler)
+    return base is not None and base == _object_base(libc, python)
 
 
 def _compile_handler(state: int) -> llvm_host.JitLibrary:
@@ -146,7 +172,8 @@ def install() -> bool:
             return False
         if _handler and current.handler == _handler:
             return True
-        if current.handler in (None, _SIG_DFL, _SIG_IGN):
+        if current.handler in (None, _SIG_DFL, _SIG_IGN) or (
+                _handler and not _is_pythons(libc, current.handler)):
             return False
         if _state is None:
             _state = _HookState()
@@ -159,5 +186,5 @@ def install() -> bool:
         ours = _SigAction()
         ctypes.memmove(ctypes.byref(ours), ctypes.byref(current), ctypes.sizeof(_SigAction))
         ours.handler = _handler
-        ours.flags = current.flags | _SA_SIGINFO
+        ours.flags = _SA_SIGINFO | _SA_ONSTACK      # no SA_RESTART, as Python's (PEP 475)
         return libc.sigaction(signal.SIGINT, ctypes.byref(ours), None) == 0
