@@ -224,6 +224,21 @@ def test_float_min_max_ignore_a_single_nan():
     assert np.array_equal(hi[4:], np.maximum(a, b)[4:])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
+def test_float_min_max_order_signed_zeros(dtype):
+    """-0 < +0 whatever the operands' order: max(-0, +0) = +0, min(-0, +0) = -0 (IEEE
+    754-2019 maximumNumber/minimumNumber), on tiles and on scalars."""
+    zeros = np.array([0.0, -0.0], np.float64)
+    a = rng(25).choice(zeros, N).astype(dtype)
+    b = rng(26).choice(zeros, N).astype(dtype)
+    bits = np.dtype(f"u{np.dtype(dtype).itemsize}")
+    for run in (run_elementwise, run_scalarwise):
+        hi = run(lambda kb, x, y: kb.binary("max", x, y), [a, b], dtype)
+        lo = run(lambda kb, x, y: kb.binary("min", x, y), [a, b], dtype)
+        assert np.array_equal(hi.view(bits), a.view(bits) & b.view(bits))
+        assert np.array_equal(lo.view(bits), a.view(bits) | b.view(bits))
+
+
 @pytest.mark.parametrize("pred,ref", [("eq", np.equal), ("ne", np.not_equal), ("lt", np.less),
                                       ("le", np.less_equal), ("gt", np.greater),
                                       ("ge", np.greater_equal)])

@@ -1,13 +1,17 @@
 """Atomics: contention within a tile and across programs, old values, masks, CAS."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
 from anytile.errors import OutOfBoundsError
 from anytile.ir import AddPtrOp, AtomicCASOp, AtomicRMWOp, StoreOp
 from anytile.ir.types import f32, from_numpy, i32
-from interp_kit import KernelBuilder, ptr, rng, run
+from anytile.backend import KernelArg, PointerArg
+from anytile.interpreter import atomics as interp_atomics
+from interp_kit import BACKEND, DEVICE, KernelBuilder, ptr, rng, run
 
 
 def histogram_kernel(block: int):
@@ -115,3 +119,76 @@ def test_out_of_bounds_atomic_is_reported():
                                                r"3-element \(12-byte\)"):
         run(rmw_kernel("add", np.int32, 16), 1, v, target, old)
     assert (target == 0).all()
+
+
+def counting_kernel(n: int):
+    """Every program adds 1 to each of ``counter[0:n]``."""
+    kb = KernelBuilder([("counter", ptr(i32))])
+    ones = kb.splat(kb.const(1, i32), (n,))
+    kb.op(AtomicRMWOp, "add", kb.ptrs(kb.arg("counter"), kb.arange(n)), ones)
+    return kb.module
+
+
+class _ContendedLock:
+    """A lock that sets ``contended`` when a thread finds it held (and then waits for it)."""
+
+    def __init__(self, contended: threading.Event) -> None:
+        self.inner, self.contended = threading.Lock(), contended
+
+    def __enter__(self) -> None:
+        if not self.inner.acquire(blocking=False):
+            self.contended.set()
+            self.inner.acquire()
+
+    def __exit__(self, *exc: object) -> None:
+        self.inner.release()
+
+
+def test_atomics_of_two_launches_running_at_once_lose_no_update(monkeypatch):
+    # two modules (two executors: nothing serialises their launches) add into one array from
+    # two threads.  Launch A stops inside its first atomic, between its read and its write,
+    # until launch B has run to its end or has found the atomics held (then it waits).
+    n, programs = 16, 50
+    a_inside, go_on = threading.Event(), threading.Event()
+    monkeypatch.setattr(interp_atomics, "ATOMICS_LOCK", _ContendedLock(go_on), raising=False)
+    real_combine = interp_atomics.rmw_combine
+    paused: list[int] = []
+
+    def pausing_combine(kind, elem):
+        combine = real_combine(kind, elem)
+
+        def first_pauses(old, value):
+            if not paused:
+                paused.append(threading.get_ident())
+                a_inside.set()
+                assert go_on.wait(timeout=600)       # a hang guard only
+            return combine(old, value)
+        return first_pauses
+    monkeypatch.setattr(interp_atomics, "rmw_combine", pausing_combine)
+
+    counter = rng(7).integers(-1000, 1000, n).astype(np.int32)
+    expected = (counter + 2 * programs).tolist()
+    imported = BACKEND.import_array(counter, DEVICE)
+    modules = [counting_kernel(n) for _ in range(2)]
+    executors = [BACKEND.load(m, DEVICE) for m in modules]
+    errors: list[BaseException] = []
+
+    def launch(i: int) -> None:
+        arg = KernelArg(modules[i].kernel.args[0].type,
+                        PointerArg(imported.buffer, imported.offset))
+        try:
+            BACKEND.launch(executors[i], (programs, 1, 1), [arg], DEVICE)
+        except BaseException as exc:   # reported by the main thread
+            errors.append(exc)
+        finally:
+            go_on.set()
+
+    a = threading.Thread(target=launch, args=(0,))
+    a.start()
+    assert a_inside.wait(timeout=600)             # a hang guard only
+    b = threading.Thread(target=launch, args=(1,))
+    b.start()
+    for t in (a, b):
+        t.join(timeout=600)                       # a hang guard only
+    assert not a.is_alive() and not b.is_alive() and not errors
+    assert counter.tolist() == expected

@@ -6,11 +6,12 @@ A launch of one program, or of programs that took less than the pool's hand-off 
 runs on the caller's thread alone.  More go to the pool: on 64-bit Linux ``NativePool``
 (``native_pool``): native worker threads woken by a futex, which claim the grid's linear
 program ids from a shared counter, a contiguous run at a time, with the calling thread
-claiming too and returning to Python often enough to hear Ctrl-C; elsewhere ``ProgramPool``,
-Python threads that run ``run_claiming`` while the caller waits.  Argument converters are
-prepared once per loaded kernel.  ``LoadedKernel.raw_launcher`` is the fast path's launcher
-(``Backend.launcher``): generated per kernel, it packs raw values with one ``struct`` call,
-so a launch of one small program costs about two microseconds.
+claiming too; elsewhere ``ProgramPool``, Python threads that run ``run_claiming`` while the
+caller waits.  Ctrl-C stops a launch of the main thread at once, even inside a long program
+(``interrupt``): ``KeyboardInterrupt``, with the outputs partly written.  Argument
+converters are prepared once per loaded kernel.  ``LoadedKernel.raw_launcher`` is the fast
+path's launcher (``Backend.launcher``): generated per kernel, it packs raw values with one
+``struct`` call, so a launch of one small program costs about two microseconds.
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ from anytile.errors import DeviceAssertError, LaunchError
 from anytile.ir import PointerType, ScalarType
 
 from .failures import CheckRecord, checked_failure, span_of
+from .interrupt import CANCELLED, MAIN, interrupted
+from .interrupt import install as install_interrupt_handler
 from .native_pool import NativePool, native_pool_support
 
 __all__ = ["EntryPoint", "ClaimingEntryPoint", "ProgramPool", "NativePool", "make_arg_packer",
@@ -72,7 +75,6 @@ STREAM_LAUNCH_BYTES = 3 * _last_level_cache_bytes() // 4
 _U64 = (1 << 64) - 1
 WORKER_STACK_BYTES = 64 << 20      # tiles live on the stack; reserved, committed on use
 CALLER_STACK_LIMIT = 2 << 20       # bigger frames never run on the caller's (8 MiB) stack
-CANCELLED = -1                     # the error word's value that stops a launch (Ctrl-C)
 
 
 def cpu_count() -> int:
@@ -314,6 +316,7 @@ class LoadedKernel:
         self.name = name
         self.library = library
         self.entry = entry
+        install_interrupt_handler()            # Ctrl-C heard inside a long program
         self.entry_address = ctypes.cast(entry, ctypes.c_void_p).value
         self.claiming_entry = claiming_entry   # None: each worker runs one fixed range
         self.arg_types = list(arg_types)
@@ -345,10 +348,16 @@ class LoadedKernel:
         slots = self.pack(args)
         if self.stream_programs and total >= self.stream_programs:
             slots[len(self.arg_types)] = 1
-        error = CheckRecord()
-        self.run_programs(gx, gy, gz, total, ctypes.addressof(slots), error)
-        if error.word:
-            raise self._check_failure(error, args)
+        main = MAIN.take()           # the main thread's record: Ctrl-C cancels it at once
+        error = main if main is not None else CheckRecord()
+        try:
+            self.run_programs(gx, gy, gz, total, ctypes.addressof(slots), error)
+            failure = self._check_failure(error, args) if error.word else None
+        finally:
+            if main is not None:
+                MAIN.busy = False
+        if failure is not None:
+            raise failure
 
     def run_programs(self, gx: int, gy: int, gz: int, total: int, slots: Any, error: Any) -> None:
         """Run the ``total`` programs of the grid with the packed arguments ``slots`` (an
@@ -447,6 +456,7 @@ class LoadedKernel:
             values.append("total >= _stream_programs")
         names = [f"v{i}" for i in range(len(self.arg_types))]
         params = "".join(", " + n for n in names)
+        # the main thread's launches use its record (``interrupt``): Ctrl-C cancels them
         src = "\n".join([
             f"def run(gx, gy, gz, stream, owner{params}):",
             *checks,
@@ -455,19 +465,35 @@ class LoadedKernel:
             f"        slots = _pack({', '.join(values)})" if values else "        slots = _pack()",
             "    except (TypeError, ValueError, OverflowError, struct.error):",
             f"        slots = _slow(({''.join(n + ', ' for n in names)}), total)",
-            "    error = _Word()",
-            "    if total == 1 and _direct:",
-            "        _counts['direct'] += 1",
-            "        _entry(slots, gx, gy, gz, 0, 1, _addressof(error))",
+            "    if _ident() == _main.ident and not _main.busy:",
+            "        _main.busy = True",
+            "        error = _main.word",
+            "        error.value = 0",
+            "        try:",
+            "            if total == 1 and _direct:",
+            "                _counts['direct'] += 1",
+            "                _entry(slots, gx, gy, gz, 0, 1, _main.address)",
+            "            else:",
+            "                _many(gx, gy, gz, total, slots, error)",
+            "            code = error.value",
+            "        finally:",
+            "            _main.busy = False",
             "    else:",
-            "        _many(gx, gy, gz, total, slots, error)",
-            "    if error.value:",
-            f"        raise _failure(error, ({''.join(n + ', ' for n in names)}))",
+            "        error = _Word()",
+            "        if total == 1 and _direct:",
+            "            _counts['direct'] += 1",
+            "            _entry(slots, gx, gy, gz, 0, 1, _addressof(error))",
+            "        else:",
+            "            _many(gx, gy, gz, total, slots, error)",
+            "        code = error.value",
+            "    if code:",
+            f"        raise _failure(code, ({''.join(n + ', ' for n in names)}))",
             "",
         ])
         namespace: dict[str, Any] = {
             "_pack": struct.Struct("".join(codes)).pack, "_entry": self.entry,
             "_Word": ctypes.c_int32, "_addressof": ctypes.addressof,
+            "_ident": threading.get_ident, "_main": MAIN,
             "_direct": self.on_caller_stack,
             "_many": self.run_programs, "_counts": launch_counts, "_read_only": _READ_ONLY,
             "_refuse": _refuse_read_only, "_slow": self._pack_raw, "_failure": self._raw_failure,
@@ -486,17 +512,20 @@ class LoadedKernel:
             slots[len(self.arg_types)] = 1
         return bytes(slots)
 
-    def _raw_failure(self, error: Any, values: tuple) -> LaunchError:
-        """The error for a raw launch whose error word is set (never in checked mode)."""
+    def _raw_failure(self, code: int, values: tuple) -> BaseException:
+        """The error for a raw launch whose error word is ``code`` (never in checked mode)."""
         record = CheckRecord()
-        record.word = error.value
+        record.word = code
         args = [KernelArg(t, v) for t, v in zip(self.arg_types, values)]
         return self._check_failure(record, args)
 
-    def _check_failure(self, record: CheckRecord, args: Sequence[KernelArg]) -> LaunchError:
+    def _check_failure(self, record: CheckRecord, args: Sequence[KernelArg]) -> BaseException:
         """The error for the failed runtime check the record names (see
         ``lowering.control.RuntimeCheck``; entries cached before it had ``is_assert`` are
-        asserts, before it had ``access`` no checked-mode check)."""
+        asserts, before it had ``access`` no checked-mode check), or Ctrl-C's
+        ``KeyboardInterrupt`` for a launch it cancelled."""
+        if record.word == CANCELLED:
+            return interrupted()
         message, loc, *kind = self.asserts[record.word - 1]
         line = (linecache.getline(loc.file, loc.line) if loc is not None else None) or None
         if len(kind) > 1 and kind[1] is not None:

@@ -1,7 +1,10 @@
 """LLVM for the CPU backend: code-generation targets, the O3 pipeline, assembly and object
 code, and the in-process JIT.
 
-LLVM is initialised once per process.  The default target is the host: its CPU name and
+LLVM is initialised once per process.  Every call into LLVM here holds ``_LLVM_LOCK``, and
+``os.fork`` waits for it (and for llvmlite's own lock): a thread compiling a kernel at the
+moment of a fork would otherwise leave the child a lock held forever and LLVM's state half
+changed; the child can compile and launch.  The default target is the host: its CPU name and
 features (``llvm.get_host_cpu_name()`` / ``get_host_cpu_features()``), so code uses the widest
 vector unit the machine has.  On x86-64 hosts the generic levels ``x86-64``, ``x86-64-v2``,
 ``x86-64-v3`` (AVX2) and ``x86-64-v4`` (AVX-512) can be compiled for too, e.g. ahead of time
@@ -10,6 +13,7 @@ for other machines.
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from dataclasses import dataclass
 
@@ -22,6 +26,33 @@ __all__ = ["CpuTarget", "host_info", "cpu_target", "generic_arches", "target_mac
 # the global LLVM context, the cached pass builders and the target machines are not safe
 # to use from two threads at once
 _LLVM_LOCK = threading.RLock()
+
+
+def _llvmlite_lock():
+    """llvmlite's lock around its C API (``ffi.lib._lock``; None where llvmlite has none):
+    its objects' finalizers call LLVM under it alone, outside ``_LLVM_LOCK``."""
+    lock = getattr(getattr(getattr(llvm, "ffi", None), "lib", None), "_lock", None)
+    return lock if hasattr(lock, "__enter__") and hasattr(lock, "__exit__") else None
+
+
+def _hold_llvm_for_fork() -> None:
+    _LLVM_LOCK.acquire()
+    inner = _llvmlite_lock()
+    if inner is not None:
+        inner.__enter__()
+
+
+def _release_llvm_after_fork() -> None:
+    inner = _llvmlite_lock()
+    if inner is not None:
+        inner.__exit__(None, None, None)
+    _LLVM_LOCK.release()
+
+
+# the forking thread takes the locks first: no thread is inside LLVM while the process forks
+os.register_at_fork(before=_hold_llvm_for_fork, after_in_parent=_release_llvm_after_fork,
+                    after_in_child=_release_llvm_after_fork)
+
 GENERIC_X86_VECTOR_BITS = {"x86-64": 128, "x86-64-v2": 128, "x86-64-v3": 256, "x86-64-v4": 512}
 
 
@@ -44,14 +75,17 @@ class CpuTarget:
 
 @functools.lru_cache(maxsize=None)
 def _initialise() -> None:
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
+    with _LLVM_LOCK:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
 
 
 @functools.lru_cache(maxsize=None)
 def host_info() -> CpuTarget:
     _initialise()
-    feats = llvm.get_host_cpu_features()
+    with _LLVM_LOCK:
+        feats = llvm.get_host_cpu_features()
+        name, triple = llvm.get_host_cpu_name(), llvm.get_process_triple()
     on = {k for k, v in feats.items() if v}
     if "avx512f" in on:
         bits = 512
@@ -59,7 +93,7 @@ def host_info() -> CpuTarget:
         bits = 256
     else:
         bits = 128   # SSE2 / NEON / others
-    return CpuTarget(llvm.get_host_cpu_name(), feats.flatten(), bits, llvm.get_process_triple())
+    return CpuTarget(name, feats.flatten(), bits, triple)
 
 
 def generic_arches() -> list[str]:
@@ -90,8 +124,9 @@ def host_target_machine() -> "llvm.TargetMachine":
 
 def _new_target_machine(target: CpuTarget) -> "llvm.TargetMachine":
     _initialise()
-    return llvm.Target.from_triple(target.triple).create_target_machine(
-        cpu=target.cpu_name, features=target.features, opt=3, jit=True)
+    with _LLVM_LOCK:
+        return llvm.Target.from_triple(target.triple).create_target_machine(
+            cpu=target.cpu_name, features=target.features, opt=3, jit=True)
 
 
 def optimize(llvm_ir: str, target: CpuTarget | None = None) -> "llvm.ModuleRef":
@@ -151,7 +186,8 @@ class JitLibrary:
         self._engine.finalize_object()
 
     def address_of(self, name: str) -> int:
-        addr = self._engine.get_function_address(name)
+        with _LLVM_LOCK:
+            addr = self._engine.get_function_address(name)
         if not addr:
             raise KeyError(f"symbol {name!r} not found in the JIT-compiled kernel")
         return addr

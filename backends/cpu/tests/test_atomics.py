@@ -6,7 +6,7 @@ import pytest
 from anytile.ir import AtomicCASOp, AtomicRMWOp
 from anytile.ir.types import scalar_type, i32
 
-from cpu_kit import KernelBuilder, poisoned, ptr, run_cpu
+from cpu_kit import KernelBuilder, poisoned, ptr, run_cpu, run_interpreter
 
 B = 64
 SLOTS = 8
@@ -64,6 +64,34 @@ def test_bitwise_and_exchange_return_old_values(rng, kind):
     np.testing.assert_array_equal(old_np, before)
     want = {"and": before & v_np, "or": before | v_np, "xor": before ^ v_np, "xchg": v_np}[kind]
     np.testing.assert_array_equal(mem, want)
+
+
+@pytest.mark.parametrize("name", ["f32", "f64", "f16", "bf16"])
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_float_max_min_atomics_order_signed_zeros(rng, name, kind):
+    """-0 < +0 in atomic max/min as in ``tl.maximum``: +0 wins a max, -0 a min, in memory
+    holding either zero and for either value; the old values come back; as the interpreter."""
+    elem = scalar_type(name)
+    kb = KernelBuilder([("v", ptr(elem)), ("mem", ptr(elem)), ("old", ptr(elem))])
+    offs = kb.arange(B)
+    v = kb.load(kb.ptrs(kb.arg("v"), offs))
+    old = kb.v(AtomicRMWOp, kind, kb.ptrs(kb.arg("mem"), offs), v, None)
+    kb.store(kb.ptrs(kb.arg("old"), offs), old)
+    zeros = np.array([0.0, -0.0], np.float64)
+    v_np = rng.choice(zeros, B).astype(elem.np)
+    mem = rng.choice(zeros, B).astype(elem.np)
+    before = mem.copy()
+    bits = np.dtype(f"u{np.dtype(elem.np).itemsize}")
+    tie = np.bitwise_and if kind == "max" else np.bitwise_or
+    want = tie(before.view(bits), v_np.view(bits))
+    results = {}
+    for where, run in (("cpu", run_cpu), ("interpreter", run_interpreter)):
+        m, o = before.copy(), poisoned(B, elem.np)
+        run(kb.module, 1, v_np, m, o)
+        np.testing.assert_array_equal(o.view(bits), before.view(bits))
+        results[where] = m.view(bits)
+    np.testing.assert_array_equal(results["cpu"], want)
+    np.testing.assert_array_equal(results["interpreter"], want)
 
 
 def test_compare_and_swap_claims_each_slot_once():

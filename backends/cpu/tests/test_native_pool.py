@@ -26,10 +26,12 @@ def _count_programs(counts_ptr):
     tl.atomic_add(counts_ptr + tl.program_id(0), 1)
 
 
-def _spin(out_ptr, steps):
+def _spin(out_ptr, started_ptr, rounds, steps):
+    tl.store(started_ptr + tl.program_id(0), 1)
     acc = tl.program_id(0).to(tl.float32)
-    for i in range(steps):
-        acc = acc * 0.999 + 1.0
+    for r in range(rounds):
+        for i in range(steps):
+            acc = acc * 0.999 + 1.0
     tl.store(out_ptr + tl.program_id(0), acc)
 
 
@@ -150,24 +152,36 @@ def test_failures_and_clean_launches_from_several_threads(dev):
 @pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
                     reason="signals reach the main thread")
 def test_ctrl_c_cancels_a_pool_launch_and_the_pool_goes_on(dev):
-    """SIGINT during a long launch: KeyboardInterrupt once the threads have stopped after
-    their current program (not every program ran), and the next launch is whole."""
+    """SIGINT during a long launch (sent once a program has started, never after a delay):
+    KeyboardInterrupt once the threads have stopped inside their programs (programs were
+    left, none finished), and the next launch is whole."""
     kernel = at.jit(_spin)
     programs = 64
-    out = np.zeros(programs, np.float32)
-    oa = at.asarray(out, device=dev)
-    kernel[(2,)](oa, 1)
+    out = np.full(programs, np.nan, np.float32)
+    started = np.zeros(programs, np.int32)
+    oa, sa = at.asarray(out, device=dev), at.asarray(started, device=dev)
+    kernel[(2,)](oa, sa, 1, 1)
     _loaded(kernel).program_seconds = math.inf
-    out[:] = 0
+    out[:] = np.nan
+    started[:] = 0
     main = threading.main_thread().ident
-    timer = threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT))
-    timer.start()
+    stop_watching = threading.Event()
+
+    def interrupt_once_started() -> None:
+        while not started.any() and not stop_watching.is_set():
+            stop_watching.wait(0.001)                # polls memory the programs write
+        if not stop_watching.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
+
+    watcher = threading.Thread(target=interrupt_once_started)
+    watcher.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            kernel[(programs,)](oa, 50_000_000)      # seconds of work per core
+            kernel[(programs,)](oa, sa, 10, 2_000_000_000)  # a minute or more a program
     finally:
-        timer.cancel()
-    assert (out == 0).any()                          # cancelled: programs were left
+        stop_watching.set()
+        watcher.join()
+    assert not all(started) and np.isnan(out).all()   # cancelled inside the programs
     counts = np.zeros(999, np.int32)
     _on_the_pool(at.jit(_count_programs), (999,), at.asarray(counts, device=dev))
     np.testing.assert_array_equal(counts, 1)

@@ -10,7 +10,7 @@ import anytile as at
 import anytile.language as tl
 
 from .. import tolerances
-from ..case import family
+from ..case import CaseFailure, family
 from ..numerics import (ALL_DTYPES, FLOAT_DTYPES, INT_DTYPES, as_pyint, capabilities_for,
                         int_range, np_dtype, round_to_format, wrap_int)
 from .common import FULL_WARPS, QUICK_WARPS, cdiv, grid_of_rank, programs_in, wide
@@ -111,6 +111,84 @@ def min_max_nan(ctx, dtype):
         ctx.launch(binary_kernel, (1,), ctx.input(x), ctx.input(y), out, n, OP=op, BLOCK=n)
         ctx.check(f"{op} with NaN", out, ref(wide(x, dtype), wide(y, dtype)), dtype,
                   tolerances.EXACT)
+
+
+@at.jit
+def min_max_rows_kernel(x_ptr, max_rows_ptr, min_rows_ptr, max_cols_ptr, min_cols_ptr,
+                        ROWS: tl.constexpr, COLS: tl.constexpr):
+    rows = tl.arange(0, ROWS)
+    cols = tl.arange(0, COLS)
+    x = tl.load(x_ptr + rows[:, None] * COLS + cols[None, :])
+    tl.store(max_rows_ptr + rows, tl.max(x, axis=1))
+    tl.store(min_rows_ptr + rows, tl.min(x, axis=1))
+    tl.store(max_cols_ptr + cols, tl.max(x, axis=0))
+    tl.store(min_cols_ptr + cols, tl.min(x, axis=0))
+
+
+def _signed_zero_reference(op: str, values: np.ndarray, axis: int) -> np.ndarray:
+    """max/min along ``axis`` with -0 < +0 (IEEE 754-2019 maximumNumber/minimumNumber)."""
+    plain = np.max(values, axis=axis) if op == "max" else np.min(values, axis=axis)
+    positive_zero = (values == 0) & ~np.signbit(values)
+    negative_zero = (values == 0) & np.signbit(values)
+    if op == "max":
+        zero = np.where(positive_zero.any(axis=axis), 0.0, -0.0)
+    else:
+        zero = np.where(negative_zero.any(axis=axis), -0.0, 0.0)
+    return np.where(plain == 0, zero, plain)
+
+
+def _check_signs(ctx, label: str, got, expected: np.ndarray, dtype: str) -> None:
+    """Fail unless every zero of ``got`` has ``expected``'s sign (values: ``ctx.check``)."""
+    host = wide(got.numpy(), dtype)
+    wrong = (host == 0) & (np.signbit(host) != np.signbit(expected))
+    if wrong.any():
+        i = int(np.flatnonzero(wrong.ravel())[0])
+        raise CaseFailure(f"{label}: {int(wrong.sum())} zero(s) of the wrong sign, first at "
+                          f"{i}: got {host.ravel()[i]}, expected {expected.ravel()[i]}\n"
+                          f"    (case seed {ctx.seed})")
+
+
+@family("arithmetic", quick=dict(dtype=["f32"]), full=dict(dtype=FLOAT_DTYPES))
+def min_max_signed_zeros(ctx, dtype):
+    """``tl.maximum``/``tl.minimum`` and the ``tl.max``/``tl.min`` reductions order -0 below
+    +0, whatever the operands' order: max(-0, +0) = +0, min(-0, +0) = -0 (IEEE 754-2019
+    maximumNumber/minimumNumber; a NaN operand still gives the other)."""
+    n = 64
+    x = ctx.random((n,), dtype)
+    y = ctx.random((n,), dtype)
+    pairs = [(-0.0, 0.0), (0.0, -0.0), (-0.0, -0.0), (0.0, 0.0), (np.nan, -0.0), (-0.0, np.nan),
+             (np.nan, 0.0), (0.0, np.nan)]
+    where = ctx.rng.permutation(n)[:3 * len(pairs)]
+    for k, i in enumerate(where):
+        x[i], y[i] = pairs[k % len(pairs)]
+    a, b = wide(x, dtype), wide(y, dtype)
+    ties = {"max": np.where(a == b, np.where(np.signbit(a) & np.signbit(b), -0.0, 0.0), 0.0),
+            "min": np.where(a == b, np.where(np.signbit(a) | np.signbit(b), -0.0, 0.0), 0.0)}
+    for op, ref in (("min", np.fmin), ("max", np.fmax)):
+        expected = np.where((a == b) & (a == 0), ties[op], ref(a, b))
+        out = ctx.output((n,), dtype)
+        ctx.launch(binary_kernel, (1,), ctx.input(x), ctx.input(y), out, n, OP=op, BLOCK=n)
+        ctx.check(f"{op} of signed zeros", out, expected, dtype, tolerances.EXACT)
+        _check_signs(ctx, f"{op} of signed zeros", out, expected, dtype)
+
+    rows, cols = 8, 16
+    signs = ctx.rng.random((rows, cols)) < 0.5
+    grid = np.where(signs, -0.0, 0.0)
+    grid[0], grid[1] = -0.0, 0.0                      # all -0, all +0
+    grid[2, :cols // 2] = -ctx.random((cols // 2,), dtype, 1.0, 4.0)   # zeros and negatives
+    grid[3, :cols // 2] = ctx.random((cols // 2,), dtype, 1.0, 4.0)    # zeros and positives
+    grid[:, 0] = -0.0                                 # a column of -0 and one of +0
+    grid[:, 1] = 0.0
+    x = grid.astype(np_dtype(dtype))
+    outs = [ctx.output((rows,), dtype), ctx.output((rows,), dtype),
+            ctx.output((cols,), dtype), ctx.output((cols,), dtype)]
+    ctx.launch(min_max_rows_kernel, (1,), ctx.input(x), *outs, ROWS=rows, COLS=cols)
+    a = wide(x, dtype)
+    for out, op, axis in zip(outs, ("max", "min", "max", "min"), (1, 1, 0, 0)):
+        expected = _signed_zero_reference(op, a, axis)
+        label = f"tl.{op} along axis {axis} of signed zeros"
+        ctx.check(label, out, expected, dtype, tolerances.EXACT)
+        _check_signs(ctx, label, out, expected, dtype)
 
 
 @at.jit

@@ -14,12 +14,23 @@ through pointers the analysis cannot trace (loaded from memory, made from intege
 checked.  Lanes a mask turns off are never checked.
 
 An integer ``div`` or ``rem`` whose divisor is 0 in a lane fails the same way (a
-``DIVISION_PREFIX`` assertion: ``LaunchError``), unless a masked load its operands come from
-through elementwise ops has that lane off (``x // y`` over a ragged edge, the masked-off
-lanes loaded as 0): the result of such a lane is discarded.
+``DIVISION_PREFIX`` assertion: ``LaunchError``), unless the kernel discards that lane's
+result (the rule every checked mode follows; ``used_lanes`` finds the lanes, the cpu backend
+evaluates them in its own checked mode):
+
+* a masked load its operands come from through elementwise ops has that lane off (``x // y``
+  over a ragged edge, the masked-off lanes loaded as 0);
+* or every use of the result, through elementwise ops of the same shape, drops that lane: a
+  ``select`` whose condition picks its other arm there (``tl.where(b != 0, a // b, 0)``), a
+  store whose mask is off there.  Any other use (a reduction, a loop, a pointer, a store
+  without a mask...) keeps every lane.
+
+Such a check reads values defined after the division (the select's condition, the store's
+mask): its assertion goes just before the last of those uses, in the division's block.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from ..errors import BOUNDS_PREFIX, DIVISION_PREFIX
@@ -28,10 +39,90 @@ from ..ir.nodes import Block, Function, Op, Value
 from ..ir.types import PointerType, TileType, elem_type, i64, shape_of, with_shape
 from .pointers import carried_sources, param_indices, pointer_origins
 
-__all__ = ["insert_bounds_checks", "span_parameters", "BOUNDS_PREFIX", "DIVISION_PREFIX"]
+__all__ = ["insert_bounds_checks", "span_parameters", "BOUNDS_PREFIX", "DIVISION_PREFIX",
+           "LaneUses", "UsedLanes", "Literal", "load_masks"]
 
 _ACCESSES = (O.LoadOp, O.StoreOp, O.AtomicRMWOp, O.AtomicCASOp)
 _ELEMENTWISE = (O.BinaryOp, O.UnaryOp, O.CompareOp, O.SelectOp, O.CastOp, O.BitcastOp, O.FmaOp)
+#: ops whose result lane i needs their operands' lane i and nothing else
+_LANEWISE = (O.BinaryOp, O.UnaryOp, O.CompareOp, O.CastOp, O.BitcastOp, O.FmaOp, O.UMulHiOp,
+             O.HintOp)
+_MAX_TERMS = 8          # more alternatives than this: every lane counts as used
+_MAX_DEPTH = 16         # uses followed through at most this many elementwise ops
+
+#: ``(value, on)``: holds in the lanes where the ``i1`` ``value`` is ``on``
+Literal = tuple[Value, bool]
+
+
+@dataclass(frozen=True)
+class UsedLanes:
+    """The lanes of a value that its uses keep: those where, for some term, every literal
+    holds (all other lanes are discarded).  ``last`` is the last of those uses in the value's
+    block: every literal's value is defined before it."""
+
+    terms: tuple[tuple[Literal, ...], ...]
+    last: Op
+
+
+class LaneUses:
+    """The uses of every value of ``fn``, to ask which lanes of a value are used."""
+
+    def __init__(self, fn: Function) -> None:
+        self.uses: dict[Value, list[Op]] = {}
+        self.block_of: dict[Op, Block] = {}
+        self.position: dict[Op, int] = {}
+        self._collect(fn.body)
+
+    def _collect(self, block: Block) -> None:
+        for i, op in enumerate(block.ops):
+            self.block_of[op] = block
+            self.position[op] = i
+            for v in op.operands:
+                self.uses.setdefault(v, []).append(op)
+            for region in op.regions:
+                self._collect(region)
+
+    def used_lanes(self, value: Value, depth: int = 0) -> Optional[UsedLanes]:
+        """Which lanes of ``value`` (an op's result) its uses keep; ``None``: every lane (a
+        use that needs them all, or one this analysis does not follow)."""
+        owner = value.owner
+        users = self.uses.get(value, [])
+        if not isinstance(owner, Op) or not users or depth > _MAX_DEPTH:
+            return None
+        block = self.block_of.get(owner)
+        terms: list[tuple[Literal, ...]] = []
+        last: Optional[Op] = None
+        for user in users:
+            if self.block_of.get(user) is not block:
+                return None
+            found = self._kept_by(user, value, depth)
+            if found is None:
+                return None
+            terms.extend(found.terms)
+            if len(terms) > _MAX_TERMS:
+                return None
+            if last is None or self.position[found.last] > self.position[last]:
+                last = found.last
+        assert last is not None
+        return UsedLanes(tuple(terms), last)
+
+    def _kept_by(self, user: Op, value: Value, depth: int) -> Optional[UsedLanes]:
+        """The lanes of ``value`` that the one use ``user`` keeps."""
+        if isinstance(user, O.SelectOp) and user.cond is not value and \
+                (user.true_value is value) != (user.false_value is value):
+            literal = (user.cond, user.true_value is value)
+            then = self.used_lanes(user.result, depth + 1)
+            if then is None:
+                return UsedLanes(((literal,),), user)
+            last = then.last if self.position[then.last] > self.position[user] else user
+            return UsedLanes(tuple(term + (literal,) for term in then.terms), last)
+        if isinstance(user, O.StoreOp) and user.value is value and user.mask is not None and \
+                value not in (user.ptr, user.mask):
+            return UsedLanes((((user.mask, True),),), user)
+        if isinstance(user, _LANEWISE) and len(user.results) == 1 and \
+                shape_of(user.result.type) == shape_of(value.type):
+            return self.used_lanes(user.result, depth + 1)
+        return None
 
 
 def span_parameters(fn: Function) -> list[int]:
@@ -59,6 +150,10 @@ class _Checker:
             size = self._param(f"{names[i]}_size")
             self.spans[i] = (lo, size)
         self.ops: list[Op] = []
+        self.lane_uses = LaneUses(fn)
+        #: op -> checks that must go just before it (they read values defined after the op
+        #: they check)
+        self.before: dict[Op, list[Op]] = {}
 
     def _param(self, name: str) -> Value:
         body = self.fn.body
@@ -128,21 +223,42 @@ class _Checker:
         else:
             op.mask = ok if mask is None else self.binary("and", mask, ok, loc)
 
-    def division(self, op: O.BinaryOp) -> None:
-        """Assert the divisor of an integer ``div``/``rem`` is not 0 where the lane counts."""
+    def division(self, op: O.BinaryOp) -> Optional[Op]:
+        """Assert the divisor of an integer ``div``/``rem`` is not 0 where the lane's result
+        is kept (module docstring); returns the op the check must go before when that is a
+        later use of the result (``None``: before ``op``)."""
         loc, divisor = op.loc, op.rhs
         zero = self.const(0, divisor.type, loc)
         held = self.compare("ne", divisor, zero, loc)
-        for mask in _load_masks(op):
+        for mask in load_masks(op):
             held = self.binary("or", held, self.emit(O.UnaryOp("not", mask, loc=loc)), loc)
+        used = self.lane_uses.used_lanes(op.result)
+        if used is not None:
+            held = self.binary("or", held, self.emit(O.UnaryOp(
+                "not", self.any_term(used.terms, loc), loc=loc)), loc)
         name = "division" if op.kind == "div" else "remainder"
         self.ops.append(O.AssertOp(held, f"{DIVISION_PREFIX}integer {name} by zero", loc=loc))
+        return used.last if used is not None else None
+
+    def any_term(self, terms: tuple, loc) -> Value:
+        """``i1`` per lane: some term has every literal holding (``terms`` is not empty)."""
+        result: Optional[Value] = None
+        for term in terms:
+            conj: Optional[Value] = None
+            for value, on in term:
+                lit = value if on else self.emit(O.UnaryOp("not", value, loc=loc))
+                conj = lit if conj is None else self.binary("and", conj, lit, loc)
+            assert conj is not None
+            result = conj if result is None else self.binary("or", result, conj, loc)
+        assert result is not None
+        return result
 
     def block(self, block: Block) -> None:
         out: list[Op] = []
         for op in block.ops:
             for region in op.regions:
                 self.block(region)
+            out.extend(self.before.pop(op, ()))
             if isinstance(op, _ACCESSES):
                 self.ops = []
                 self.check(op)
@@ -150,8 +266,11 @@ class _Checker:
             elif isinstance(op, O.BinaryOp) and op.kind in ("div", "rem") and \
                     _is_integer(op.rhs):
                 self.ops = []
-                self.division(op)
-                out.extend(self.ops)
+                later = self.division(op)
+                if later is None:
+                    out.extend(self.ops)
+                else:
+                    self.before.setdefault(later, []).extend(self.ops)
             out.append(op)
         block.ops = out
 
@@ -161,7 +280,7 @@ def _is_integer(v: Value) -> bool:
     return not isinstance(e, PointerType) and e.is_int and not e.is_bool
 
 
-def _load_masks(op: Op) -> list[Value]:
+def load_masks(op: Op) -> list[Value]:
     """The masks (of ``op``'s shape) of the masked loads ``op``'s operands come from through
     elementwise ops."""
     masks, seen = [], set()

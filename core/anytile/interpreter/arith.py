@@ -209,6 +209,26 @@ _BOOL_BINARY: dict[str, Fn] = {
 }
 
 
+def _zeros_ordered(result: Any, a: Any, b: Any, tie: Fn) -> Any:
+    """``result`` where ``a != b``; where they are equal (only +0 and -0 differ then), ``tie``
+    of their bits: ``bitwise_and`` gives +0 unless both are -0, ``bitwise_or`` -0 unless both
+    are +0."""
+    a, b = np.asarray(a), np.asarray(b)
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    ordered = np.asarray(tie(a.view(bits), b.view(bits))).view(a.dtype)
+    return np.where(a == b, ordered, result)[()]
+
+
+def _max_num(a: Any, b: Any) -> Any:
+    """IEEE 754-2019 maximumNumber: a NaN operand gives the other; max(-0, +0) = +0."""
+    return _zeros_ordered(np.fmax(a, b), a, b, np.bitwise_and)
+
+
+def _min_num(a: Any, b: Any) -> Any:
+    """IEEE 754-2019 minimumNumber: a NaN operand gives the other; min(-0, +0) = -0."""
+    return _zeros_ordered(np.fmin(a, b), a, b, np.bitwise_or)
+
+
 def binary_fn(kind: str, t: Any) -> Fn:
     """``lhs <kind> rhs`` on values of type ``t`` (see ``BinaryOp``)."""
     if isinstance(t, PointerType):
@@ -220,7 +240,7 @@ def binary_fn(kind: str, t: Any) -> Fn:
     if t.is_float:
         table: dict[str, Fn] = {"add": np.add, "sub": np.subtract, "mul": np.multiply,
                                 "fdiv": np.true_divide, "rem": np.fmod,
-                                "min": np.fmin, "max": np.fmax}   # fmin/fmax are minNum/maxNum
+                                "min": _min_num, "max": _max_num}
         if kind == "div":                    # floor of the quotient rounded to t
             quotient, floor = binary_fn("fdiv", t), unary_fn("floor", t)
             return lambda a, b: floor(quotient(a, b))

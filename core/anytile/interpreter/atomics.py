@@ -1,12 +1,16 @@
 """Atomic read-modify-write and compare-and-swap on the interpreter's memory.
 
-Programs run one after another, so atomics between programs are trivially atomic.  Within
-one op, lanes that hit the same address are applied one by one in row-major lane order,
-each seeing the previous lane's result (as if the hardware serialised them in that order);
-lanes that hit distinct addresses are applied together.
+Programs of a launch run one after another, so atomics between them are trivially atomic.
+Launches of different kernels may run at the same time from several threads and touch the
+same memory: every atomic op holds ``ATOMICS_LOCK``, one lock for the whole process, from
+its read to its write.  Within one op, lanes that hit the same address are applied one by
+one in row-major lane order, each seeing the previous lane's result (as if the hardware
+serialised them in that order); lanes that hit distinct addresses are applied together.
 """
 from __future__ import annotations
 
+import os
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -17,6 +21,18 @@ from .memory import (AccessSite, Group, VirtualMemory, check_writeable, lane_ind
                      memory_dtype)
 
 Combine = Callable[[Any, Any], Any]
+
+#: held by each atomic op from its read to its write (a NumPy read, then a write)
+ATOMICS_LOCK = threading.Lock()
+
+
+def _fresh_lock_in_child() -> None:
+    global ATOMICS_LOCK
+    # a thread of the parent may have held it at the fork; that thread is gone in the child
+    ATOMICS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 def rmw_combine(kind: str, elem: ScalarType) -> Combine:
@@ -48,17 +64,19 @@ def _occurrence_rank(elems: np.ndarray) -> np.ndarray:
 def _serialised(groups: list[Group], dtype: np.dtype, apply: Callable[..., None]) -> None:
     """Call ``apply(view, elems, lanes)`` in rounds whose lanes hit distinct elements."""
     check_writeable(groups, "atomic")
+    planned = []
     for lanes, alloc, elems in groups:
-        lanes = lane_indices(lanes, elems.size)
-        view = alloc.typed(dtype)
         rank = _occurrence_rank(elems)
         rounds = int(rank.max()) + 1 if rank.size else 0
-        if rounds == 1:
-            apply(view, elems, lanes)
-            continue
-        for r in range(rounds):
-            sel = rank == r
-            apply(view, elems[sel], lanes[sel])
+        planned.append((lane_indices(lanes, elems.size), alloc.typed(dtype), elems, rank, rounds))
+    with ATOMICS_LOCK:
+        for lanes, view, elems, rank, rounds in planned:
+            if rounds == 1:
+                apply(view, elems, lanes)
+                continue
+            for r in range(rounds):
+                sel = rank == r
+                apply(view, elems[sel], lanes[sel])
 
 
 def atomic_rmw(memory: VirtualMemory, combine: Combine, elem: ScalarType, ptrs: Any,

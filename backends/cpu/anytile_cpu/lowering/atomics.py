@@ -1,21 +1,25 @@
 """Atomics: one LLVM ``atomicrmw``/``cmpxchg`` per element, on real host addresses.
 
 Tiles are walked element by element; a masked-off element issues no memory operation (its
-result is 0).  Float add/min/max use LLVM's ``fadd``/``fmin``/``fmax`` (f32, f64, f16);
-``bf16`` has no LLVM atomic, so it is a compare-and-swap loop on the 16-bit pattern.
+result is 0).  Float add uses LLVM's ``fadd`` (f32, f64, f16); float min and max are a
+compare-and-swap loop on the bit pattern around the elementwise op (LLVM's ``fmin``/``fmax``
+may keep either of +0 and -0; the IR orders -0 below +0), and so is every ``bf16`` atomic
+(LLVM has none).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from llvmlite import ir
 
-from anytile.codegen.llvm.types import I16
 from anytile.ir import AtomicCASOp, AtomicRMWOp, ScalarType, TileType, elem_type, shape_of
 
 from .values import Point
 
-__all__ = ["AtomicLowering"]
+if TYPE_CHECKING:
+    from .program import ProgramLowering
+
+__all__ = ["LOWERINGS", "atomic_rmw"]
 
 ORDERINGS = {"relaxed": "monotonic", "acquire": "acquire", "release": "release",
              "acq_rel": "acq_rel"}
@@ -23,105 +27,116 @@ FAIL_ORDERINGS = {"monotonic": "monotonic", "acquire": "acquire", "release": "mo
                   "acq_rel": "acquire"}
 
 
-class AtomicLowering:
-    """Mixin of ``ProgramLowering``."""
+def _per_element(ctx: "ProgramLowering", op, emit) -> None:
+    """Run ``emit(point) -> old value`` on every element; collect results."""
+    if not isinstance(op.result.type, TileType):
+        ctx.memo = {}
+        ctx.scalars[op.result] = emit(Point((), 0))
+        return
+    out = ctx.new_buffer(op.result.type.shape, op.result.type.elem)
+    ctx.for_each_point(shape_of(op.ptr.type), lambda p: ctx.buffer_store(out, p, emit(p)),
+                       vector=False)
+    ctx.tiles[op.result] = out
 
-    def _per_element(self, op, emit) -> None:
-        """Run ``emit(point) -> old value`` on every element; collect results."""
-        if not isinstance(op.result.type, TileType):
-            self.memo = {}
-            self.scalars[op.result] = emit(Point((), 0))
-            return
-        out = self.new_buffer(op.result.type.shape, op.result.type.elem)
-        self.for_each_point(shape_of(op.ptr.type), lambda p: self.buffer_store(out, p, emit(p)),
-                            vector=False)
-        self.tiles[op.result] = out
 
-    def lower_atomic_rmw(self, op: AtomicRMWOp) -> None:
-        elem = elem_type(op.value.type)
-        ordering = ORDERINGS.get(op.sem, "acq_rel")
+def lower_atomic_rmw(ctx: "ProgramLowering", op: AtomicRMWOp) -> None:
+    elem = elem_type(op.value.type)
+    ordering = ORDERINGS.get(op.sem, "acq_rel")
 
-        def emit(p: Point) -> ir.Value:
-            ptr = self.value_at(op.ptr, p)
-            val = self.value_at(op.value, p)
-            mask = self.value_at(op.mask, p) if op.mask is not None else None
-            if self.checks is not None:
-                self.checks.access(op, ptr, mask, elem.nbytes, p)
-            return self._guarded(mask, elem, lambda: self.atomic_rmw(op.kind, elem, ptr, val,
-                                                                    ordering))
-        self._per_element(op, emit)
+    def emit(p: Point) -> ir.Value:
+        ptr = ctx.value_at(op.ptr, p)
+        val = ctx.value_at(op.value, p)
+        mask = ctx.value_at(op.mask, p) if op.mask is not None else None
+        if ctx.checks is not None:
+            ctx.checks.access(op, ptr, mask, elem.nbytes, p)
+        return _guarded(ctx, mask, elem, lambda: atomic_rmw(ctx, op.kind, elem, ptr, val,
+                                                            ordering))
+    _per_element(ctx, op, emit)
 
-    def lower_atomic_cas(self, op: AtomicCASOp) -> None:
-        elem = elem_type(op.value.type)
-        ordering = ORDERINGS.get(op.sem, "acq_rel")
 
-        def emit(p: Point) -> ir.Value:
-            ptr = self.value_at(op.ptr, p)
-            if self.checks is not None:
-                self.checks.access(op, ptr, None, elem.nbytes, p)
-            cmp = self.ew.to_storage(elem, self.value_at(op.cmp, p))
-            val = self.ew.to_storage(elem, self.value_at(op.value, p))
-            if elem.is_float:
-                it = ir.IntType(elem.bits)
-                cmp, val = self.b.bitcast(cmp, it), self.b.bitcast(val, it)
-            pair = self.b.cmpxchg(ptr, cmp, val, ordering, FAIL_ORDERINGS[ordering])
-            old = self.b.extract_value(pair, 0)
-            if elem.is_float:
-                old = self.b.bitcast(old, self.stype(elem))
-            return self.ew.from_storage(elem, old)
-        self._per_element(op, emit)
+def lower_atomic_cas(ctx: "ProgramLowering", op: AtomicCASOp) -> None:
+    elem = elem_type(op.value.type)
+    ordering = ORDERINGS.get(op.sem, "acq_rel")
 
-    def _guarded(self, mask: Optional[ir.Value], elem: ScalarType, emit) -> ir.Value:
-        if mask is None:
-            return emit()
-        b = self.b
-        before = b.block
-        with b.if_then(mask):
-            value = emit()
-            then_block = b.block
-        phi = b.phi(value.type)
-        phi.add_incoming(ir.Constant(value.type, None), before)
-        phi.add_incoming(value, then_block)
-        return phi
-
-    def atomic_rmw(self, kind: str, elem: ScalarType, ptr: ir.Value, val: ir.Value,
-                   ordering: str) -> ir.Value:
-        b = self.b
-        if elem.name == "bf16":
-            return self._bf16_cas_loop(kind, ptr, val, ordering)
+    def emit(p: Point) -> ir.Value:
+        ptr = ctx.value_at(op.ptr, p)
+        if ctx.checks is not None:
+            ctx.checks.access(op, ptr, None, elem.nbytes, p)
+        cmp = ctx.ew.to_storage(elem, ctx.value_at(op.cmp, p))
+        val = ctx.ew.to_storage(elem, ctx.value_at(op.value, p))
         if elem.is_float:
-            name = {"add": "fadd", "max": "fmax", "min": "fmin", "xchg": "xchg"}.get(kind)
-            if name is None:
-                raise ValueError(f"atomic '{kind}' on {elem}")
-            raw = self.ew.to_storage(elem, val)
-            return self.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
-        if kind in ("max", "min"):
-            name = kind if elem.is_signed else "u" + kind
-        else:
-            name = {"add": "add", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}[kind]
-        raw = self.ew.to_storage(elem, val)
-        return self.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
+            it = ir.IntType(elem.bits)
+            cmp, val = ctx.b.bitcast(cmp, it), ctx.b.bitcast(val, it)
+        pair = ctx.b.cmpxchg(ptr, cmp, val, ordering, FAIL_ORDERINGS[ordering])
+        old = ctx.b.extract_value(pair, 0)
+        if elem.is_float:
+            old = ctx.b.bitcast(old, ctx.stype(elem))
+        return ctx.ew.from_storage(elem, old)
+    _per_element(ctx, op, emit)
 
-    def _bf16_cas_loop(self, kind: str, ptr: ir.Value, val: ir.Value, ordering: str) -> ir.Value:
-        from anytile.ir import bf16
-        b = self.b
-        start = b.load(ptr, typ=I16, align=2)
-        pre = b.block
-        loop = b.append_basic_block("bf16.cas")
-        done = b.append_basic_block("bf16.cas.end")
-        b.branch(loop)
-        b.position_at_end(loop)
-        old = b.phi(I16)
-        old.add_incoming(start, pre)
-        current = self.ew.from_storage(bf16, old)
-        if kind == "xchg":
-            new = val
-        else:
-            new = self.ew.binary(kind, bf16, current, val)
-        pair = b.cmpxchg(ptr, old, self.ew.to_storage(bf16, new), ordering,
-                         FAIL_ORDERINGS[ordering])
-        seen = b.extract_value(pair, 0)
-        old.add_incoming(seen, b.block)
-        b.cbranch(b.extract_value(pair, 1), done, loop)
-        b.position_at_end(done)
-        return current
+
+def _guarded(ctx: "ProgramLowering", mask: Optional[ir.Value], elem: ScalarType,
+             emit) -> ir.Value:
+    if mask is None:
+        return emit()
+    b = ctx.b
+    before = b.block
+    with b.if_then(mask):
+        value = emit()
+        then_block = b.block
+    phi = b.phi(value.type)
+    phi.add_incoming(ir.Constant(value.type, None), before)
+    phi.add_incoming(value, then_block)
+    return phi
+
+
+def atomic_rmw(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Value, val: ir.Value,
+               ordering: str) -> ir.Value:
+    b = ctx.b
+    if elem.name == "bf16" or (elem.is_float and kind in ("max", "min")):
+        return _cas_loop(ctx, kind, elem, ptr, val, ordering)
+    if elem.is_float:
+        name = {"add": "fadd", "xchg": "xchg"}.get(kind)
+        if name is None:
+            raise ValueError(f"atomic '{kind}' on {elem}")
+        raw = ctx.ew.to_storage(elem, val)
+        return ctx.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
+    if kind in ("max", "min"):
+        name = kind if elem.is_signed else "u" + kind
+    else:
+        name = {"add": "add", "xchg": "xchg", "and": "and", "or": "or", "xor": "xor"}[kind]
+    raw = ctx.ew.to_storage(elem, val)
+    return ctx.ew.from_storage(elem, b.atomic_rmw(name, ptr, raw, ordering))
+
+
+def _cas_loop(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Value,
+              val: ir.Value, ordering: str) -> ir.Value:
+    """``kind`` applied by a compare-and-swap loop on ``elem``'s bit pattern; the old value."""
+    b = ctx.b
+    bits, storage = ir.IntType(elem.bits), ctx.stype(elem)
+
+    def value_of(pattern: ir.Value) -> ir.Value:
+        raw = pattern if storage == bits else b.bitcast(pattern, storage)
+        return ctx.ew.from_storage(elem, raw)
+
+    def pattern_of(value: ir.Value) -> ir.Value:
+        raw = ctx.ew.to_storage(elem, value)
+        return raw if storage == bits else b.bitcast(raw, bits)
+    start = b.load(ptr, typ=bits, align=elem.nbytes)
+    pre = b.block
+    loop = b.append_basic_block("cas")
+    done = b.append_basic_block("cas.end")
+    b.branch(loop)
+    b.position_at_end(loop)
+    old = b.phi(bits)
+    old.add_incoming(start, pre)
+    current = value_of(old)
+    new = val if kind == "xchg" else ctx.ew.binary(kind, elem, current, val)
+    pair = b.cmpxchg(ptr, old, pattern_of(new), ordering, FAIL_ORDERINGS[ordering])
+    old.add_incoming(b.extract_value(pair, 0), b.block)
+    b.cbranch(b.extract_value(pair, 1), done, loop)
+    b.position_at_end(done)
+    return current
+
+
+LOWERINGS = {AtomicRMWOp: lower_atomic_rmw, AtomicCASOp: lower_atomic_cas}

@@ -8,9 +8,11 @@ pointer parameter when that is not known), its whole element included.  A failin
 is not made: the program branches to one shared block that claims the launch's error
 record (``failures.CheckRecord``: the first failure wins), writes the program ids, the lane
 and the address, and returns; the entry's program loop then stops.  An integer ``div`` or
-``rem`` whose divisor is 0 in a lane fails the same way, unless a masked load its operands
-come from (through elementwise ops) has that lane off: a lane the kernel never loaded is
-one whose result it discards (``x // y`` on masked tiles, ragged edges).
+``rem`` whose divisor is 0 in a lane fails the same way, unless the kernel discards that
+lane's result: the rule of ``anytile.codegen.bounds_checks`` (a masked load its operands
+come from has the lane off; or every use drops it: ``tl.where(b != 0, a // b, 0)``, a
+masked store), checked here at the point the division is evaluated, from the values that
+can be read there without evaluating anything again (else the lane counts as kept).
 
 Nothing here runs without ``debug``: the program then has no extra parameters and no check,
 so its code is the same as before checked mode existed.
@@ -24,12 +26,12 @@ from llvmlite import ir
 
 from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic, splat, \
     vector_width
-from anytile.ir import AtomicCASOp, AtomicRMWOp, LoadOp, Op, TileType, Value, shape_of
+from anytile.codegen.bounds_checks import LaneUses, Literal, load_masks
+from anytile.codegen.pointers import carried_sources, param_indices, pointer_origins
+from anytile.ir import AtomicCASOp, AtomicRMWOp, Op, TileType, Value, shape_of
 
 from ..failures import CheckRecord
-from anytile.codegen.pointers import carried_sources, param_indices, pointer_origins
 from .control import RuntimeCheck
-from .plan import ELEMENTWISE_OPS
 from .values import Point, TileBuffer, row_major_strides
 
 __all__ = ["CheckedAccess", "CheckedMode", "access_name"]
@@ -66,6 +68,7 @@ class CheckedMode:
         fn = lowering.fn
         self._index_of = param_indices(fn)
         self._carried = carried_sources(fn)
+        self._lane_uses = LaneUses(fn)
         self._bounds: dict[tuple[int, int], ir.Value] = {}
         self._fail: Optional[tuple[ir.Block, ir.Value, ir.Value, ir.Value]] = None
 
@@ -92,40 +95,71 @@ class CheckedMode:
         self._fail_if(bad, record, op, point, ints)
 
     def divisor(self, op: Op, divisor: ir.Value, point: Optional[Point]) -> None:
-        """Stop the program before an integer division or remainder by 0."""
+        """Stop the program before an integer division or remainder by 0 in a lane whose
+        result the kernel keeps (module docstring)."""
         b = self.low.b
         bad = b.icmp_unsigned("==", divisor, ir.Constant(divisor.type, None))
-        if point is not None:
-            for mask in self._load_masks(op):
-                loaded = self.low.value_at(mask, point)
-                if vector_width(loaded) and not vector_width(bad):
-                    bad = splat(b, bad, vector_width(loaded))
-                bad = b.and_(bad, loaded)
+        for mask in load_masks(op):
+            loaded = self._at(mask, point)
+            if loaded is not None:
+                bad = self._and(bad, loaded)
+        used = self._lane_uses.used_lanes(op.result)
+        kept = self._any_term(used.terms, point) if used is not None else None
+        if kept is not None:
+            bad = self._and(bad, kept)
         name = "division" if op.kind == "div" else "remainder"
         shape = shape_of(op.result.type) if point is not None else ()
         self._fail_if(bad, CheckedAccess("division", name, shape), op, point, None)
 
     # -- shared parts --------------------------------------------------------------------------
-    def _load_masks(self, op: Op) -> list[Value]:
-        """The masks of the masked loads ``op``'s operands come from through elementwise
-        ops, those that can be evaluated again here (cheap or in a buffer)."""
-        low, masks, seen = self.low, [], set()
-        stack = [v for v in op.operands if isinstance(v.type, TileType)]
-        while stack:
-            v = stack.pop()
-            if id(v) in seen or not isinstance(v.owner, Op):
-                continue
-            seen.add(id(v))
-            owner = v.owner
-            if isinstance(owner, LoadOp) and owner.mask is not None:
-                mask = owner.mask
-                ref = low.tiles.get(mask)
-                if mask.type.shape == op.result.type.shape and (
-                        isinstance(ref, TileBuffer) or id(mask.owner) in low.plan.cheap):
-                    masks.append(mask)
-            elif isinstance(owner, ELEMENTWISE_OPS):
-                stack.extend(o for o in owner.operands if isinstance(o.type, TileType))
-        return masks
+    def _at(self, value: Value, point: Optional[Point]) -> Optional[ir.Value]:
+        """The ``i1`` ``value`` where the division is evaluated, when that evaluates nothing
+        again: a scalar already lowered, a tile in a buffer, a cheap tile, or one already
+        evaluated at ``point``; else None."""
+        low = self.low
+        if not isinstance(value.type, TileType):
+            return low.scalars.get(value) if point is None else None
+        ref = low.tiles.get(value) if point is not None else None
+        if ref is None:
+            return None
+        if isinstance(ref, TileBuffer) or id(ref.op) in low.plan.cheap or \
+                (id(value), point.key) in low.memo:
+            return low.value_at(value, point)
+        return None
+
+    def _any_term(self, terms: tuple[tuple[Literal, ...], ...],
+                  point: Optional[Point]) -> Optional[ir.Value]:
+        """``i1``: some term has every literal holding; None when a literal cannot be read
+        here (``_at``)."""
+        b = self.low.b
+        result: Optional[ir.Value] = None
+        for term in terms:
+            conj: Optional[ir.Value] = None
+            for value, on in term:
+                lit = self._at(value, point)
+                if lit is None:
+                    return None
+                lit = lit if on else b.not_(lit)
+                conj = lit if conj is None else self._and(conj, lit)
+            result = conj if result is None else self._or(result, conj)
+        return result
+
+    def _and(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        x, y = self._same_width(x, y)
+        return self.low.b.and_(x, y)
+
+    def _or(self, x: ir.Value, y: ir.Value) -> ir.Value:
+        x, y = self._same_width(x, y)
+        return self.low.b.or_(x, y)
+
+    def _same_width(self, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+        """A scalar (a chunk evaluated as uniform) splat to the other's vector width."""
+        b, wx, wy = self.low.b, vector_width(x), vector_width(y)
+        if wy and not wx:
+            x = splat(b, x, wy)
+        elif wx and not wy:
+            y = splat(b, y, wx)
+        return x, y
 
     def _bound(self, param: int, elem_bytes: int) -> ir.Value:
         """``size - elem_bytes + 1`` (0 when the span is smaller than one element): an
@@ -204,4 +238,3 @@ class CheckedMode:
         b.ret_void()
         self._fail = (block, check_id, lane, address)
         return self._fail
-

@@ -8,7 +8,8 @@ exact IEEE behaviour for + - * / sqrt because float has more than 2p+2 bits.
 Semantics follow ``anytile.ir.ops``: integer division truncates (C), the divisor is made
 safe (0 -> 1, ``INT_MIN / -1`` wraps) so a masked-off lane can never trap; shifts by amounts
 outside ``[0, bits)`` give what the interpreter gives, never LLVM poison; float->int casts
-saturate (``llvm.fpto[su]i.sat``, NaN -> 0); float min/max are IEEE minNum/maxNum.
+saturate (``llvm.fpto[su]i.sat``, NaN -> 0); float min/max are IEEE 754-2019
+minimumNumber/maximumNumber (a NaN operand gives the other; -0 < +0).
 """
 from __future__ import annotations
 
@@ -259,7 +260,7 @@ class ElementwiseLowering:
             elif kind == "rem":
                 r = b.frem(x, y)
             elif kind in ("min", "max"):
-                r = self.call("llvm.minnum" if kind == "min" else "llvm.maxnum", [x, y])
+                r = self._min_max_number(kind, x, y)
             else:
                 raise NotImplementedError(f"binary '{kind}' on {elem}")
             return self.round_to(elem, r)
@@ -279,6 +280,21 @@ class ElementwiseLowering:
             name = ("llvm.s" if signed else "llvm.u") + kind
             return self.call(name, [x, y])
         raise NotImplementedError(f"binary '{kind}' on {elem}")
+
+    def _min_max_number(self, kind: str, x: ir.Value, y: ir.Value) -> ir.Value:
+        """``minnum``/``maxnum`` (a NaN operand gives the other), and of two equal operands
+        (only +0 and -0 differ then) the AND of their bits for max (+0 unless both are -0),
+        the OR for min: LLVM's ``minnum`` may return either zero."""
+        b = self.b
+        r = self.call("llvm.minnum" if kind == "min" else "llvm.maxnum", [x, y])
+        width = vector_width(x)
+        scalar = x.type.element if width else x.type
+        bits: ir.Type = ir.IntType({F16: 16, F32: 32, F64: 64}[scalar])
+        if width:
+            bits = ir.VectorType(bits, width)
+        xi, yi = b.bitcast(x, bits), b.bitcast(y, bits)
+        tie = b.bitcast(b.or_(xi, yi) if kind == "min" else b.and_(xi, yi), x.type)
+        return b.select(b.fcmp_ordered("==", x, y), tie, r)
 
     def _shift(self, kind: str, elem: ScalarType, x: ir.Value, y: ir.Value) -> ir.Value:
         """Shifts with the interpreter's results for amounts outside ``[0, bits)`` (which
