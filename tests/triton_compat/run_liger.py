@@ -54,10 +54,18 @@ def read_junit(path: Path) -> tuple[dict[str, int], list[dict[str, str]]]:
             counts["xfailed" if xfail else "skipped"] += 1
             continue
         counts["failed" if outcome.tag == "failure" else "errors"] += 1
-        message = (outcome.get("message") or outcome.text or "").strip().splitlines()
-        failures.append({"test": test_id, "kind": outcome.tag,
-                         "message": message[0][:300] if message else ""})
+        failures.append({"test": test_id, "kind": outcome.tag, "message": _reason(outcome)})
     return counts, failures
+
+
+def _reason(outcome: ET.Element) -> str:
+    """A failure's one-line reason: pytest's message, or for an error (a file that cannot be
+    collected, a fixture that raised) the exception line of its report."""
+    said = (outcome.get("message") or "").strip().splitlines()
+    raised = [ln[1:].strip() for ln in (outcome.text or "").splitlines() if ln.startswith("E ")]
+    if outcome.tag == "error" and raised:
+        return raised[-1][:300]
+    return (said[0] if said else raised[-1] if raised else "")[:300]
 
 
 def run_file(checkout: Path, test_file: Path, device: str, timeout: float,
@@ -82,8 +90,9 @@ def run_file(checkout: Path, test_file: Path, device: str, timeout: float,
             counts, failures = read_junit(report)
         else:
             counts, failures = dict.fromkeys(KINDS, 0), []
-    # pytest's status 5: nothing collected; 2/3/4: interrupted or a usage/internal error
-    broken = status is None or status not in (0, 1, 5) or (status == 1 and not failures)
+    # pytest's status 1: tests failed; 2: interrupted (a file that cannot be collected is an
+    # error in the report); 5: nothing collected; 3/4: an internal or usage error
+    broken = status is None or status not in (0, 1, 2, 5) or (status in (1, 2) and not failures)
     return {"file": str(test_file.relative_to(checkout)), **counts, "seconds": seconds,
             "broken": tail[0][:200] if broken else "", "failures": failures}
 
@@ -111,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     import anytile as at
     device = args.device or at.default_device().name
     try:
-        at.device(device)
+        device = at.device(device).name
     except at.AnytileError as exc:
         ap.error(str(exc))
     extra = ["-k", args.keyword] if args.keyword else []
