@@ -271,8 +271,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     sys.path.insert(0, str(path.resolve().parent))
     try:
         runpy.run_path(str(path), run_name="__main__")
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except SystemExit as exc:           # as python does: a non-int code is printed, status 1
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
     except AnytileError:
         raise                           # main prints its message (it names the kernel line)
     except KeyboardInterrupt:

@@ -56,13 +56,21 @@ def test_a_triton_program_runs_unmodified(tmp_path):
 def test_what_anytile_does_not_provide_is_named(tmp_path):
     proc = run(tmp_path, """
         import triton
-        assert not hasattr(triton, "compile")
-        triton.compile(None)
+        assert not hasattr(triton, "AsyncCompileMode")
+        triton.AsyncCompileMode
         """)
     assert proc.returncode == 1
     assert proc.stderr.splitlines()[-1] == (
-        "AttributeError: triton.compile is not provided by anytile "
+        "AttributeError: triton.AsyncCompileMode is not provided by anytile "
         f"({triton_compat.NOT_PROVIDED_HINT})")
+    proc = run(tmp_path, """
+        import triton
+        triton.compile("kernel.ttgir")
+        """)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines()[-1] == (
+        "NotImplementedError: triton.compile of Triton IR (kernel.ttgir) is not provided by "
+        f"anytile ({triton_compat.NOT_PROVIDED_HINT})")
     proc = run(tmp_path, "import triton.tools.disasm\n")
     assert proc.returncode == 1
     assert "No module named 'triton.tools.disasm'" in proc.stderr
@@ -354,3 +362,143 @@ def test_dtype_reprs_are_tritons_spelling_under_the_stand_in(tmp_path):
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
     import anytile.language as tl
     assert repr(tl.int8) == "tl.int8"
+
+
+# -- torch's inductor, child interpreters, and what `anytile run` passes on ---------------------
+def test_torch_dynamo_and_transformers_import_under_the_hook(tmp_path):
+    pytest.importorskip("torch")
+    proc = run(tmp_path, """
+        import importlib.util
+        import torch._dynamo
+        import torch
+        from torch.utils._triton import has_triton, has_triton_package
+        from torch._inductor.utils import triton_version_uses_attrs_dict
+        import triton, triton.backends
+        assert has_triton_package() and triton_version_uses_attrs_dict()
+        # a Triton that runs on the CPU: "cpu" is among its backends, and no CUDA is claimed
+        assert "cpu" in triton.backends.backends and has_triton()
+        assert triton.backends.backends["nvidia"].driver.is_active() == \\
+            any(d.type == "cuda" for d in __import__("anytile").devices())
+        assert triton.runtime.driver.active.get_active_torch_device() == torch.device("cpu")
+        if importlib.util.find_spec("transformers"):
+            import transformers
+        print("imported", triton.__version__.split("+")[0])
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["imported", "3.6.0"]
+
+
+def test_the_backends_and_drivers_say_what_is_there():
+    code = """if True:
+        import anytile as at, anytile.triton_compat as c
+        c.install("cpu")
+        import triton.backends, triton.runtime.driver as d
+        from triton.backends.compiler import GPUTarget
+        from triton.compiler.compiler import make_backend
+        have = {r.backend.triton_backend or "cpu" for r in
+                __import__("anytile.runtime.discovery", fromlist=["x"]).discover().values()
+                if r.backend is not None}
+        names = {"cuda": "nvidia", "hip": "amd", "cpu": "cpu"}
+        assert set(triton.backends.backends) == {names[f] for f in have | {"cpu"}}
+        assert d.driver is d and d.active is d.default
+        target = d.active.get_current_target()
+        assert target == GPUTarget("cpu", at.device("cpu").properties.get("cpu_name") or
+                                   target.arch, 1)
+        opts = make_backend(target).parse_options({"num_warps": 2, "debug": True})
+        assert opts.num_warps == 2 and opts.debug is True
+        cpu = triton.backends.backends["cpu"].driver()
+        d.set_active(cpu)
+        assert d.active is cpu
+        d.reset_active()
+        assert d.active is d.default
+        print("ok")
+    """
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_triton_compile_of_an_ast_source_runs_as_tritons_launcher(tmp_path):
+    proc = run(tmp_path, """
+        import pickle
+        import numpy as np
+        import triton
+        import triton.language as tl
+        from triton.compiler import ASTSource
+
+        @triton.jit
+        def axpy(x_ptr, y_ptr, out_ptr, a, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            m = offs < n
+            x = tl.load(x_ptr + offs, mask=m)
+            tl.store(out_ptr + offs, a * x + tl.load(y_ptr + offs, mask=m), mask=m)
+
+        assert [p.name for p in axpy.params if p.is_constexpr] == ["BLOCK"]
+        src = ASTSource(axpy, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                               "a": "fp32", "n": "i32", "BLOCK": "constexpr"},
+                        {"BLOCK": 64}, {(0,): [["tt.divisibility", 16]]})
+        target = triton.runtime.driver.active.get_current_target()
+        binary = triton.compile(src, target=target, options={"num_warps": 4, "debug": False,
+                                                              "sanitize_overflow": False})
+        rng = np.random.default_rng(3)
+        x, y = rng.standard_normal((2, 200)).astype(np.float32)
+        out = np.full_like(x, np.nan)
+        binary._init_handles()
+        # Triton's launcher: grid, stream, function, metadata, launch metadata, hooks, args
+        binary.run(4, 1, 1, None, binary.function, binary.metadata, None, None, None,
+                   x, y, out, 1.5, 200, 64)
+        np.testing.assert_allclose(out, 1.5 * x.astype(np.float64) + y, rtol=1e-5, atol=1e-5)
+        again = pickle.loads(pickle.dumps(binary))    # as torch's compile workers send it
+        out[:] = np.nan
+        again[(4,)](x, y, out, -2.0, 200, 64)
+        np.testing.assert_allclose(out, -2.0 * x.astype(np.float64) + y, rtol=1e-5, atol=1e-5)
+        assert binary.metadata.num_warps == 4 and len(binary.hash) == 64
+        print("ok")
+        """)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "ok"
+
+
+def test_tritons_ir_bindings_are_said_not_to_be_provided(tmp_path):
+    proc = run(tmp_path, "from triton._C.libtriton import ir\n")
+    assert proc.returncode == 1
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("ImportError: No module named 'triton._C.libtriton.ir': anytile "
+                           "does not provide it; they are Triton's C++ internals"), last
+    assert "needs the real Triton" in last and ".asm['ir']" in last
+
+
+def test_sys_exit_with_a_message_prints_it_and_exits_1(tmp_path):
+    proc = run(tmp_path, "import sys\nprint('before')\nsys.exit('the reason it stopped')\n")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (1, "before\n",
+                                                           "the reason it stopped\n")
+    proc = run(tmp_path, "import sys\nsys.exit(3)\n")
+    assert (proc.returncode, proc.stderr) == (3, "")
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_a_spawned_pool_serves_triton_in_its_workers(tmp_path, method):
+    proc = run(tmp_path, """
+        import multiprocessing as mp
+        import numpy as np
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+        def work(seed):
+            x = np.random.default_rng(seed).standard_normal(100).astype(np.float32)
+            out = np.full_like(x, np.nan)
+            double[(triton.cdiv(100, 32),)](x, out, 100, BLOCK=32)
+            return bool(np.array_equal(out, 2 * x)), type(triton).__module__
+
+        if __name__ == "__main__":
+            with mp.get_context("METHOD").Pool(2) as pool:   # the get is the hang guard
+                print(pool.map_async(work, [1, 2, 3]).get(timeout=240))
+        """.replace("METHOD", method))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str([(True, "anytile.triton_compat")] * 3)

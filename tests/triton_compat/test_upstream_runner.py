@@ -93,7 +93,7 @@ SCRIPTS = {
         """,
     "08-not-provided.py": """
         import triton
-        triton.compile(None)
+        triton.compile("kernel.ttgir")
         """,
 }
 
@@ -128,7 +128,7 @@ def test_what_cannot_run_here_is_skipped_with_the_reason(rows):
     assert "torch" in rows["07-needs-cuda.py"]["detail"]
     assert rows["08-not-provided.py"]["result"] == "skipped"
     assert rows["08-not-provided.py"]["detail"] == \
-        "triton.compile is not provided by anytile"
+        "triton.compile of Triton IR (kernel.ttgir) is not provided by anytile"
 
 
 def test_failures_carry_the_error(rows):
