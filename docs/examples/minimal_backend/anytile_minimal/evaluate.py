@@ -71,7 +71,16 @@ def binary(kind: str, a: np.ndarray, b: np.ndarray, floats: bool) -> np.ndarray:
         return np.floor(a / b) if floats else _int_div(a, b)
     if kind in ("min", "max"):
         if floats:
-            return (np.fmin if kind == "min" else np.fmax)(a, b)
+            # IEEE 754-2019 minimumNumber/maximumNumber: a NaN gives the other operand, and
+            # -0 orders below +0 (np.fmin and np.fmax may return either zero)
+            picked = (np.fmin if kind == "min" else np.fmax)(a, b)
+            zeros = (a == 0) & (b == 0)
+            if np.any(zeros):
+                a_neg, b_neg = np.signbit(a), np.signbit(b)
+                negative = (a_neg | b_neg) if kind == "min" else (a_neg & b_neg)
+                zero = np.zeros((), dtype=picked.dtype)
+                picked = np.where(zeros, np.where(negative, -zero, zero), picked)
+            return picked
         return (np.minimum if kind == "min" else np.maximum)(a, b)
     return _BINARY[kind](a, b)
 

@@ -150,6 +150,8 @@ class Arith:
             return self._float_op(t, n, lambda q: f"floor({q})", quotient)
         if kind not in ops:
             raise CompilationError(f"binary '{kind}' is not defined on {t}")
+        if kind in ("min", "max"):
+            return self._float_op(t, n, lambda p, q: _min_max(kind, t, n, p, q), x, y)
         return self._float_op(t, n, ops[kind].format, x, y)
 
     def _int_binary(self, kind: str, t: ScalarType, x: str, y: str, n: int) -> str:
@@ -427,3 +429,19 @@ class Arith:
         if dst.name == "f64":
             return f"convert_{d}({wide})"
         return wide if dst.name == "f32" else self.from_f32(wide, dst, n)
+
+
+def _min_max(kind: str, t: ScalarType, n: int, x: str, y: str) -> str:
+    """IEEE 754-2019 minimumNumber/maximumNumber on f32/f64 operands (16-bit floats arrive in
+    f32): a NaN gives the other operand, and -0 orders below +0. OpenCL's fmin and fmax leave
+    the sign of a zero result open, so equal operands (only +0 and -0 differ then) combine
+    their bits: OR keeps a -0 for min, AND keeps a +0 for max."""
+    suffix = "" if n == 1 else str(n)
+    real, bits = ("double", "ulong") if t.bits == 64 else ("float", "uint")
+    tie = "|" if kind == "min" else "&"
+    picked = f"f{kind}({x}, {y})"
+    joined = f"as_{real}{suffix}(as_{bits}{suffix}({x}) {tie} as_{bits}{suffix}({y}))"
+    if n == 1:      # a scalar comparison is an int, which select takes for no double
+        return f"((({x}) == ({y})) ? {joined} : {picked})"
+    return f"select({picked}, {joined}, ({x}) == ({y}))"
+
