@@ -69,12 +69,14 @@ class Array:
     """An array living in ``device``'s memory.
 
     ``strides`` are in elements (``stride(i)`` as in torch; ``.strides`` in bytes as in NumPy).
-    Arrays made by ``empty``/``asarray`` own their memory and free it when collected."""
+    Arrays made by ``empty``/``asarray`` own their memory and free it when collected; a view
+    of another array's memory names that array as ``keep`` (kept alive with the view)."""
 
     def __init__(self, buffer: Buffer, shape: tuple[int, ...], dtype: ScalarType,
                  device: Device, strides: Optional[tuple[int, ...]] = None, offset: int = 0,
-                 owns: bool = False) -> None:
+                 owns: bool = False, keep: Optional["Array"] = None) -> None:
         self._buffer = buffer
+        self._keep = keep
         self.shape = shape
         self._dtype = dtype
         self.device = device
