@@ -38,6 +38,7 @@ import numpy as np
 from .backend import Availability, Backend, Buffer, DeviceInfo, ImportedArray, numpy_view_of
 from .errors import BackendError, LaunchError, device_assert_error
 from .ir.types import PointerType, ScalarType, from_numpy, i32, i64, scalar_type
+from .runtime.fast_launch import define
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
@@ -404,8 +405,7 @@ def compile_launcher(name: str, count: int, header: str, call: str,
     scope = dict(namespace)
     scope.update({"_getters": STREAM_GETTERS, "_index": device_index, "struct": struct,
                   "_framework_stream": framework_stream, "_stream_handle": stream_handle})
-    exec(compile(src, f"<launcher of {name}>", "exec"), scope)
-    return scope["run"]
+    return define(src, "run", scope, f"<launcher of {name}>")
 
 
 #: the hidden last parameter of a debug build with ``device_assert``s: the error word
