@@ -28,6 +28,8 @@ import functools
 import types
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from ..errors import AnytileError, for_the_user
 from ..language.source import ABSENT
 from .arrays import Array, foreign_claimants, is_array_like
@@ -238,6 +240,9 @@ _no_reader: set[type] = set()
 
 def _learn_reader(cls: type) -> None:
     if cls in _readers or cls in _no_reader or cls in FAST_SCALARS:
+        return
+    if cls is np.ndarray:         # host memory, never claimed: asking would import every plugin
+        _no_reader.add(cls)
         return
     for backend in foreign_claimants():
         try:

@@ -23,8 +23,7 @@ import numpy as np
 
 from ..backend import CompiledKernel, HostArrayView, KernelArg, PointerArg, host_array_view
 from ..errors import AnytileError, BackendError, LaunchArgumentError, LaunchValueError
-from .arrays import (Array, asarray, device_of_foreign_array, foreign_claimants, import_foreign,
-                     is_array_like)
+from .arrays import Array, asarray, device_of_foreign_array, import_foreign, is_array_like
 from .compile import CompileRequest, compile_kernel
 from .descriptor import TensorDescriptor
 from .devices import Device, default_device, device as get_device
@@ -53,12 +52,11 @@ def pick_device(fn: Any, values: tuple, requested: Any) -> Device:
             if dev is not None and v.device != dev:
                 mixed = True
             dev = v.device
-    if foreign_claimants():
-        for v in values:
-            found = device_of_foreign_array(v.base if type(v) is TensorDescriptor else v)
-            if found is not None:
-                mixed = mixed or (dev is not None and found != dev)
-                dev = found if dev is None else dev
+    for v in values:        # asks the non-host backends (imports them) only about foreign arrays
+        found = device_of_foreign_array(v.base if type(v) is TensorDescriptor else v)
+        if found is not None:
+            mixed = mixed or (dev is not None and found != dev)
+            dev = found if dev is None else dev
     if mixed:
         detail = ", ".join(f"'{name}' on {where}" for name, where in _array_devices(fn, values))
         raise BackendError(f"{fn.__name__}: array arguments live on different devices "
