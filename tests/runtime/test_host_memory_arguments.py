@@ -7,6 +7,9 @@ import pytest
 
 import anytile as at
 import anytile.language as tl
+from anytile.backend import DeviceInfo
+from anytile.interpreter import InterpreterBackend
+from anytile.runtime.discovery import register_backend, unregister_backend
 
 
 @at.jit
@@ -111,3 +114,58 @@ def test_torch_cpu_tensors_receive_the_results(device, rng):
     before = a.clone()
     add_one[(1,)](a, a.numpy(), 16, BLOCK=16, device=device)     # a tensor and its NumPy view
     np.testing.assert_array_equal(a.numpy(), before.numpy() + 1)
+
+
+class CopyingDevice(InterpreterBackend):
+    """The interpreter with memory of its own: host arrays are copied to it and back."""
+
+    name = device_prefix = "copying"
+    host_memory = False
+    fail_allocations = False
+
+    def devices(self):
+        return [DeviceInfo("copying:0", 0, "a device that copies host arrays")]
+
+    def target_of(self, device):
+        return at.Target("copying", "reference")
+
+    def import_array(self, obj, device):
+        return None
+
+    def alloc(self, device, nbytes):
+        if self.fail_allocations:
+            raise MemoryError("out of device memory on purpose")
+        return super().alloc(device, nbytes)
+
+
+@pytest.fixture
+def copying():
+    record = register_backend(CopyingDevice)
+    try:
+        yield record.backend
+    finally:
+        unregister_backend("copying")
+
+
+def test_arguments_sharing_memory_on_a_device_that_copies(copying, rng):
+    # the tests above on any machine, OpenCL or not
+    a = rng.standard_normal(16).astype(np.float32)
+    expected = a + np.float32(1)
+    add_one[(1,)](a, a, 16, BLOCK=16, device="copying")
+    np.testing.assert_array_equal(a, expected)
+    b = rng.standard_normal(24).astype(np.float32)
+    expected = b.copy()
+    expected[8:16] = np.arange(8, 16) + 100
+    expected[16:24] = np.arange(8, 16) + 200
+    write_halves[(1,)](HostMemory(b[:16]), b[8:], HALF=8, device="copying")
+    np.testing.assert_array_equal(b, expected)
+
+
+def test_a_copy_the_device_cannot_hold_names_the_arguments(copying, rng):
+    a = rng.standard_normal(16).astype(np.float32)
+    before = a.copy()
+    copying.fail_allocations = True
+    with pytest.raises(MemoryError, match="add_one: copying arguments 'out_ptr', 'x_ptr' to the "
+                                          "device: copying:0 could not allocate 64 bytes"):
+        add_one[(1,)](a, a[:8], 16, BLOCK=16, device="copying")
+    np.testing.assert_array_equal(a, before)

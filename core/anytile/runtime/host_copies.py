@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backend import HostArrayView
-from .arrays import Array, empty
+from .arrays import Array, allocate
 from .devices import Device
 
 __all__ = ["HostArgument", "Writeback", "copy_host_arguments", "write_back"]
@@ -23,10 +23,11 @@ __all__ = ["HostArgument", "Writeback", "copy_host_arguments", "write_back"]
 
 class HostArgument(NamedTuple):
     """A host array waiting to be copied with the others that share its memory: its
-    position among the launch's values, whether it is a tensor descriptor's base, and the
-    array seen in place (``backend.host_array_view``)."""
+    position among the launch's values, its name (``x_ptr``, ``desc.base``), whether it is a
+    tensor descriptor's base, and the array seen in place (``backend.host_array_view``)."""
 
     index: int
+    name: str
     in_descriptor: bool
     view: HostArrayView
 
@@ -43,10 +44,10 @@ class HostArgument(NamedTuple):
 Writeback = tuple[np.ndarray, Array]
 
 
-def copy_host_arguments(waiting: list[HostArgument], dev: Device,
+def copy_host_arguments(kernel: str, waiting: list[HostArgument], dev: Device,
                         writebacks: list[Writeback]) -> list[tuple[HostArgument, Array]]:
-    """Each of ``waiting`` with its view on ``dev``: one device copy per range of host memory
-    they share; the writeable ones are added to ``writebacks``."""
+    """Each of ``waiting`` (arguments of ``kernel``) with its view on ``dev``: one device copy
+    per range of host memory they share; the writeable ones are added to ``writebacks``."""
     out: list[tuple[HostArgument, Array]] = []
     group: list[HostArgument] = []
     end = 0
@@ -56,21 +57,23 @@ def copy_host_arguments(waiting: list[HostArgument], dev: Device,
             end = max(end, arg.end)
             continue
         if group:
-            out += _copy_group(group, end, dev, writebacks)
+            out += _copy_group(kernel, group, end, dev, writebacks)
         group, end = [arg], arg.end
     if group:
-        out += _copy_group(group, end, dev, writebacks)
+        out += _copy_group(kernel, group, end, dev, writebacks)
     return out
 
 
-def _copy_group(group: list[HostArgument], end: int, dev: Device,
+def _copy_group(kernel: str, group: list[HostArgument], end: int, dev: Device,
                 writebacks: list[Writeback]) -> list[tuple[HostArgument, Array]]:
     start = group[0].start
     if len(group) == 1:
         data = group[0].view.span
     else:   # the members are alive (the launch holds them): their memory can be read as bytes
         data = np.frombuffer((ctypes.c_uint8 * (end - start)).from_address(start), np.uint8)
-    whole = empty((end - start,), np.uint8, device=dev)
+    names = ", ".join(f"'{arg.name}'" for arg in group)
+    what = f"{kernel}: copying argument{'s' if len(group) > 1 else ''} {names} to the device"
+    whole = allocate((end - start,), np.uint8, dev, what)
     whole.copy_from(data)
     out = []
     written: set[tuple] = set()

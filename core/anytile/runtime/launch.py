@@ -105,15 +105,15 @@ def import_arrays(fn: Any, bound: tuple, dev: Device) -> tuple[list, list[Writeb
         if described and type(value.base) is Array:
             values[index] = value.on(value.base)
             continue
-        seen = _import_array(fn, f"{name}.base" if described else name,
-                             value.base if described else value, dev)
+        name = f"{name}.base" if described else name
+        seen = _import_array(fn, name, value.base if described else value, dev)
         if type(seen) is HostArrayView:
-            waiting.append(HostArgument(index, described, seen))
+            waiting.append(HostArgument(index, name, described, seen))
         else:
             values[index] = value.on(seen) if described else seen
     writebacks: list[Writeback] = []
     if waiting:
-        for arg, seen in copy_host_arguments(waiting, dev, writebacks):
+        for arg, seen in copy_host_arguments(fn.__name__, waiting, dev, writebacks):
             values[arg.index] = values[arg.index].on(seen) if arg.in_descriptor else seen
     return values, writebacks
 
