@@ -10,14 +10,14 @@ Four functions are written, each for one kernel:
 * ``make_fast_launcher``: ``kernel[grid](*args)``.  It reads a few cheap facts of each
   argument into one key (``Signature.fast_key_lines``: an ``Array``'s precomputed key, an
   int's range, divisibility and equality to 1, a NumPy array's ``HOST_READERS`` key, a
-  foreign array's ``Backend.foreign_reader`` key) and looks it up in ``fn._fast_cache``.  A hit checks that no global the kernel read
-  was rebound (``binding_probe``) and calls the backend's raw ``Backend.launcher``: no
-  ``Array``, ``KernelArg`` or ``ArgSpec`` is built.  A miss goes to the general path
-  (``launch.launch_bound``) and then ``remember``s the launch when every argument can be read
-  this way and was seen in place, and the arguments decided the device (so that the key
-  decides it too) or, for NumPy arrays alone, the default device did (the entry then holds
-  while it stays the default).  Its one ``except`` re-raises anytile's errors through
-  ``errors.for_the_user``, as every entry point does;
+  foreign array's ``Backend.foreign_reader`` key) and looks it up in ``fn._fast_cache``.
+  A hit checks that no global the kernel read was rebound (``binding_probe``) and calls the
+  backend's raw ``Backend.launcher``: no ``Array``, ``KernelArg`` or ``ArgSpec`` is built.
+  A miss goes to the general path (``launch.launch_bound``) and then ``remember``s the launch
+  when every argument can be read this way and was seen in place, and the arguments decided
+  the device (so that the key decides it too) or, for NumPy arrays alone, the default device
+  did (the entry then holds while it stays the default).  Its one ``except`` re-raises
+  anytile's errors through ``errors.for_the_user``, as every entry point does;
 * ``make_binder``: the general path's step 1 (``JITFunction.run``, ``warmup``);
 * ``_dropping_runner``: a raw launcher behind the values the plan kept (ints equal to 1 and
   ``None`` are compiled in);
