@@ -335,8 +335,10 @@ def test_a_plugin_that_hangs_at_import_is_listed_with_why(site, tmp_path):
 
 # -- anytile backends ---------------------------------------------------------------------------
 def _backends(*args: str, **env: str) -> str:
+    """``anytile backends ARGS`` with the test instruments switched off unless ``env`` says."""
+    base = {k: v for k, v in os.environ.items() if k != "ANYTILE_GPU_SIMULATOR"}
     done = subprocess.run([sys.executable, "-m", "anytile", "backends", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **env})
+                          text=True, timeout=300, env={**base, **env})
     assert done.returncode == 0 and not done.stderr, done.stderr
     return done.stdout
 
