@@ -38,6 +38,7 @@ import numpy as np
 from .backend import Availability, Backend, Buffer, DeviceInfo, ImportedArray, numpy_view_of
 from .errors import BackendError, LaunchError, device_assert_error
 from .ir.types import PointerType, ScalarType, from_numpy, i32, i64, scalar_type
+from .runtime.fast_launch import define
 
 __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", "tensor_reader",
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
@@ -133,9 +134,22 @@ def _from_array_interface(obj: Any, cai: dict, device: DeviceInfo) -> Optional[I
         if any(s % itemsize for s in strides_bytes):
             return None
         strides = [int(s) // itemsize for s in strides_bytes]
-    extent = sum((n - 1) * abs(s) for n, s in zip(shape, strides)) + 1 if all(shape) else 0
-    buf = Buffer(device, extent * itemsize, address, address, owner=obj)
-    return ImportedArray(buf, 0, shape, tuple(strides), dtype)
+    return _imported(obj, address, shape, tuple(strides), dtype, device)
+
+
+def _imported(obj: Any, address: int, shape: tuple[int, ...], strides: tuple[int, ...],
+              dtype: ScalarType, device: DeviceInfo) -> ImportedArray:
+    """The foreign array ``obj`` whose element 0 is at ``address``, as an ``ImportedArray``
+    whose buffer is exactly the bytes its elements occupy (negative strides included):
+    checked mode gives a kernel that span as the argument's memory."""
+    if all(shape):
+        low = sum(min(0, (n - 1) * s) for n, s in zip(shape, strides))
+        high = sum(max(0, (n - 1) * s) for n, s in zip(shape, strides)) + 1
+    else:                                   # no elements: no memory
+        low = high = 0
+    start = address + low * dtype.nbytes
+    buf = Buffer(device, (high - low) * dtype.nbytes, start, start, owner=obj)
+    return ImportedArray(buf, -low * dtype.nbytes, shape, strides, dtype)
 
 
 _FOREIGN_DTYPES: dict[Any, Any] = {}   # a framework's dtype object -> ScalarType (or None)
@@ -168,9 +182,7 @@ def _from_tensor(obj: Any, device: DeviceInfo) -> Optional[ImportedArray]:
             return None
         shape = tuple(int(s) for s in obj.shape)
         strides = tuple(int(s) for s in obj.stride())
-        address = int(obj.data_ptr())
-        buf = Buffer(device, 0, address, address, owner=obj)
-        return ImportedArray(buf, 0, shape, strides, dtype)
+        return _imported(obj, int(obj.data_ptr()), shape, strides, dtype, device)
     return None
 
 
@@ -393,8 +405,7 @@ def compile_launcher(name: str, count: int, header: str, call: str,
     scope = dict(namespace)
     scope.update({"_getters": STREAM_GETTERS, "_index": device_index, "struct": struct,
                   "_framework_stream": framework_stream, "_stream_handle": stream_handle})
-    exec(compile(src, f"<launcher of {name}>", "exec"), scope)
-    return scope["run"]
+    return define(src, "run", scope, f"<launcher of {name}>")
 
 
 #: the hidden last parameter of a debug build with ``device_assert``s: the error word

@@ -1,7 +1,8 @@
-"""``at.autotune``, ``at.heuristics`` and ``at.Config`` with Triton's meaning, on the cpu backend
-(a real timer): the fastest config wins, the choice is cached per tuning key and on disk (a
-reordered config list keeps it), reset_to_zero / restore_value keep tuning from changing the
-result, and the hooks run."""
+"""``at.autotune``, ``at.heuristics`` and ``at.Config`` with Triton's meaning, on the cpu backend:
+the fastest config wins, the choice is cached per tuning key and on disk (a reordered config
+list keeps it), reset_to_zero / restore_value keep tuning from changing the result, and the
+hooks run.  Which config is fastest is said by a timer the test controls (``ModelTimer``): a
+real one answers as the machine's load allows."""
 import json
 
 import numpy as np
@@ -36,29 +37,48 @@ FAST = at.Config({"SLOW": 1, "BLOCK": 1024}, num_warps=4)
 SLOW = at.Config({"SLOW": 4000, "BLOCK": 1024}, num_warps=4)
 
 
-def _tuned(**options):
-    return at.autotune(configs=[SLOW, FAST], key=["n"], **options)(accumulate)
+class ModelTimer:
+    """The autotuner's ``do_bench`` for tests: runs each timed launch once (so hooks,
+    reset_to_zero and restore_value act as in real tuning) and reports its config's ``SLOW``
+    as its milliseconds, the order an idle machine would give.  ``pre_hook`` must be the
+    tuned kernel's pre_hook: it tells which config is launched."""
+
+    def __init__(self):
+        self.launched = []          # SLOW of each launch the tuner made
+
+    def pre_hook(self, args):
+        self.launched.append(args["SLOW"])
+
+    def __call__(self, fn, quantiles):
+        fn()
+        return [float(self.launched[-1])] * len(quantiles)
+
+
+def _tuned(timer, **options):
+    return at.autotune(configs=[SLOW, FAST], key=["n"], do_bench=timer,
+                       pre_hook=timer.pre_hook, **options)(accumulate)
 
 
 def test_the_fastest_config_wins_and_is_kept_per_key(cpu):
-    kernel = _tuned(reset_to_zero=["out_ptr"], warmup=1, rep=5)
+    timer = ModelTimer()
+    kernel = _tuned(timer, reset_to_zero=["out_ptr"])
     x = at.asarray(np.ones(4096, np.float32), device=cpu)
     out = at.zeros(4096, np.float32, device=cpu)
     grid = lambda meta: (at.cdiv(4096, meta["BLOCK"]),)  # noqa: E731
     kernel[grid](x, out, 4096)
-    assert kernel.best_config is FAST
+    assert kernel.best_config is FAST and sorted(timer.launched) == [1, 4000]
     assert set(kernel.configs_timings) == {SLOW, FAST}
     assert kernel.configs_timings[FAST][0] < kernel.configs_timings[SLOW][0]
     # reset_to_zero zeroed `out` before every timed run; the real launch adds x once more
     np.testing.assert_array_equal(out.numpy(), np.ones(4096, np.float32))
     kernel[grid](x, out, 4096)
-    assert kernel.configs_timings is not None and len(kernel.cache) == 1   # no second tuning
+    assert len(kernel.cache) == 1 and sorted(timer.launched) == [1, 4000]  # no second tuning
     kernel[grid](x, out, 2048)
-    assert len(kernel.cache) == 2                                          # a new key tunes
+    assert len(kernel.cache) == 2 and sorted(timer.launched) == [1, 1, 4000, 4000]  # a new key
 
 
 def test_restore_value_keeps_tuning_from_changing_the_result(cpu):
-    kernel = _tuned(restore_value=["out_ptr"], warmup=1, rep=3)
+    kernel = _tuned(ModelTimer(), restore_value=["out_ptr"])
     x = at.asarray(np.ones(512, np.float32), device=cpu)
     start = np.arange(512, dtype=np.float32)
     out = at.asarray(start.copy(), device=cpu)
@@ -70,10 +90,9 @@ def test_choices_are_kept_on_disk_across_a_reordered_config_list(cpu, tmp_path, 
     monkeypatch.setenv("ANYTILE_CACHE_DIR", str(tmp_path))
     x = at.asarray(np.ones(256, np.float32), device=cpu)
     out = at.zeros(256, np.float32, device=cpu)
-    first = at.autotune(configs=[SLOW, FAST], key=["n"], cache_results=True,
-                        reset_to_zero=["out_ptr"], warmup=1, rep=3)(accumulate)
+    first = _tuned(ModelTimer(), cache_results=True, reset_to_zero=["out_ptr"])
     first[(1,)](x, out, 256)
-    assert first.configs_timings is not None
+    assert first.configs_timings is not None and first.best_config is FAST
     timed = []
     again = at.autotune(configs=[FAST, SLOW], key=["n"], cache_results=True,
                         reset_to_zero=["out_ptr"],
@@ -91,7 +110,7 @@ def test_pruning_and_hooks(cpu):
                           [c for c in configs if c.kwargs["BLOCK"] == 1024]},
         pre_hook=lambda args: seen.append(("pre", args["SLOW"])),
         post_hook=lambda args, exception: seen.append(("post", exception)),
-        reset_to_zero=["out_ptr"], warmup=1, rep=2)(accumulate)
+        reset_to_zero=["out_ptr"], do_bench=lambda fn, quantiles: fn() or [1.0] * 3)(accumulate)
     x = at.asarray(np.ones(1024, np.float32), device=cpu)
     out = at.zeros(1024, np.float32, device=cpu)
     kernel[(1,)](x, out, 1024)
@@ -121,8 +140,9 @@ def test_heuristics_compute_meta_parameters(device, poison):
 
 
 def test_heuristics_under_autotune(cpu):
-    kernel = at.autotune(configs=[at.Config({"SLOW": 1}), at.Config({"SLOW": 3000})], key=["n"],
-                         reset_to_zero=["out_ptr"], warmup=1, rep=2)(
+    timer = ModelTimer()
+    kernel = at.autotune(configs=[at.Config({"SLOW": 3000}), at.Config({"SLOW": 1})], key=["n"],
+                         reset_to_zero=["out_ptr"], do_bench=timer, pre_hook=timer.pre_hook)(
         at.heuristics({"BLOCK": lambda args: at.next_power_of_2(args["n"])})(accumulate))
     x = at.asarray(np.ones(300, np.float32), device=cpu)
     out = at.zeros(300, np.float32, device=cpu)

@@ -114,7 +114,7 @@ def test_misbehaving_plugins_are_isolated(plugin_path):
     records = discover()
     assert "SystemExit" in records["exits"].error and "on purpose" in records["exits"].error
     hanging = records["hanging"].availability
-    assert not hanging.usable and "did not return within 1 s" in hanging.reason
+    assert not hanging.usable and "did not return within 5 s" in hanging.reason
     raising = records["raising-host"].availability
     assert not raising.usable and "devices() is broken on purpose" in raising.reason
     names = [d.name for d in at.devices()]
@@ -133,6 +133,6 @@ def test_cli_survives_misbehaving_plugins(plugin_path):
     done = subprocess.run([sys.executable, "-m", "anytile", "backends"], capture_output=True,
                           text=True, timeout=60)
     assert done.returncode == 0, done.stderr
-    for reason in ("on purpose", "did not return within 1 s", "devices() is broken on purpose"):
+    for reason in ("on purpose", "did not return within 5 s", "devices() is broken on purpose"):
         assert reason in done.stdout
     assert "interpreter:0" in done.stdout

@@ -281,6 +281,49 @@ def test_a_plugin_that_hangs_at_import_costs_nothing_to_a_process_not_asking_for
     assert not (tmp_path / "hang-imported").exists()
 
 
+@pytest.mark.parametrize("name", ["hangs", "a-hangs"])
+def test_a_plugin_that_hangs_at_import_is_never_imported_by_launches_on_cpu(site, tmp_path, name):
+    # "hangs" sorts after cpu: the default device is found before it; "a-hangs" sorts first,
+    # so only launches that name their device are made (finding the default imports it)
+    pytest.importorskip("anytile_cpu")
+    site({"anytile-hangs": {name: "hangs:Anything"}})
+    default = name == "hangs"
+    script = tmp_path / "launch_on_cpu.py"          # kernels need a source file
+    script.write_text(textwrap.dedent(f"""
+        import numpy as np
+        import anytile as at
+        import anytile.language as tl
+
+        @at.jit
+        def add_one(out_ptr, x_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.arange(0, BLOCK)
+            mask = offs < n
+            tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+
+        cpu = at.device("cpu")
+        x = np.random.default_rng(5).standard_normal(64).astype(np.float32)
+        for _ in range(3):                  # the general path, then the fast path
+            out = at.full(64, np.nan, np.float32, device="cpu:0")
+            add_one[(1,)](out, at.asarray(x, device=cpu), 64, BLOCK=64)
+            assert (out.numpy() == x + 1).all()
+            host = np.full(64, np.nan, np.float32)
+            add_one[(1,)](host, x, 64, BLOCK=64, device="cpu")
+            assert (host == x + 1).all()
+            if {default}:
+                host = np.full(64, np.nan, np.float32)
+                add_one[(1,)](host, x, 64, BLOCK=64)
+                assert (host == x + 1).all()
+                assert str(at.device()) == "cpu:0"
+        print("launched")
+    """))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "ANYTILE_PLUGIN_TIMEOUT": "60",
+                                            "ANYTILE_GPU_SIMULATOR": "0"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "launched"
+    assert not (tmp_path / "hang-imported").exists()
+
+
 def test_a_plugin_that_hangs_at_import_is_listed_with_why(site, tmp_path):
     site({"anytile-hangs": {"hangs": "hangs:Anything"}})
     done = subprocess.run([sys.executable, "-m", "anytile", "backends"], capture_output=True,
@@ -292,8 +335,10 @@ def test_a_plugin_that_hangs_at_import_is_listed_with_why(site, tmp_path):
 
 # -- anytile backends ---------------------------------------------------------------------------
 def _backends(*args: str, **env: str) -> str:
+    """``anytile backends ARGS`` with the test instruments switched off unless ``env`` says."""
+    base = {k: v for k, v in os.environ.items() if k != "ANYTILE_GPU_SIMULATOR"}
     done = subprocess.run([sys.executable, "-m", "anytile", "backends", *args], capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **env})
+                          text=True, timeout=300, env={**base, **env})
     assert done.returncode == 0 and not done.stderr, done.stderr
     return done.stdout
 

@@ -236,3 +236,36 @@ def test_numpy_bools_are_scalars():
     from anytile.runtime.arrays import device_of_foreign_array
     assert device_of_foreign_array(np.bool_(True)) is None
     assert device_of_foreign_array(1) is None
+
+
+def test_generated_python_is_compiled_in_one_place():
+    # fast_launch.define is where core turns generated source into functions: one place to
+    # read and to audit
+    import ast
+    from pathlib import Path
+
+    import anytile
+
+    class Calls(ast.NodeVisitor):
+        """(file, innermost function) of each exec() or eval() call."""
+
+        def __init__(self, where: str) -> None:
+            self.where, self.functions, self.found = where, ["<module>"], []
+
+        def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+            self.functions.append(node.name)
+            self.generic_visit(node)
+            self.functions.pop()
+
+        def visit_Call(self, node: ast.Call) -> None:
+            if isinstance(node.func, ast.Name) and node.func.id in ("exec", "eval"):
+                self.found.append((self.where, self.functions[-1]))
+            self.generic_visit(node)
+
+    core = Path(anytile.__file__).parent
+    found = []
+    for path in sorted(core.rglob("*.py")):
+        calls = Calls(path.relative_to(core).as_posix())
+        calls.visit(ast.parse(path.read_text(encoding="utf-8")))
+        found += calls.found
+    assert found == [("runtime/fast_launch.py", "define")], found

@@ -67,6 +67,27 @@ def test_fast_key_and_arg_specs_agree(kernel):
     assert len(spec_for_key) > 500
 
 
+@pytest.mark.parametrize("kernel", [many, many_nospec], ids=["specialised", "do_not_specialize"])
+def test_numpy_fast_keys_decide_the_specialisation_on_a_host_device(kernel):
+    from anytile.runtime.launch import import_arrays
+    key_of = make_key_function(kernel)
+    dev = at.device("interpreter")          # sees NumPy arrays in place, as cpu does
+    floats = np.arange(80, dtype=np.float32)
+    read_only = floats[:64].view()
+    read_only.flags.writeable = False
+    arrays = [floats[:64], floats[1:65], floats[4:68], floats[8:72], read_only,
+              np.arange(64, dtype=np.float16), np.arange(64, dtype=np.int64)[2:], floats[:1]]
+    spec_for_key = {}
+    for a in arrays:
+        args = [a, 64, 1.5, True, 2, None, 16, 0]
+        key = key_of(*args)
+        values, copied = import_arrays(kernel, tuple(args), dev)
+        assert not copied
+        specs = kernel.launch_signature.specialise(values)
+        assert spec_for_key.setdefault(key, specs) == specs, (a, key)
+    assert len(spec_for_key) >= 5
+
+
 def test_unknown_argument_types_go_to_the_general_path():
     key_of = make_key_function(many)
     args = [_arrays()[0], [1, 2], 1.0, True, 4, None, 16, 0]

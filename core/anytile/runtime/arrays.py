@@ -14,7 +14,7 @@ from ..ir.types import ScalarType, from_numpy
 from .devices import Device, _device as device_for, device as get_device
 from .discovery import discover, generation
 
-__all__ = ["Array", "asarray", "empty", "zeros", "full", "empty_like", "zeros_like",
+__all__ = ["Array", "asarray", "allocate", "empty", "zeros", "full", "empty_like", "zeros_like",
            "to_scalar_type", "import_foreign", "is_array_like", "device_of_foreign_array",
            "foreign_claimants"]
 
@@ -69,12 +69,14 @@ class Array:
     """An array living in ``device``'s memory.
 
     ``strides`` are in elements (``stride(i)`` as in torch; ``.strides`` in bytes as in NumPy).
-    Arrays made by ``empty``/``asarray`` own their memory and free it when collected."""
+    Arrays made by ``empty``/``asarray`` own their memory and free it when collected; a view
+    of another array's memory names that array as ``keep`` (kept alive with the view)."""
 
     def __init__(self, buffer: Buffer, shape: tuple[int, ...], dtype: ScalarType,
                  device: Device, strides: Optional[tuple[int, ...]] = None, offset: int = 0,
-                 owns: bool = False) -> None:
+                 owns: bool = False, keep: Optional["Array"] = None) -> None:
         self._buffer = buffer
+        self._keep = keep
         self.shape = shape
         self._dtype = dtype
         self.device = device
@@ -214,11 +216,12 @@ def _resolve_device(device: Any) -> Device:
 
 def empty(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
     """An uninitialised array on ``device`` (default: the default device)."""
-    return _allocate(shape, dtype, device, "at.empty")
+    return allocate(shape, dtype, device, "at.empty")
 
 
-def _allocate(shape: ShapeLike, dtype: Any, device: Any, what: str) -> Array:
-    """An uninitialised array for the constructor ``what``, whose name its errors carry."""
+def allocate(shape: ShapeLike, dtype: Any, device: Any, what: str) -> Array:
+    """An uninitialised array made for ``what`` (``"at.empty"``, a launch's copy of an
+    argument), which its errors name."""
     dev = _resolve_device(device)
     st = to_scalar_type(dtype)
     shape_t = _normalize_shape(shape, st, what)
@@ -235,19 +238,19 @@ def _allocate(shape: ShapeLike, dtype: Any, device: Any, what: str) -> Array:
 
 def full(shape: ShapeLike, value: Any, dtype: Any = np.float32, device: Any = None) -> Array:
     """An array of ``shape`` holding ``value`` everywhere."""
-    out = _allocate(shape, dtype, device, "at.full")
+    out = allocate(shape, dtype, device, "at.full")
     return out.copy_from(np.full(out.shape, value, dtype=out.dtype))
 
 
 def zeros(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
     """An array of ``shape`` holding zeros."""
-    out = _allocate(shape, dtype, device, "at.zeros")
+    out = allocate(shape, dtype, device, "at.zeros")
     return out.copy_from(np.zeros(out.shape, dtype=out.dtype))
 
 
 def _like(a: Any, dtype: Any, device: Any, what: str) -> Array:
     dev = device if device is not None else (a.device if isinstance(a, Array) else None)
-    return _allocate(tuple(a.shape), dtype if dtype is not None else a.dtype, dev, what)
+    return allocate(tuple(a.shape), dtype if dtype is not None else a.dtype, dev, what)
 
 
 def empty_like(a: Any, dtype: Any = None, device: Any = None) -> Array:
@@ -296,7 +299,7 @@ def asarray(obj: Any, dtype: Any = None, device: Any = None) -> Array:
     if want is not None:
         host = host.astype(want.np, copy=False)
     to_scalar_type(host.dtype)  # a clear error for object/complex/str arrays
-    out = _allocate(host.shape, host.dtype, dev, "at.asarray")
+    out = allocate(host.shape, host.dtype, dev, "at.asarray")
     return out.copy_from(host)
 
 

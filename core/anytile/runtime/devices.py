@@ -89,8 +89,11 @@ def device(spec: Union[str, Device, None] = None) -> Device:
     except ValueError:
         raise BackendError(f"device '{spec}': the part after ':' must be an index") from None
     records = discover()
-    candidates = [r for r in records.values() if r.name == prefix or
-                  (r.backend is not None and r.backend.device_prefix == prefix)]
+    named = records.get(prefix)
+    # a backend named as the prefix owns it (discovery refuses any other that claims it), so
+    # the others are not imported: a plugin that hangs at import costs only its own users
+    candidates = [named] if named is not None else \
+        [r for r in records.values() if r.backend is not None and r.backend.device_prefix == prefix]
     if not candidates:
         known = sorted({r.backend.device_prefix for r in records.values() if r.backend} |
                        set(records))
@@ -128,11 +131,13 @@ def default_device() -> Device:
 def _find_default_device(env: Optional[str]) -> Device:
     if env:
         return device(env)
-    hosts = [r for r in discover().values()
-             if r.backend is not None and r.backend.host_memory and r.name != REFERENCE_BACKEND
-             and r.availability.usable]
-    for record in sorted(hosts, key=lambda r: r.name):
-        infos = record.devices
-        if infos:
-            return _device(record.backend, infos[0])
+    # in order, importing no plugin past the first usable host backend
+    for name, record in sorted(discover().items()):
+        if name == REFERENCE_BACKEND:
+            continue
+        backend = record.backend
+        if backend is not None and backend.host_memory and record.availability.usable:
+            infos = record.devices
+            if infos:
+                return _device(backend, infos[0])
     return device(REFERENCE_BACKEND)

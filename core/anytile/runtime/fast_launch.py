@@ -9,14 +9,15 @@ Four functions are written, each for one kernel:
 
 * ``make_fast_launcher``: ``kernel[grid](*args)``.  It reads a few cheap facts of each
   argument into one key (``Signature.fast_key_lines``: an ``Array``'s precomputed key, an
-  int's range, divisibility and equality to 1, a foreign array's ``Backend.foreign_reader``
-  key) and looks it up in ``fn._fast_cache``.  A hit checks that no global the kernel read
-  was rebound (``binding_probe``) and calls the backend's raw ``Backend.launcher``: no
-  ``Array``, ``KernelArg`` or ``ArgSpec`` is built.  A miss goes to the general path
-  (``launch.launch_bound``) and then ``remember``s the launch when every argument can be read
-  this way and the arguments (not the default device) decided the device, so that the key
-  decides it too.  Its one ``except`` re-raises anytile's errors through
-  ``errors.for_the_user``, as every entry point does;
+  int's range, divisibility and equality to 1, a NumPy array's ``HOST_READERS`` key, a
+  foreign array's ``Backend.foreign_reader`` key) and looks it up in ``fn._fast_cache``.
+  A hit checks that no global the kernel read was rebound (``binding_probe``) and calls the
+  backend's raw ``Backend.launcher``: no ``Array``, ``KernelArg`` or ``ArgSpec`` is built.
+  A miss goes to the general path (``launch.launch_bound``) and then ``remember``s the launch
+  when every argument can be read this way and was seen in place, and the arguments decided
+  the device (so that the key decides it too) or, for NumPy arrays alone, the default device
+  did (the entry then holds while it stays the default).  Its one ``except`` re-raises
+  anytile's errors through ``errors.for_the_user``, as every entry point does;
 * ``make_binder``: the general path's step 1 (``JITFunction.run``, ``warmup``);
 * ``_dropping_runner``: a raw launcher behind the values the plan kept (ints equal to 1 and
   ``None`` are compiled in);
@@ -24,13 +25,17 @@ Four functions are written, each for one kernel:
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import types
 from typing import Any, Callable, Optional
 
+import numpy as np
+
 from ..errors import AnytileError, for_the_user
 from ..language.source import ABSENT
 from .arrays import Array, foreign_claimants, is_array_like
+from .devices import default_device
 from .discovery import on_change
 from .launch import LaunchPlan, launch_bound, normalise_grid
 from .specialize import FAST_SCALARS, fast_constexpr_key, fast_int_key
@@ -187,13 +192,16 @@ def _miss(fn: Any, grid: Any, bound: tuple, options: dict, stream: Any, key: Any
 
 def remember(fn: Any, key: Any, plan: LaunchPlan, bound: tuple, values: list, dev: Any) -> None:
     """Store ``plan`` under the fast ``key`` when a later launch with the same key can go
-    straight to the backend's raw launcher."""
+    straight to the backend's raw launcher: every array argument was seen in place, and the
+    arguments decided the device (an ``Array`` or a claimed foreign array), or else the
+    default device did and the entry holds only while it stays the default."""
     if plan.runner is False:
         plan.runner = dev.backend.launcher(plan.loaded, dev.info)
     if plan.runner is None:
         return
     constexprs = fn.launch_signature.constexpr_positions
     decided_by_arguments = False
+    host_arrays = False
     for index, value in enumerate(bound):
         cls = type(value)
         if index in constexprs or value is None or cls in FAST_SCALARS or cls in (int, float, bool):
@@ -203,21 +211,44 @@ def remember(fn: Any, key: Any, plan: LaunchPlan, bound: tuple, values: list, de
                 return
             decided_by_arguments = True
             continue
-        _learn_reader(cls)
         seen = values[index]
+        host_reader = HOST_READERS.get(cls)
+        if host_reader is not None:
+            # host memory used in place by a host backend: its address is all a launch needs
+            if not dev.backend.host_memory or type(seen) is not Array or \
+                    seen._address is None or seen._address != host_reader(value)[0]:
+                return
+            host_arrays = True
+            continue
+        _learn_reader(cls)
         if _reader_owner.get(cls) is not dev.backend or type(seen) is not Array or \
                 seen._owner is not value or seen._address is None:
             return                       # not imported in place by this device's backend
         decided_by_arguments = True
-    if not decided_by_arguments:         # the default device decided: the key does not
+    if decided_by_arguments:
+        probe, current = fn._probe or (None, None)
+    elif host_arrays:                    # NumPy alone: the default device decided
+        probe, current = _default_device_probe(dev, fn._probe)
+    else:                                # no array: the key says nothing of the device
         return
     runtime = fn.launch_signature.runtime_positions
     kept = [index for index, _, _ in plan.runtime]
     run = plan.runner
     if kept != list(runtime):
         run = _dropping_runner(run, kept, runtime)
-    probe, current = fn._probe or (None, None)
     fn._fast_cache[key] = (run, plan.compiled, probe, current)
+
+
+def _default_device_probe(dev: Any, bindings: Optional[tuple[Callable[[], Any], Any]]
+                          ) -> tuple[Callable[[], Any], Any]:
+    """``(probe, current)`` for an entry that holds while ``dev`` is the default device and
+    ``bindings`` (the kernel's ``binding_probe``) holds."""
+    if bindings is None:
+        return default_device, dev
+    src = "def stale():\n    return _default() is not _dev or _probe() is not _current\n"
+    namespace = {"_default": default_device, "_dev": dev, "_probe": bindings[0],
+                 "_current": bindings[1]}
+    return define(src, "stale", namespace, "<anytile default device check>"), False
 
 
 def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -> Callable:
@@ -230,8 +261,36 @@ def _dropping_runner(run: Callable, kept: list[int], runtime: tuple[int, ...]) -
     return define(src, "run", {"_run": run}, "<anytile runner>")
 
 
-#: foreign array type -> the reader of the backend that claims it (``Backend.foreign_reader``)
-_readers: dict[type, Callable[[Any], tuple[Any, Any]]] = {}
+def _numpy_reader() -> Callable[[np.ndarray], tuple[int, tuple]]:
+    """The fast path's reader of NumPy arrays: ``(address of element 0, key)``, the key
+    holding what a host backend's import depends on (dtype, contiguity, writeability,
+    alignment).  The address is read from the array object, where NumPy's C layout keeps
+    it right after the object header (``__array_interface__`` builds a dict and costs ten
+    times more); where that layout does not hold, through ``__array_interface__``."""
+    field = ctypes.c_void_p.from_address
+    offset = object.__basicsize__
+
+    def read(a: np.ndarray) -> tuple[int, tuple]:
+        address = field(id(a) + offset).value or 0
+        flags = a.flags
+        return address, (a.dtype, flags.c_contiguous, flags.writeable, not address & 15)
+
+    def read_interface(a: np.ndarray) -> tuple[int, tuple]:
+        address = a.__array_interface__["data"][0]
+        flags = a.flags
+        return address, (a.dtype, flags.c_contiguous, flags.writeable, not address & 15)
+
+    samples = [np.arange(7.0), np.arange(40, dtype=np.int8)[3:], np.ones((3, 5), np.float32).T]
+    if all(read(a)[0] == a.__array_interface__["data"][0] for a in samples):
+        return read
+    return read_interface
+
+
+#: host array type -> its reader, whatever the device (no backend claims host memory)
+HOST_READERS: dict[type, Callable[[Any], tuple[int, Any]]] = {np.ndarray: _numpy_reader()}
+#: array type -> its reader: the host readers, and the reader of the backend that claims a
+#: foreign array type (``Backend.foreign_reader``)
+_readers: dict[type, Callable[[Any], tuple[Any, Any]]] = dict(HOST_READERS)
 _reader_owner: dict[type, Any] = {}
 _no_reader: set[type] = set()
 
@@ -255,6 +314,7 @@ def _forget_readers() -> None:
     """Discovery changed (a backend registered or refreshed): readers may belong to backend
     objects of before (``launch`` drops the plans and fast entries)."""
     _readers.clear()
+    _readers.update(HOST_READERS)
     _reader_owner.clear()
     _no_reader.clear()
 

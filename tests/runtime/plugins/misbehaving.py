@@ -1,17 +1,17 @@
 """Test plugins that misbehave in ways a real one might: discovery must isolate them."""
-import time
+import threading
 
 from numpy_source_backend import NumpySourceBackend
 
 
 class HangingDevices(NumpySourceBackend):
-    """``devices()`` never returns in time (a driver stuck probing hardware)."""
+    """``devices()`` never returns (a driver stuck probing hardware)."""
 
     name = "hanging"
     device_prefix = "hanging"
 
     def devices(self):
-        time.sleep(30)
+        threading.Event().wait()     # never set
         return []
 
 
