@@ -203,6 +203,7 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
         # refills them (by TMA, the async proxy, where it copies boxes)
         if ctx.box_copying:
             ctx.target.fence_async_shared(b)
+        ctx.buffers_reused(b)
         ctx.target.barrier(b)
     return Regs(want, shape, values)
 

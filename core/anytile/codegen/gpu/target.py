@@ -7,9 +7,10 @@ functions, atomics and the kernel's calling convention.  Tables describe the res
 instructions (``matrix_instrs``: ``MatrixInstr`` records, with one emit hook), and which
 asynchronous global-to-shared copy sizes exist (none: pipelined copies go through registers).
 
-Whatever only one vendor has joins through two optional extension points:
-``fragment_loader`` (a faster way to read matrix fragments from shared memory) and
-``dot_strategies`` (a whole other way to lower ``dot``, with its own shared-memory layouts).
+Whatever only one vendor has joins through three optional extension points:
+``fragment_loader`` (a faster way to read matrix fragments from shared memory),
+``dot_strategies`` (a whole other way to lower ``dot``, with its own shared-memory layouts)
+and ``dialects`` (the backend's own ops, passes and lowerings: ``dialects.GpuDialect``).
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from .matrix import MatrixInstr
 
 if TYPE_CHECKING:
     from .box_copies import BoxCopies
+    from .dialects import GpuDialect
     from .dot import DotStrategy
     from .fragments import FragmentLoader
 
@@ -160,6 +162,10 @@ class GpuTarget(abc.ABC):
         """Target-specific ways to lower ``dot``, tried before core's (matrix instructions
         from ``matrix_instrs``, then FMAs)."""
         return ()
+
+    #: the backend's own ops, passes and lowerings, put into the pipeline by name
+    #: (``dialects.GpuDialect``)
+    dialects: Sequence["GpuDialect"] = ()
 
     # -- asynchronous copies -------------------------------------------------------------------
     #: byte sizes of the asynchronous global -> shared copies the target has (empty: none;
