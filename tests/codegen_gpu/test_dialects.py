@@ -72,7 +72,8 @@ def test_a_dialect_op_prints_parses_and_verifies_while_loaded():
     assert print_module(module) == text
     load, = [op for op in walk(module.kernel.body) if isinstance(op, ops.LoadOp)]
     assert type(load) is CountedLoadOp and load.reads == 2
-    with pytest.raises(IRVerificationError, match=r"op 'toy.counted_load'.*reads must be an int >= 1, found 0"):
+    with pytest.raises(IRVerificationError,
+                       match=r"op 'toy.counted_load'.*reads must be an int >= 1, found 0"):
         verify_module(parse_module(text.replace("reads = 2", "reads = 0")))
 
 
@@ -81,9 +82,11 @@ def test_an_unloaded_dialect_is_neither_parsed_nor_verified():
     TOY.load()
     module = parse_module(text)
     TOY.unload()
-    with pytest.raises(IRParseError, match="unknown op 'toy.counted_load' .*'toy' dialect, which is not loaded"):
+    with pytest.raises(IRParseError,
+                       match="unknown op 'toy.counted_load' .*'toy' dialect, which is not loaded"):
         parse_module(text)
-    with pytest.raises(IRVerificationError, match="op 'toy.counted_load'.*'toy' dialect, which is not loaded"):
+    with pytest.raises(IRVerificationError,
+                       match="op 'toy.counted_load'.*'toy' dialect, which is not loaded"):
         verify_module(module)
 
 

@@ -23,7 +23,8 @@ same in every element (a scalar made a tile, or a constant), and shape ops (``ex
 ``broadcast``, ``permute``): the terms computed from values outside the loop go into the base,
 the scalars that change with the loop (made tiles by ``splat``) into the step's offset.  A
 load whose pointer has any other loop-dependent term (a carried pointer tile, a ``where``), or
-whose offsets are unsigned, is left as it is; so is a division (its divisor may be zero where
+whose offsets are unsigned, is left as it is, as is a dialect's load that keeps its pointer
+(``pipeline.PipelinedLoad.keeps_addresses``); so is a division (its divisor may be zero where
 the loop runs no iteration).  Only innermost loops are rewritten: a base built before a
 persistent kernel's loop over tiles would stay in registers through the whole inner loop.
 
@@ -46,6 +47,7 @@ from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...passes.dce import dce_function
 from ...ir.rules import is_int
 from ...ir.types import TileType, elem_type, i64, shape_of
+from .pipeline import PipelinedLoad
 
 __all__ = ["split_loop_addresses"]
 
@@ -97,7 +99,8 @@ class _Loop:
         count = 0
         for load in [op for op in body.ops if isinstance(op, ops.LoadOp)]:
             ptr = load.ptr
-            if not isinstance(ptr.type, TileType) or self.steady(ptr) or load.box or \
+            kept = isinstance(load, PipelinedLoad) and load.keeps_addresses
+            if not isinstance(ptr.type, TileType) or self.steady(ptr) or kept or \
                     _split_already(ptr, self.steady):
                 continue
             mark = len(self.before), dict(self.hoisted)

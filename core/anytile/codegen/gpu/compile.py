@@ -1,11 +1,11 @@
 """The GPU compile pipeline every GPU backend (and the host simulator) runs:
 ``ir`` -> ``laid-out ir`` -> ``llir``.
 
-* ``laid-out ir`` (``lay_out``): reductions that are not commutative become ordered scans
-  (``ordered_reduce.py``); with ``num_stages`` > 1, loads feeding matrix-instruction
-  dots go through a multi-stage shared-memory pipeline and other loop loads are prefetched
-  in registers (``pipeline.py``); for a target that copies boxes by descriptor, the boxes
-  that such operands' pointers read are found first (``pointer_boxes.py``); then the axis analysis and a layout on every tile value
+* ``laid-out ir`` (``lay_out``): the passes of ``passes.GPU_PASSES``, with the target's
+  dialects' passes placed among them: reductions that are not commutative become ordered
+  scans (``ordered_reduce.py``); with ``num_stages`` > 1, loads feeding matrix-instruction
+  dots go through a multi-stage shared-memory pipeline and other loop loads are prefetched in
+  registers (``pipeline.py``); then the axis analysis and a layout on every tile value
   (``assign.py``), each dot planned by the target's strategies (``dot.py``);
 * ``llir`` (``lower_kernel``): one thread's LLVM module (``lowering.py``) with the kernel's
   facts as typed fields (``GpuKernel``): shared memory, threads, asserts, the external
@@ -15,8 +15,8 @@ A backend's ``stages()`` is ``gpu_stages(target, options)`` plus its own stages,
 the ``GpuKernel`` (its text is the LLVM IR: ``asm["llir"]``).  Both stages fill ``metadata``:
 ``num_warps``, ``threads_per_block``, ``shared``, ``kernel_name``, ``asserts`` and
 ``bounds_params`` (with debug: checked mode, ``anytile.codegen.bounds_checks``),
-``box_maps`` (the descriptors the launcher makes: ``box_copies.BoxMap``),
-``pipelined_dot_operands``, ``prefetched_loads``, ``pipelined_shared``.
+``pipelined_dot_operands``, ``prefetched_loads``, ``pipelined_shared``, and what the
+dialects' passes and kernel extensions add (``GpuKernel.metadata``).
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from ...backend import CompileOptions, Stage
 from ...errors import CompilationError
 from ...ir.nodes import Module
 from .assign import LaidOutKernel
-from .box_copies import box_map_metadata
 from .lowering import KernelLowering
 from .passes import LayOut, pass_order, run_passes
 from .target import GpuTarget
@@ -52,9 +51,6 @@ class GpuKernel:
     shared_bytes: int
     asserts: list
     features: frozenset
-    #: the descriptors the host makes for each launch (``box_copies.BoxMap``), in the order
-    #: of the kernel's last parameters
-    box_maps: tuple = ()
     #: facts for the compiled kernel's ``metadata`` from the dialects' kernel extensions
     metadata: dict = field(default_factory=dict)
 
@@ -80,7 +76,7 @@ def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False,
     for ext in lowering.extensions.values():
         facts.update(ext.metadata())
     return GpuKernel(module, laid.kernel.name, lowering.threads, lowering.shared_bytes, asserts,
-                     frozenset(lowering.features), tuple(lowering.box_maps), facts)
+                     frozenset(lowering.features), facts)
 
 
 def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
@@ -117,8 +113,6 @@ def lower_to_llvm(laid: LaidOutKernel, target: GpuTarget, options: CompileOption
     metadata["shared"] = kernel.shared_bytes
     if kernel.asserts:
         metadata["asserts"] = kernel.asserts
-    if kernel.box_maps:
-        metadata["box_maps"] = box_map_metadata(list(kernel.box_maps))
     for key, value in kernel.metadata.items():
         metadata[key] = value
     metadata["kernel_name"] = kernel.name

@@ -1,8 +1,8 @@
 """What a backend adds to the shared GPU pipeline: a ``GpuDialect``.
 
 Core's GPU pipeline names no vendor.  A backend with ideas of its own (a unit that copies
-whole tiles, a fence only its matrix unit needs) keeps them in its package and hands the pipeline one ``GpuDialect`` per idea, through its
-target (``GpuTarget.dialects``):
+whole tiles, a fence only its matrix unit needs) keeps them in its package and hands the
+pipeline a ``GpuDialect`` through its target (``GpuTarget.dialects``):
 
 * ``ir``: its IR ``Dialect`` (``anytile.ir.dialects``), the op classes its passes create --
   loaded before the pipeline runs, so the verifier accepts them and the IR text parses;

@@ -35,8 +35,6 @@ from .layouts import Layout
 from .registers import Regs
 from .scratch import convert
 from .shared import plan_persistent_shared, shared_alignment
-from .pipeline import BOX_STATE_BYTES
-from .shared_ops import AsyncCopyOp
 from .target import GpuTarget
 from .tile_ops import rematerialise
 
@@ -125,23 +123,6 @@ class KernelLowering:
             if self.debug else []
         if self.asserts:
             params.append(ir.PointerType(addrspace=self.target.global_address_space))
-        # copies of boxes by descriptor: one parameter per descriptor the host makes, last
-        copies = self.target.box_copies if not self.debug else None
-        self.box_maps: list = []
-        self.box_map_of: dict = {}          # async_copy or store -> indices into box_maps
-        for op in walk(self.fn_ir.body) if copies is not None else ():
-            if isinstance(op, (AsyncCopyOp, ops.StoreOp)) and op.box:
-                planned = copies.plan(op, self.fn_ir) if isinstance(op, AsyncCopyOp) else \
-                    copies.plan_store(op, self.fn_ir)
-                for m in planned:
-                    if m not in self.box_maps:
-                        self.box_maps.append(m)
-                if planned:
-                    self.box_map_of[op] = [self.box_maps.index(m) for m in planned]
-        # copies into pipeline slots complete on the target's tracking; box stores need none
-        self.box_copying = any(isinstance(op, AsyncCopyOp) for op in self.box_map_of)
-        first_map = len(params)
-        params += [copies.parameter_type() for _ in self.box_maps]
         # each extension's parameters, after the kernel's own
         added = []
         for ext in self.extensions.values():
@@ -150,9 +131,6 @@ class KernelLowering:
             params += types
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), self.fn_ir.name)
         self.target.declare_kernel(fn, self.threads)
-        for i in range(len(self.box_maps)):
-            copies.declare(fn, first_map + i)
-        self.box_params = fn.args[first_map:first_map + len(self.box_maps)]
         for ext, first in added:
             ext.declare(fn, first)
         entry = fn.append_basic_block("entry")
@@ -176,11 +154,6 @@ class KernelLowering:
         self.smem.type = ir.PointerType(addrspace=self.target.shared_address_space)  # opaque
         # pipelined buffers first (fixed offsets), then the scratch space every other op shares
         self.persistent_offsets, self.persistent_shared = plan_persistent_shared(self.fn_ir)
-        if self.box_copying:   # the box copies' completion tracking, after the buffers
-            self.box_state = self.entry_b.gep(self.smem, [ir.Constant(I32, self.persistent_shared)],
-                                              source_etype=ir.IntType(8))
-            assert copies.shared_bytes <= BOX_STATE_BYTES, "the pipeline keeps less room"
-            self.persistent_shared += BOX_STATE_BYTES
         for ext in self.extensions.values():       # what extensions keep, after the buffers
             kept = ext.shared_bytes()
             if kept:
@@ -196,8 +169,6 @@ class KernelLowering:
         for arg, param in zip(self.fn_ir.args, fn.args):
             self.bind(arg, self.param_value(arg.type, param))
         self.error_word = fn.args[len(self.fn_ir.args)] if self.asserts else None
-        if self.box_copying:
-            copies.start(self)
         for ext in self.extensions.values():
             ext.start(self)
         self.lower_block(self.fn_ir.body)

@@ -19,7 +19,6 @@ own passes in by name (``dialects.PassPlacement``); ``pass_order(target)`` is th
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -36,9 +35,7 @@ from .assign import LaidOutKernel, assign_layouts
 from .dot import DotSelector
 from .narrow import narrow_float8_dots
 from .ordered_reduce import order_reductions
-from .pipeline import (dot_operand_loads, load_transposed, pipeline_dot_operands, pipeline_loops,
-                       stage_invariant_operands)
-from .pointer_boxes import drop_unused_boxes, find_pointer_boxes
+from .pipeline import load_transposed, pipeline_dot_operands, pipeline_loops, stage_invariant_operands
 from .shared import plan_persistent_shared
 from .target import GpuTarget
 
@@ -105,20 +102,6 @@ def _narrow(state: LayOut) -> int:
                               lambda d, a, b: dots.reads_narrow(d, elem_type(a.type), elem_type(b.type)))
 
 
-def _boxes(state: LayOut) -> bool:
-    copies = state.target.box_copies
-    return state.pipelined and not state.options.debug and copies is not None and \
-        copies.pointer_box_tile > 0
-
-
-def _find_pointer_boxes(state: LayOut) -> int:
-    smallest = state.target.box_copies.pointer_box_tile
-    dots = state.dots
-    large = lambda d: math.prod(d.result.type.shape) >= smallest      # noqa: E731
-    operands = dot_operand_loads(state.kernel, lambda d: large(d) and dots.reads_shared(d))
-    return find_pointer_boxes(state.kernel, operands.__contains__)
-
-
 def _stage_invariant(state: LayOut) -> int:
     return stage_invariant_operands(state.kernel, state.dots.reads_shared, state.shared_limit(),
                                     state.dots.operand_buffers)
@@ -143,10 +126,8 @@ GPU_PASSES: tuple[GpuPass, ...] = (
     GpuPass("narrow_float8_dots", _narrow, _pipelined, "float8_dots"),
     GpuPass("split_loop_addresses", lambda s: split_loop_addresses(s.kernel), _pipelined,
             "split_addresses"),
-    GpuPass("find_pointer_boxes", _find_pointer_boxes, _boxes, "pointer_boxes"),
     GpuPass("stage_invariant_operands", _stage_invariant, _pipelined, "staged_dot_operands"),
     GpuPass("pipeline_dot_operands", _pipeline_dots, _pipelined, "pipelined_dot_operands"),
-    GpuPass("drop_unused_boxes", lambda s: drop_unused_boxes(s.kernel), _boxes),
     GpuPass("pipeline_loops", lambda s: pipeline_loops(s.kernel), _pipelined, "prefetched_loads"),
     GpuPass("plan_persistent_shared", lambda s: plan_persistent_shared(s.kernel)[1],
             metadata="pipelined_shared"),

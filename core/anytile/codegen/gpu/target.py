@@ -23,7 +23,6 @@ from ..llvm.types import declare
 from .matrix import MatrixInstr
 
 if TYPE_CHECKING:
-    from .box_copies import BoxCopies
     from .dialects import GpuDialect
     from .dot import DotStrategy
     from .fragments import FragmentLoader
@@ -178,9 +177,6 @@ class GpuTarget(abc.ABC):
         it) from global ``src`` to shared ``dst``; where the i1 ``mask`` is 0, write zeros and
         read nothing."""
         raise NotImplementedError(f"target {self.name} has no asynchronous copies")
-
-    #: copies of whole boxes by descriptor (``box_copies.BoxCopies``), or ``None``
-    box_copies: Optional["BoxCopies"] = None
 
     def async_commit(self, b: ir.IRBuilder) -> None:
         """Close the group of copies this thread started since the last commit."""
