@@ -1,19 +1,19 @@
 """Dialects: op classes a backend adds to the tile IR, apart from core's.
 
 Core's ops (``anytile.ir.ops``) mean the same on every device.  A backend whose code generator
-wants ops of its own -- a load that also says which box its copy unit reads, a wait that also
-fences -- declares them in a *dialect*: a name and the op classes whose ``NAME`` starts with
-it (``nvidia.box_copy``), as Triton keeps TritonNvidiaGPU apart from its core ops::
+wants ops of its own -- a load that also says what its device's copy unit reads, a wait that
+also fences -- declares them in a *dialect*: a name and the op classes whose ``NAME`` starts
+with it (``acme.fence``), as Triton keeps its vendors' GPU dialects apart from its core ops::
 
-    NVIDIA = Dialect("nvidia", "NVIDIA's copy unit and fences")
+    ACME = Dialect("acme", "the Acme GPU's own ops")
 
-    @NVIDIA.op
+    @ACME.op
     @dataclass(eq=False)
     class FenceOp(Op):          # a docstring saying what it means, as every op has
-        NAME = "nvidia.fence"
+        NAME = "acme.fence"
         TRAITS = frozenset({Trait.SIDE_EFFECT})
 
-    NVIDIA.load()           # before IR holding its ops is verified or parsed
+    ACME.load()             # before IR holding its ops is verified or parsed
 
 A dialect op is an ordinary ``Op`` subclass: it declares its operands, attributes, regions and
 traits as core's do, checks its own rules in ``verify``, and prints and parses in the IR text
@@ -97,7 +97,7 @@ def dialect_loaded(name: str) -> bool:
 
 
 def dialect_of_name(op_name: str) -> str:
-    """The dialect an op name belongs to (``"nvidia"`` for ``nvidia.box_copy``), ``""`` for
-    core's ops."""
+    """The dialect an op name belongs to (``"acme"`` for ``acme.fence``), ``""`` for core's
+    ops."""
     prefix, dot, _ = op_name.partition(".")
     return prefix if dot else ""
