@@ -71,8 +71,7 @@ class BoxLoadOp(ops.LoadOp, PipelinedLoad):
     ``other`` -- or, with ``box_order``, that box with its dimensions reordered as ``permute``
     does (the tile's dimension ``i`` is the box's ``box_order[i]``).  ``box_exact`` (none, or
     one ``i1`` scalar): where false, the box need not be the tile, which is then read by
-    ``ptr`` and ``mask`` (a box found in pointers).  Its pointer is left as it is by the
-    address rewrites (a copied box does not read it)."""
+    ``ptr`` and ``mask`` (a box found in pointers)."""
 
     NAME = "nvidia.box_load"
     OPERANDS = ("ptr", "mask", "other", "box", "array", "box_exact")
@@ -81,8 +80,6 @@ class BoxLoadOp(ops.LoadOp, PipelinedLoad):
     array: list = field(default_factory=list)
     box_order: tuple = ()
     box_exact: list = field(default_factory=list)
-
-    keeps_addresses = True
 
     def verify(self) -> None:
         super().verify()

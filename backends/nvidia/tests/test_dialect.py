@@ -64,7 +64,7 @@ def test_box_ops_read_back_and_need_their_dialect():
     verify_module(module)
     assert print_module(module) == text
     load = module.kernel.body.ops[2]
-    assert isinstance(load, BoxLoadOp) and load.reads_transposed() and load.keeps_addresses
+    assert isinstance(load, BoxLoadOp) and load.reads_transposed() and load.reads_block
     NVIDIA.unload()
     try:
         with pytest.raises(IRVerificationError, match="'nvidia' dialect, which is not loaded"):

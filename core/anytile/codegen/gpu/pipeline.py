@@ -17,7 +17,7 @@ Masked-off lanes of the extra loads read nothing, so no address outside the orig
 accesses is touched.  This runs on device-independent IR, before layouts are assigned.
 
 A backend's dialect may refine ``load`` (a load that says more: ``PipelinedLoad``); the
-passes here then ask the load how it is transposed, copied into a slot and addressed.
+passes here then ask the load how it is transposed and copied into a slot.
 """
 from __future__ import annotations
 
@@ -40,9 +40,6 @@ class PipelinedLoad:
     """Mixin of a dialect's refinement of ``LoadOp`` (a load carrying facts of its own) that
     the passes here rewrite its own way; core's ``load`` takes the defaults."""
 
-    #: the address rewrites (``split_loop_addresses``) leave its pointer as it is
-    keeps_addresses = False
-
     def reads_transposed(self) -> bool:
         """Whether its tile is read along its first dimension, whatever the axis facts say
         (its slots are then column-major)."""
@@ -52,7 +49,7 @@ class PipelinedLoad:
                  other: Optional[Value], result_type: Any) -> ops.LoadOp:
         """The load of its tile permuted by ``order`` (``load_transposed``), from the permuted
         ``ptr``, ``mask`` and ``other``."""
-        return _permuted_load(self, ptr, mask, other, result_type)
+        return ops.LoadOp(ptr, mask, other, self.volatile, result_types=[result_type], loc=self.loc)
 
     def slot_copy(self, buffer: Value, slot: Value, ptr: Value, mask: Optional[Value],
                   value: Callable[[Value], Value], when: Optional[Value]) -> Op:
@@ -63,16 +60,13 @@ class PipelinedLoad:
         return AsyncCopyOp(buffer, slot, ptr, mask, loc=self.loc)
 
 
-def _permuted_load(load: Any, ptr: Value, mask: Optional[Value], other: Optional[Value],
-                   result_type: Any) -> ops.LoadOp:
-    return ops.LoadOp(ptr, mask, other, load.volatile, result_types=[result_type], loc=load.loc)
-
-
 def _permuted(load: ops.LoadOp, order: tuple, ptr: Value, mask: Optional[Value],
               other: Optional[Value], result_type: Any) -> ops.LoadOp:
     if isinstance(load, PipelinedLoad):
         return load.permuted(order, ptr, mask, other, result_type)
-    return _permuted_load(load, ptr, mask, other, result_type)
+    # a block read stays one: the same block of the array, seen with permuted dimensions
+    return ops.LoadOp(ptr, mask, other, load.volatile, result_types=[result_type], loc=load.loc,
+                      **load.permuted_block(order))
 
 
 def _slot_copy(load: ops.LoadOp, buffer: Value, slot: Value, ptr: Value, mask: Optional[Value],

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..nodes import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
 from ..kinds import AtomicKind, MemoryScope, MemorySemantics
@@ -75,6 +75,22 @@ class LoadOp(Op):
     volatile: bool = False      # (a field before ``box``: older code passes it by position)
     box: list = field(default_factory=list)
     array: list = field(default_factory=list)
+
+    @property
+    def reads_block(self) -> bool:
+        """Whether the frontend recorded this load as a block read (``box`` and ``array``)."""
+        return bool(self.box)
+
+    def permuted_block(self, order: Sequence[int]) -> dict:
+        """``box`` and ``array`` of this load's tile permuted as ``permute`` does with
+        ``order``: the same block of the same array, its dimensions (coordinates, sizes and
+        strides) taken in that order; ``{}`` for a load that is no block read."""
+        if not self.box:
+            return {}
+        rank = len(self.box)
+        sizes, strides = self.array[1:1 + rank], self.array[1 + rank:]
+        return {"box": [self.box[i] for i in order],
+                "array": [self.array[0], *(sizes[i] for i in order), *(strides[i] for i in order)]}
 
     def infer_types(self) -> list[Type]:
         t = self.ptr.type
