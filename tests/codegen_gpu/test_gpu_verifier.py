@@ -88,7 +88,7 @@ def test_the_shared_memory_dialect_verifies():
           %3 = compare {{pred = "lt"}} (%2, %2) : tile<32x16xi1, {B2}>
           async_copy (%b, %0, %1, %3)
           async_commit
-          async_wait {{pending = 1, proxy_fence = True}}
+          async_wait {{pending = 1}}
           %4 = shared_load (%b, %0) : tile<32x16xf16, #shared<row 24>>
         }}
     """)))

@@ -1,6 +1,6 @@
 """core/anytile/codegen/gpu is vendor-neutral: no vendor names, no vendor instructions, no
-architecture names -- in code, comments or docstrings.  What one vendor has lives in its
-backend (hooks, tables, dot strategies, fragment loaders)."""
+architecture names, no vendor's copy unit -- in code, comments or docstrings.  What one vendor
+has lives in its backend (hooks, tables, dot strategies, fragment loaders, its dialect)."""
 import re
 from pathlib import Path
 
@@ -24,6 +24,21 @@ def test_no_vendor_words_in_the_shared_gpu_code():
             for n, line in enumerate(path.read_text().splitlines(), 1)
             if FORBIDDEN.search(line)]
     assert hits == []
+
+
+#: one vendor's copy unit: boxes copied by descriptor, its state and its proxy fence
+COPY_UNIT = re.compile(r"box|(?<![a-z])tma|tma(?![a-z])|proxy_fence", re.IGNORECASE)
+
+
+def test_no_copy_unit_in_the_shared_gpu_code():
+    hits = [f"{path.relative_to(GPU)}:{n}: {line.strip()}"
+            for path in sorted(GPU.rglob("*.py"))
+            for n, line in enumerate(path.read_text().splitlines(), 1)
+            if COPY_UNIT.search(line)]
+    assert hits == []
+    for word in ("box_exact", "BOX_STATE_BYTES", "pointer_boxes", "TMA", "tma_sim", "proxy_fence = True"):
+        assert COPY_UNIT.search(word), word
+    assert not COPY_UNIT.search("FragmentMap")
 
 
 def test_the_check_catches_what_it_looks_for():

@@ -1,6 +1,6 @@
 """``gpusim``: the NVIDIA backend's lowering run on the host CPU, as an anytile backend.
 
-The GPU compile pipeline runs as for NVIDIA, with NVIDIA's tables -- its matrix instructions
+The GPU compile pipeline runs as for NVIDIA, with NVIDIA's dialect and tables -- its matrix instructions
 (executed by the simulator from their fragment maps) and its ``ldmatrix`` fragment loader
 (emulated with the generic ``shuffle_idx``) -- and the host simulator's hooks for the rest
 (ids, barrier, shuffles, math library, kernel marking), one OS thread per GPU thread, so the
@@ -30,9 +30,11 @@ def simulated_nvidia_target() -> Any:
     from anytile.codegen.gpu.simulator import SimulatedGpuTarget
 
     from .matrix import MATRIX_INSTRS, MMA_BF16, MMA_F16, LdmatrixFragments, emulated_ldmatrix_x4
+    from .passes import nvidia_dialect
     target = SimulatedGpuTarget(32, MATRIX_INSTRS)
     loader = LdmatrixFragments(emulated_ldmatrix_x4(target))
     target.loaders.update({MMA_F16: loader, MMA_BF16: loader})
+    target.dialects = (nvidia_dialect(),)
     return target
 
 

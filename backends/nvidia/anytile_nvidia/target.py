@@ -2,7 +2,8 @@
 PTX special registers, ``bar.sync``, ``shfl.sync``, libdevice's math functions, ``mma.sync``
 as matrix-instruction data with ``ldmatrix`` as its fragment loader, ``cp.async`` copies,
 and on sm_90 Hopper's warpgroup MMA as a dot strategy (``warpgroup.py``) with the tensor
-memory accelerator copying its operands by descriptor (``tma.py``)."""
+memory accelerator copying its operands by descriptor (``tma.py``), both joined to core's
+pipeline by the ``nvidia`` dialect (``passes.nvidia_dialect``)."""
 from __future__ import annotations
 
 import re
@@ -14,6 +15,7 @@ from anytile.codegen.gpu import DotStrategy, FragmentLoader, GpuTarget, MatrixIn
 from anytile.codegen.llvm.types import string_constant
 
 from .matrix import MATRIX_INSTRS, MMA_BF16, MMA_F16, LdmatrixFragments, emit_mma, ldmatrix_x4
+from .passes import nvidia_dialect
 
 __all__ = ["NvidiaTarget", "LIBDEVICE_FUNCTIONS", "shared_memory_limit"]
 
@@ -40,7 +42,8 @@ def shared_memory_limit(arch: str) -> int:
 class NvidiaTarget(GpuTarget):
     """nvptx64-nvidia-cuda for ``arch`` (``sm_80``...); math through libdevice (linked in by
     the ``ptx`` stage).  ``warpgroup_mma``: pipelined fp16/bf16 dots on sm_90 run as
-    ``wgmma`` (the ``wgmma`` option, on by default)."""
+    ``wgmma`` (the ``wgmma`` option, on by default); ``tensor_copies``: with it, their
+    operands go by the tensor memory accelerator where they can (the ``tma`` option)."""
 
     triple = "nvptx64-nvidia-cuda"
     data_layout = "e-p6:32:32-i64:64-i128:128-i256:256-v16:16-v32:32-n16:32:64"
@@ -54,9 +57,12 @@ class NvidiaTarget(GpuTarget):
         self.arch = self.name = arch
         self.shared_memory_limit = shared_memory_limit(arch)
         self.warpgroup_mma = warpgroup_mma and arch in ("sm_90", "sm_90a")
+        #: the copies of whole boxes (``tma.TensorCopies``), or ``None``
+        self.tensor_copies = None
         if self.warpgroup_mma and tensor_copies:
             from .tma import TensorCopies
-            self.box_copies = TensorCopies()
+            self.tensor_copies = TensorCopies()
+        self.dialects = (nvidia_dialect(self.tensor_copies),)
         self._ldmatrix = LdmatrixFragments(ldmatrix_x4)
 
     def _sreg(self, b: ir.IRBuilder, name: str) -> ir.Value:

@@ -1,10 +1,12 @@
-"""Hopper's tensor memory accelerator (TMA) copying pipelined tiles by descriptor: core's
-``box_copies`` extension point on sm_90.
+"""Hopper's tensor memory accelerator (TMA) copying pipelined tiles by descriptor, on sm_90:
+the copies of the ``nvidia`` dialect's box ops (``dialect.py``, lowered by ``box_lowering.py``).
 
 A pipelined operand read from an array the kernel's parameters describe (a block of an
-``at.TensorDescriptor`` argument, or of a block pointer over a pointer argument:
-``AsyncCopyOp.array``, ``box_copies.array_leaves``) into a ``SwizzledPanels`` slot (a warpgroup MMA operand; a block read and transposed, as attention's K, into the
-column-major slot, which keeps it as the array does) is copied by ``cp.async.bulk.tensor``:
+``at.TensorDescriptor`` argument, or of a block pointer over a pointer argument, or the box
+a pointer load reads: ``BoxCopyOp.array``, ``box_maps.array_leaves``) into a
+``SwizzledPanels`` slot (a warpgroup MMA operand; a block read and transposed, as attention's
+K, into the column-major slot, which keeps it as the array does) is copied by
+``cp.async.bulk.tensor``:
 the slot is cut into boxes, one per panel (``width`` bytes of columns) and per run of rows,
 which thread 0 issues one after another, written by the copy unit in the panel's own swizzle.
 A's rows are permuted (``warpgroup_row``): a whole block of ``16 W`` rows comes as one box
@@ -25,7 +27,7 @@ keeps at most ``stages`` groups in flight and waits every iteration behind a pro
 barrier, so no barrier is reused while a thread could still be waiting on its previous
 phase.
 
-A store of a box (``StoreOp.box``: a descriptor's ``store``) goes the other way
+A store of a box (``nvidia.box_store``: a descriptor's ``store``) goes the other way
 (``TensorCopies.store``): registers into 128-byte (or narrower) swizzled panels of the
 scratch space, a proxy fence and a barrier, one ``cp.async.bulk.tensor`` global store per
 panel (the copy unit clips the box to the array), and the issuing lane waits until its
@@ -42,17 +44,17 @@ from typing import Any, Optional
 
 from llvmlite import ir
 
-from anytile.codegen.gpu.box_copies import BoxCopies, BoxMap, array_leaves
 from anytile.codegen.gpu.layouts import register_indices
 from anytile.codegen.gpu.memory import access_groups, guarded
 from anytile.codegen.gpu.registers import coords, register_is_replica
 from anytile.codegen.gpu.scratch import aligned_scratch
-from anytile.codegen.gpu.shared_ops import AsyncCopyOp, AsyncWaitOp
-from anytile.ir import ops
+from anytile.codegen.gpu.shared_ops import AsyncWaitOp
 from anytile.ir.nodes import walk
 from anytile.errors import LaunchError
 from anytile.ir.types import elem_type, scalar_type, shape_of
 
+from .box_maps import BoxMap, array_leaves
+from .dialect import BoxCopyOp, BoxStoreOp
 from .warpgroup import SwizzledPanels, swizzle_width, warpgroup_row
 
 __all__ = ["TensorCopies", "BARRIERS", "box_layout", "encode_tensor_map", "map_geometry",
@@ -85,18 +87,28 @@ def box_layout(rows: int, cols: int, layout: SwizzledPanels, elem_bytes: int) ->
     return (box_rows, box_cols, copies) if copies <= 32 else None
 
 
-class TensorCopies(BoxCopies):
+class TensorCopies:
     """``cp.async.bulk.tensor`` copies completed on a ring of ``mbarrier``s (the module
-    doc).  The instruction emitters are small methods, which the host emulation replaces."""
+    doc).  The instruction emitters are small methods, which the host emulation replaces.
+    The lowering's methods take the kernel's ``box_lowering.BoxCopyKernel`` (``k``): where
+    the ring lives and the counts of groups committed and waited for."""
 
+    #: bytes of persistent shared memory the ring takes (at ``k.barriers``)
     shared_bytes = 8 * BARRIERS
-    #: measured on an H200 (Nsight Compute, 4096^3 fp16, against the same kernel by cp.async):
+    #: the fewest elements (M x N) a dot's result must have for its operands read through
+    #: plain pointers to be copied as the boxes they read (``passes/pointer_boxes.py``); 0:
+    #: never.  Each copy then runs run-time checks, with the per-thread copy beside it, which
+    #: pay only where each step's work is large enough.
+    #: Measured on an H200 (Nsight Compute, 4096^3 fp16, against the same kernel by cp.async):
     #: 128x256 and 256x128 tiles on eight warps 6-7% faster, the persistent 128x256 11%;
     #: 128x128 tiles 10% (eight warps) and 24% (four) slower, 64x256 2% slower
     pointer_box_tile = 128 * 256
 
     # -- planning ------------------------------------------------------------------------------
-    def plan(self, op: AsyncCopyOp, kernel: Any) -> tuple[BoxMap, ...]:
+    def plan(self, op: BoxCopyOp, kernel: Any) -> tuple[BoxMap, ...]:
+        """The maps ``op`` would copy through, or ``()`` (the copy then takes the per-thread
+        path).  ``kernel``: the IR function (its parameters' ``divisibility`` facts say how
+        the array's base and rows are aligned)."""
         t = op.buffer.type
         layout = t.layout
         if not isinstance(layout, SwizzledPanels) or len(t.shape) != 2 or t.elem.nbytes != layout.elem_bytes:
@@ -130,7 +142,8 @@ class TensorCopies(BoxCopies):
         return (BoxMap(leaves, t.elem.name, (block, shape[1]), layout.width, layout.warps, guarded),
                 plain)
 
-    def plan_store(self, op: ops.StoreOp, kernel: Any) -> tuple[BoxMap, ...]:
+    def plan_store(self, op: BoxStoreOp, kernel: Any) -> tuple[BoxMap, ...]:
+        """The maps the store ``op`` would write through, or ``()`` (the per-thread path)."""
         shape, elem = shape_of(op.ptr.type), elem_type(op.ptr.type).pointee
         if len(shape) != 2 or elem.nbytes not in (1, 2, 4) or elem.name not in _DATA_TYPES:
             return ()
@@ -142,6 +155,7 @@ class TensorCopies(BoxCopies):
         return (BoxMap(leaves, elem.name, (rows, width // elem.nbytes), width),)
 
     def parameter_type(self) -> ir.Type:
+        """The LLVM type of a map's kernel parameter."""
         return ir.PointerType(ir.ArrayType(I8, MAP_BYTES))
 
     def declare(self, fn: ir.Function, index: int) -> None:
@@ -156,28 +170,31 @@ class TensorCopies(BoxCopies):
                               m.add_metadata([ir.Constant(I32, index + 1)])])
 
     # -- lowering ------------------------------------------------------------------------------
-    def start(self, ctx: Any) -> None:
+    def start(self, ctx: Any, k: Any) -> None:
+        """At the kernel's start, before any copy (every thread runs it)."""
         entry = ctx.entry_b
-        ctx.box_groups = entry.alloca(I32, name="box_groups")      # groups committed
-        ctx.box_waited = entry.alloca(I32, name="box_waited")      # groups waited for
-        entry.store(ir.Constant(I32, 0), ctx.box_groups)
-        entry.store(ir.Constant(I32, 0), ctx.box_waited)
+        k.groups = entry.alloca(I32, name="box_groups")      # groups committed
+        k.waited = entry.alloca(I32, name="box_waited")      # groups waited for
+        entry.store(ir.Constant(I32, 0), k.groups)
+        entry.store(ir.Constant(I32, 0), k.waited)
         b = ctx.b
         with b.if_then(b.icmp_unsigned("==", ctx.tid, ir.Constant(I32, 0))):
             for i in range(BARRIERS):
-                self.init_barrier(b, self._barrier(ctx, b, ir.Constant(I32, i)))
+                self.init_barrier(b, self._barrier(k, b, ir.Constant(I32, i)))
             self.fence_init(b)
         ctx.target.barrier(b)
 
-    def _barrier(self, ctx: Any, b: ir.IRBuilder, index: ir.Value) -> ir.Value:
+    def _barrier(self, k: Any, b: ir.IRBuilder, index: ir.Value) -> ir.Value:
         """The shared-memory address (i32) of barrier ``index``."""
-        at = b.gep(ctx.box_state, [b.mul(index, ir.Constant(I32, 8))], source_etype=I8)
+        at = b.gep(k.barriers, [b.mul(index, ir.Constant(I32, 8))], source_etype=I8)
         return self.shared_address(b, at)
 
-    def _group_barrier(self, ctx: Any, b: ir.IRBuilder, group: ir.Value) -> ir.Value:
-        return self._barrier(ctx, b, b.and_(group, ir.Constant(I32, BARRIERS - 1)))
+    def _group_barrier(self, k: Any, b: ir.IRBuilder, group: ir.Value) -> ir.Value:
+        return self._barrier(k, b, b.and_(group, ir.Constant(I32, BARRIERS - 1)))
 
-    def copy(self, ctx: Any, op: AsyncCopyOp, maps: list, slot: ir.Value) -> None:
+    def copy(self, ctx: Any, k: Any, op: BoxCopyOp, maps: list, slot: ir.Value) -> None:
+        """Start ``op``'s copy into the slot at ``slot`` through the maps ``plan`` gave it
+        (``maps``: ``(BoxMap, its kernel parameter)`` each), unless its ``when`` is false."""
         b = ctx.b
         issue = b.icmp_unsigned("==", ctx.tid, ir.Constant(I32, 0))
         for when in op.when:
@@ -185,14 +202,14 @@ class TensorCopies(BoxCopies):
         row0, col0 = (b.trunc(v, I32) if v.type.width > 32 else v
                       for v in (ctx.scalar(op.box[0]), ctx.scalar(op.box[1])))
         with b.if_then(issue):
-            self._copy(ctx, op, maps, slot, row0, col0, ctx.scalar(op.array[1]))
+            self._copy(ctx, k, op, maps, slot, row0, col0, ctx.scalar(op.array[1]))
 
-    def _copy(self, ctx: Any, op: AsyncCopyOp, maps: list, slot: ir.Value, row0: ir.Value,
+    def _copy(self, ctx: Any, k: Any, op: BoxCopyOp, maps: list, slot: ir.Value, row0: ir.Value,
               col0: ir.Value, rows: ir.Value) -> None:
         b = ctx.b
         t = op.buffer.type
         k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
-        bar = self._group_barrier(ctx, b, b.load(ctx.box_groups))
+        bar = self._group_barrier(k, b, b.load(k.groups))
         self.expect_bytes(b, bar, k32(t.shape[0] * t.shape[1] * t.elem.nbytes))
         if len(maps) == 1:
             self._boxes(ctx, t, maps[0], slot, row0, col0, bar)
@@ -238,7 +255,7 @@ class TensorCopies(BoxCopies):
                 coords = [col, b.add(row0, k32(first))]
             self.copy_box(b, dst, tmap, coords, bar)
 
-    def store(self, ctx: Any, op: ops.StoreOp, maps: list, value: Any) -> bool:
+    def store(self, ctx: Any, op: BoxStoreOp, maps: list, value: Any) -> bool:
         """The tile goes from registers into the scratch space (or, where the pipeline's
         buffers hold nothing, their place), in panels of ``swizzle`` bytes
         (``SwizzledPanels`` rows unpermuted: each panel is one box as the copy unit
@@ -319,36 +336,37 @@ class TensorCopies(BoxCopies):
             ctx.target.barrier(b)    # an enclosing loop's next prologue refills the buffers
         return True
 
-    def commit(self, ctx: Any) -> None:
+    def commit(self, ctx: Any, k: Any) -> None:
+        """Close the current group (every ``async_commit`` of a kernel with box copies)."""
         b = ctx.b
-        group = b.load(ctx.box_groups)
+        group = b.load(k.groups)
         with b.if_then(b.icmp_unsigned("==", ctx.tid, ir.Constant(I32, 0))):
-            self.arrive(b, self._group_barrier(ctx, b, group))
-        b.store(b.add(group, ir.Constant(I32, 1)), ctx.box_groups)
+            self.arrive(b, self._group_barrier(k, b, group))
+        b.store(b.add(group, ir.Constant(I32, 1)), k.groups)
 
-    def wait(self, ctx: Any, pending: int) -> None:
+    def wait(self, ctx: Any, k: Any, pending: int) -> None:
         """Every group up to the last ``pending`` committed, in order.  The first is waited
         for before the loop over the others: in a pipeline's steady state it is the only one,
         and its path is then a compare and the spin (the loop alone, unrolled by LLVM, had
         put a dozen branches on it)."""
         b = ctx.b
-        target = b.sub(b.load(ctx.box_groups), ir.Constant(I32, pending))
+        target = b.sub(b.load(k.groups), ir.Constant(I32, pending))
         fn = b.function
         first, check, body, done = (fn.append_basic_block(n) for n in
                                     ("box_wait_first", "box_wait", "box_wait_group", "box_waited"))
-        b.cbranch(b.icmp_signed("<", b.load(ctx.box_waited), target), first, done)
+        b.cbranch(b.icmp_signed("<", b.load(k.waited), target), first, done)
         for block, after in ((first, check), (body, check)):
             b.position_at_end(block)
-            self._wait_group(ctx, b.load(ctx.box_waited))
+            self._wait_group(ctx, k, b.load(k.waited))
             b.branch(after)
         b.position_at_end(check)
-        b.cbranch(b.icmp_signed("<", b.load(ctx.box_waited), target), body, done)
+        b.cbranch(b.icmp_signed("<", b.load(k.waited), target), body, done)
         b.position_at_end(done)
 
-    def _wait_group(self, ctx: Any, group: ir.Value) -> None:
+    def _wait_group(self, ctx: Any, k: Any, group: ir.Value) -> None:
         """Spin until group ``group``'s phase of its barrier completes; count it waited."""
         b = ctx.b
-        bar = self._group_barrier(ctx, b, group)
+        bar = self._group_barrier(k, b, group)
         parity = b.and_(b.lshr(group, ir.Constant(I32, BARRIERS.bit_length() - 1)),
                         ir.Constant(I32, 1))
         spin = b.function.append_basic_block("box_wait_spin")
@@ -358,7 +376,7 @@ class TensorCopies(BoxCopies):
         after = b.function.append_basic_block("box_wait_next")
         b.cbranch(b.icmp_unsigned("!=", ready, ir.Constant(I32, 0)), after, spin)
         b.position_at_end(after)
-        b.store(b.add(group, ir.Constant(I32, 1)), ctx.box_waited)
+        b.store(b.add(group, ir.Constant(I32, 1)), k.waited)
 
     # -- the instructions (PTX; the emulation replaces these) ----------------------------------
     @staticmethod

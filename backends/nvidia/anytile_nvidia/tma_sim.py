@@ -33,9 +33,9 @@ import time
 import numpy as np
 from llvmlite import ir
 
-from anytile.codegen.gpu.box_copies import BoxMap
 from anytile.ir.types import scalar_type
 
+from .box_maps import BoxMap
 from .tma import TensorCopies, map_geometry
 
 __all__ = ["EmulatedTensorCopies", "host_map"]

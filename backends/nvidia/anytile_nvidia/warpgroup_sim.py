@@ -237,11 +237,15 @@ class EmulatedWarpgroup(WarpgroupInstructions):
         return [b.load(slot, typ=kind) for slot in slots]
 
 
-def simulated_hopper_target() -> Any:
+def simulated_hopper_target(copies: Any = None) -> Any:
     """The host simulator's NVIDIA target (``simulated.simulated_nvidia_target``) with the
-    warpgroup MMA as its first dot strategy, emulated (see the module doc)."""
+    warpgroup MMA as its first dot strategy, emulated (see the module doc), and the ``nvidia``
+    dialect; ``copies``: its copies of whole boxes (``tma_sim.EmulatedTensorCopies``), or
+    ``None``."""
+    from .passes import nvidia_dialect
     from .simulated import simulated_nvidia_target
     target = simulated_nvidia_target()
     strategy = WarpgroupDot(EmulatedWarpgroup())
     target.dot_strategies = lambda: (strategy,)
+    target.dialects = (nvidia_dialect(copies),)
     return target

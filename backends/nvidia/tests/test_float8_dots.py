@@ -130,7 +130,7 @@ def _fp8_desc_matmul(a_desc, bt_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.c
 def test_float8_descriptors_copy_whole_boxes(BM, BN, BK, num_warps, M, N, K):
     """float8 descriptors reach the copy unit (boxes of bytes) and the float8 MMA."""
     from test_tma import _desc
-    from tma_kit import lowered as _lowered, run as _run
+    from tma_kit import box_maps, lowered as _lowered, run as _run
     sig = {"a_desc": f"tensordesc<fp8e4nv[{BM}, {BK}]>", "bt_desc": f"tensordesc<fp8e5[{BN}, {BK}]>",
            "c_ptr": "*fp32:16", "M": "i32", "N": "i32", "K": "i32"}
     module, kernel = _lowered(_fp8_desc_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, num_warps)
@@ -144,8 +144,8 @@ def test_float8_descriptors_copy_whole_boxes(BM, BN, BK, num_warps, M, N, K):
     _run(module, kernel, values, (-(-M // BM), -(-N // BN)), num_warps)
     text = str(kernel)
     assert "anytile_sim_tma_copy" in text and "cp.async" not in text
-    assert {_desc(m) for m in kernel.box_maps} == {"a_desc", "bt_desc"}
-    assert {m.elem for m in kernel.box_maps} == {"f8e4m3", "f8e5m2"}
+    assert {_desc(m) for m in box_maps(kernel)} == {"a_desc", "bt_desc"}
+    assert {m.elem for m in box_maps(kernel)} == {"f8e4m3", "f8e5m2"}
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
 
 

@@ -13,10 +13,10 @@ import anytile.language as tl
 from anytile_nvidia import tma_sim
 from anytile_nvidia.stages import find_ptxas
 from anytile_nvidia.tma import tensor_map_maker
-from anytile.codegen.gpu import BoxMap
-from anytile.codegen.gpu.pointer_boxes import ROWS
+from anytile_nvidia.box_maps import BoxMap
+from anytile_nvidia.passes.pointer_boxes import ROWS
 
-from tma_kit import carried_matmul, lowered, run
+from tma_kit import box_maps, carried_matmul, lowered, run
 
 
 @at.jit
@@ -95,10 +95,10 @@ def test_carried_pointer_tiles_are_copied_by_box(BM, BN, BK, warps, M, N, K):
                                {"BM": BM, "BN": BN, "BK": BK}, warps, values, (M // BM, N // BN))
     np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
     # the maps: ROWS rows of the row stride's columns, made on the host for each launch
-    assert {m.array[0] for m in kernel.box_maps} == {"a_ptr", "b_ptr"}
+    assert {m.array[0] for m in box_maps(kernel)} == {"a_ptr", "b_ptr"}
     assert all(m.guarded and m.array[1:] == (ROWS, m.array[2], m.array[2], 1)
-               for m in kernel.box_maps)
-    assert {m.array[2] for m in kernel.box_maps} == {"sam", "sbk"}
+               for m in box_maps(kernel))
+    assert {m.array[2] for m in box_maps(kernel)} == {"sam", "sbk"}
     # every tile went by box: the K steps of each program, A and B
     steps = K // BK
     assert len({c for c in copied}) >= steps and copied
@@ -113,7 +113,7 @@ def test_the_carried_tiles_are_gone_from_the_loop():
                              {"BM": 128, "BN": 128, "BK": 64}, 4)
     loop = [op for op in module.kernel.body.ops if op.NAME == "for"][0]
     assert [str(a.type) for a in loop.body.args[1:]].count("tile<128x64xptr<f16>>") == 0
-    assert len(kernel.box_maps) >= 2
+    assert len(box_maps(kernel)) >= 2
 
 
 @pytest.mark.parametrize("M,N,K", [(128, 128, 128), (200, 136, 200), (64, 72, 40)])
@@ -162,7 +162,7 @@ def test_a_wrapped_index_goes_by_thread_where_it_wraps():
     kernel, copied = _simulate(wrapped_rows, sig, {"BM": BM, "BN": BN, "BK": BK}, 4, values, (2,))
     rows = buffer[np.arange(128) % M].astype(np.float64)
     np.testing.assert_allclose(c, rows @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
-    assert any(m.array[0] == "a_ptr" for m in kernel.box_maps)
+    assert any(m.array[0] == "a_ptr" for m in box_maps(kernel))
     # A's boxes (whole blocks of 64 rows: the last coordinate is the block) for the first
     # tile only; the second's by thread
     blocks = [c[4] for c in copied if c[1:4] == (0, 0, 0) and c[0] in (0, 64)]
@@ -190,7 +190,7 @@ def test_coordinates_below_zero_and_masked_rows_go_by_thread(shift, M):
     rows = whole[8 + shift:8 + shift + M].astype(np.float64)
     np.testing.assert_allclose(c, rows @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
     assert copied                           # B (and A's inner tiles) still by box
-    assert any(m.array[0] == "b_ptr" and m.guarded for m in kernel.box_maps)
+    assert any(m.array[0] == "b_ptr" and m.guarded for m in box_maps(kernel))
 
 
 def test_rows_closer_than_the_tile_is_wide_go_by_thread():
@@ -208,7 +208,7 @@ def test_rows_closer_than_the_tile_is_wide_go_by_thread():
                                {"BM": BM, "BN": BN, "BK": BK}, 4, values, (1, 1))
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=2e-2, atol=2e-2)
     # only B's boxes (one per step; A's never)
-    assert len(copied) == K // BK * len([m for m in kernel.box_maps if m.array[0] == "b_ptr"])
+    assert len(copied) == K // BK * len([m for m in box_maps(kernel) if m.array[0] == "b_ptr"])
 
 
 def test_unaligned_rows_keep_per_thread_copies():
@@ -216,7 +216,7 @@ def test_unaligned_rows_keep_per_thread_copies():
     describe the array), so no box copies at all."""
     module, kernel = lowered(carried_matmul, _sig(["K", "sam", "sbk", "scm"], aligned=False),
                              {"BM": 128, "BN": 128, "BK": 64}, 4)
-    assert kernel.box_maps == () and "anytile_sim_tma" not in str(kernel)
+    assert box_maps(kernel) == () and "anytile_sim_tma" not in str(kernel)
 
 
 def test_the_pointer_box_ptx_assembles_for_sm_90a():

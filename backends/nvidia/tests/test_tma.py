@@ -15,18 +15,19 @@ import pytest
 import anytile as at
 import anytile.language as tl
 from anytile.backend import CompileOptions
-from anytile.codegen.gpu import BoxMap, lay_out, lower_to_llvm
-from anytile.codegen.gpu.pipeline import BOX_STATE_BYTES
+from anytile.codegen.gpu import lay_out, lower_to_llvm
 from anytile.codegen.gpu.shared import plan_persistent_shared
 from anytile.codegen.gpu.simulator import SimulatedKernel
 from anytile.gpu_host import RecordParameter, argument_slots
+from anytile_nvidia.box_lowering import BOX_STATE_BYTES
+from anytile_nvidia.box_maps import BoxMap
 from anytile_nvidia.stages import find_ptxas
 from anytile_nvidia.tma import box_layout, encode_tensor_map, tensor_map_maker, tensor_map_parameters
 from anytile_nvidia import tma_sim
 from anytile_nvidia.tma_sim import EmulatedTensorCopies, host_map
 from anytile_nvidia.warpgroup import SwizzledPanels
 from anytile_nvidia.warpgroup_sim import simulated_hopper_target
-from tma_kit import Simulated, lowered, map_records, run, tma_target
+from tma_kit import Simulated, box_maps, lowered, map_records, run, tma_target
 
 
 @at.jit
@@ -69,13 +70,13 @@ def _simulate(BM, BN, BK, num_warps, M, N, K, num_stages=3, seed=0):
               "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": K, "a_desc_at_stride0": K,
               "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
     args = [values[arg.name] for arg in fn.args]
-    records = map_records(kernel.box_maps, values)
+    records = map_records(box_maps(kernel), values)
     sim = Simulated(str(kernel), fn, num_warps * 32, len(records))
     programs = (-(-M // BM), -(-N // BN))
     del tma_sim.stalls[:]
     sim.run(programs, args + [ctypes.addressof(r) for r in records])
     assert not tma_sim.stalls, f"waits that never completed: {tma_sim.stalls}"
-    return c, a.astype(np.float64) @ b.astype(np.float64), list(kernel.box_maps), str(kernel)
+    return c, a.astype(np.float64) @ b.astype(np.float64), list(box_maps(kernel)), str(kernel)
 
 
 def _desc(box_map):
@@ -131,7 +132,7 @@ def test_a_descriptor_without_aligned_rows_keeps_per_thread_copies():
     target = tma_target()
     options = CompileOptions(num_warps=4, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
-    assert [_desc(m) for m in kernel.box_maps] == ["b_desc"]
+    assert [_desc(m) for m in box_maps(kernel)] == ["b_desc"]
 
 
 @pytest.mark.skipif(find_ptxas() is None, reason="ptxas is not installed")
@@ -215,7 +216,7 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
     target = tma_target()
     options = CompileOptions(num_warps=warps, num_stages=3)
     kernel = lower_to_llvm(lay_out(module, target, options, {}), target, options, {})
-    assert sorted({_desc(m) for m in kernel.box_maps}) == ["desc_k", "desc_o", "desc_q", "desc_v"]
+    assert sorted({_desc(m) for m in box_maps(kernel)}) == ["desc_k", "desc_o", "desc_q", "desc_v"]
     rng = np.random.default_rng(1)
     q, k, v = (rng.standard_normal((heads * N, D)).astype(np.float16) for _ in range(3))
     o = np.full((heads * N, D), np.nan, np.float16)
@@ -226,7 +227,7 @@ def test_descriptor_attention_reads_k_transposed_by_whole_boxes(causal):
                        f"{name}_at_shape1": D, f"{name}_at_stride0": D})
     values = {**leaves, "sm_scale": scale, "N_CTX": N}
     fn = module.kernel
-    records = map_records(kernel.box_maps, values)
+    records = map_records(box_maps(kernel), values)
     sim = Simulated(str(kernel), fn, warps * 32, len(records))
     del tma_sim.stalls[:]
     sim.run((N // BM, heads), [values[a.name] for a in fn.args] + [ctypes.addressof(r) for r in records])
@@ -270,7 +271,7 @@ def test_block_pointers_over_pointer_arguments_copy_whole_boxes():
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32", "N": "i32",
            "K": "i32", "stride_am": "i32:16", "stride_bk": "i32:16"}
     module, kernel = lowered(block_pointer_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
-    assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "stride_am", 1)] * 2 + \
+    assert [m.array for m in box_maps(kernel)] == [("a_ptr", "M", "K", "stride_am", 1)] * 2 + \
         [("b_ptr", "K", "N", "stride_bk", 1)]
     a, b, c, ref = _matmul_operands(M, N, K, 3)
     run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K,
@@ -291,7 +292,7 @@ def test_a_pipeline_deeper_than_the_barrier_ring_keeps_per_thread_copies():
         options = CompileOptions(num_warps=4, num_stages=stages)
         kernel = lower_to_llvm(lay_out(copy.deepcopy(module), target, options, {}), target,
                                options, {})
-        assert bool(kernel.box_maps) == taken, stages
+        assert bool(box_maps(kernel)) == taken, stages
 
 
 def test_an_empty_array_reads_as_zeros():
@@ -311,7 +312,7 @@ def test_an_empty_array_reads_as_zeros():
               "a_desc_at_base": a, "a_desc_at_shape0": M, "a_desc_at_shape1": 0, "a_desc_at_stride0": 8,
               "b_desc_at_base": b, "b_desc_at_shape0": K, "b_desc_at_shape1": N, "b_desc_at_stride0": N}
     fn = module.kernel
-    records = map_records(kernel.box_maps, values)
+    records = map_records(box_maps(kernel), values)
     sim = Simulated(str(kernel), fn, warps * 32, len(records))
     del tma_sim.stalls[:]
     sim.run((1, 1), [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])
@@ -343,7 +344,7 @@ def test_an_array_is_found_through_widenings_recasts_and_unchanged_loop_values()
     (Triton 3.2's byte-typed descriptors read as fp16 -- here i16 as f16), and a value a
     loop passes on unchanged all resolve to the kernel's parameters; anything computed
     does not."""
-    from anytile.codegen.gpu.box_copies import array_leaves
+    from anytile_nvidia.box_maps import array_leaves
     from anytile.ir.parser import parse_module
     module = parse_module("""
         kernel @k(%p: ptr<i16> {divisibility = 16}, %m: i32, %n: i64, %s: i64) {
@@ -395,7 +396,7 @@ def test_descriptors_made_in_the_kernel_over_arguments_copy_whole_boxes():
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp32:16", "M": "i32",
            "N": "i32:16", "K": "i32:16"}
     module, kernel = lowered(made_descriptor_matmul, sig, {"BM": BM, "BN": BN, "BK": BK}, warps)
-    assert [m.array for m in kernel.box_maps] == [("a_ptr", "M", "K", "K", 1)] * 2 + \
+    assert [m.array for m in box_maps(kernel)] == [("a_ptr", "M", "K", "K", 1)] * 2 + \
         [("b_ptr", "K", "N", "N", 1)]
     a, b, c, ref = _matmul_operands(M, N, K, 5)
     run(module, kernel, {"a_ptr": a, "b_ptr": b, "c_ptr": c, "M": M, "N": N, "K": K},
@@ -436,7 +437,7 @@ def test_descriptor_stores_write_whole_boxes(BM, BN, BK, warps, M, N, K, out, pa
     assert ("anytile_sim_tma_store" in text) == boxed
     if stages > 1:
         assert kernel.shared_bytes <= plan_persistent_shared(module.kernel)[1] + BOX_STATE_BYTES
-    stores = [m for m in kernel.box_maps if _desc(m) == "c_desc"]
+    stores = [m for m in box_maps(kernel) if _desc(m) == "c_desc"]
     assert [m.box for m in stores] == [(BM, 128 // np.dtype(dtype).itemsize)]
     a, b, _, ref = _matmul_operands(M, N, K, 5)
     c_wide = np.full((M, N + pad), 7.0, dtype)
@@ -523,7 +524,7 @@ def test_a_kernel_whose_only_boxes_are_stores_keeps_no_copy_tracking():
     module, kernel = lowered(pointer_matmul_block_store, sig,
                               {"BM": 128, "BN": 128, "BK": 64, "BOOL": False}, 4)
     text = str(kernel)
-    assert [m.array[0] for m in kernel.box_maps] == ["c_ptr"]
+    assert [m.array[0] for m in box_maps(kernel)] == ["c_ptr"]
     assert "anytile_sim_tma_init" not in text and "anytile_sim_tma_try_wait" not in text
     assert kernel.shared_bytes <= tma_target().shared_memory_limit
 

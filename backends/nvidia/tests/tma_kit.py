@@ -9,6 +9,7 @@ from anytile.backend import CompileOptions
 from anytile.codegen.gpu import lay_out, lower_to_llvm
 from anytile.codegen.gpu.simulator import SimulatedKernel
 from anytile_nvidia import tma_sim
+from anytile_nvidia.box_maps import BoxMap
 from anytile_nvidia.tma_sim import EmulatedTensorCopies, host_map
 from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 
@@ -16,10 +17,15 @@ from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 def tma_target(pointer_box_tile=1):
     """The emulated Hopper target; the boxes of pointer loads copied for dots of at least
     ``pointer_box_tile`` elements (the tests' small tiles too, by default)."""
-    target = simulated_hopper_target()
-    target.box_copies = EmulatedTensorCopies()
-    target.box_copies.pointer_box_tile = pointer_box_tile
-    return target
+    copies = EmulatedTensorCopies()
+    copies.pointer_box_tile = pointer_box_tile
+    return simulated_hopper_target(copies)
+
+
+def box_maps(kernel):
+    """The ``BoxMap``s a lowered kernel (``GpuKernel``) copies through, in the order of its
+    last parameters."""
+    return tuple(BoxMap.from_metadata(m) for m in kernel.metadata.get("box_maps", ()))
 
 
 def map_records(maps, values):
@@ -44,7 +50,7 @@ def run(module, kernel, values, grid, warps):
     """Run the lowered ``kernel`` on the simulator with ``values`` by parameter name and the
     emulated descriptor records of its maps; no wait may have stalled."""
     fn = module.kernel
-    records = map_records(kernel.box_maps, values)
+    records = map_records(box_maps(kernel), values)
     sim = Simulated(str(kernel), fn, warps * 32, len(records))
     del tma_sim.stalls[:]
     sim.run(grid, [values[x.name] for x in fn.args] + [ctypes.addressof(r) for r in records])

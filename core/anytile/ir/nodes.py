@@ -114,14 +114,18 @@ class Op:
     ENUM_ATTRS: ClassVar[dict[str, type[IREnum]]] = {}
     #: result types are given, never inferred (``infer_types`` is only a builder's default)
     EXPLICIT_RESULTS: ClassVar[bool] = False
+    #: the dialect of a backend's op (``anytile.ir.dialects``; "" for core's ops)
+    DIALECT: ClassVar[str] = ""
 
     result_types: Optional[Sequence[Type]] = field(default=None, kw_only=True, repr=False)
     loc: Loc = field(default=UNKNOWN_LOC, kw_only=True, repr=False)
 
     def __init_subclass__(cls, **kw: Any) -> None:
         super().__init_subclass__(**kw)
-        if cls.NAME:
-            OP_REGISTRY[cls.NAME] = cls
+        name = cls.__dict__.get("NAME", "")
+        # a dialect's ops (``dialect.op``) are known once their dialect is loaded
+        if name and "." not in name:
+            OP_REGISTRY[name] = cls
 
     def __post_init__(self) -> None:
         for name, kinds in self.ENUM_ATTRS.items():

@@ -2,7 +2,8 @@
 
 ``parse_module(text)`` is the inverse of ``print_module``: ``print_module(parse_module(t))``
 equals ``t`` for any printer output ``t`` (with or without ``locs=True``).  Like the printer
-it is generic over ops: it finds each op's class by name in ``OP_REGISTRY`` and fills the
+it is generic over ops: it finds each op's class by name in ``OP_REGISTRY`` (core's ops, and
+those of the loaded dialects: ``anytile.ir.dialects``) and fills the
 fields named by ``OPERANDS``, ``ATTRS`` and ``REGIONS``.  Hand-written IR may contain
 ``// comments`` and ``# comments``.  Malformed text raises ``IRParseError`` with the line.
 Laid-out IR parses too: layouts and dialect types are read by the syntaxes their code
@@ -17,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from .dialects import dialect_of_name
 from .nodes import OP_REGISTRY, UNKNOWN_LOC, Block, Function, Loc, Module, Op, Value
 from .types import Type, parse_type
 
@@ -262,7 +264,10 @@ class _Parser:
         name_tok = self.expect_kind("ident", "an op name")
         cls = OP_REGISTRY.get(name_tok.text)
         if cls is None:
-            raise self.error(f"unknown op '{name_tok.text}'", name_tok)
+            dialect = dialect_of_name(name_tok.text)
+            raise self.error(f"unknown op '{name_tok.text}'" + (
+                f" (an op of the '{dialect}' dialect, which is not loaded: its backend loads "
+                f"it)" if dialect else ""), name_tok)
         kwargs: dict[str, Any] = {}
         if self.at("{") and self.peek(2).text == "=":
             for key, value in self.parse_attr_dict().items():

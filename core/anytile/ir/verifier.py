@@ -15,7 +15,8 @@
   matches its signature.
 
 Then each op checks its own rules: ``op.verify()`` (and ``op.verify_in_module(module)``),
-defined on the op classes (``anytile.ir.ops``, dialects such as ``codegen.gpu.shared_ops``).
+defined on the op classes (``anytile.ir.ops``, the GPU ops of ``codegen.gpu.shared_ops``, a
+backend's dialect: ``anytile.ir.dialects``, whose ops are accepted only while it is loaded).
 Types are compared modulo layout.  Problems raise ``IRVerificationError`` naming the
 function, the op, its location, what is wrong and the op's text.
 
@@ -28,6 +29,7 @@ import functools
 import os
 from typing import Any, Optional, Union
 
+from .dialects import dialect_loaded
 from .nodes import TRAIT_TERMINATOR, UNKNOWN_LOC, Block, Function, Module, Op, Value
 from .printer import ValueNamer, op_header
 from .rules import VerifyError, check_results, fmt_types, same_types
@@ -147,6 +149,9 @@ class _Checker:
             if id(op) in self.seen_ops:
                 raise self.fail(op, "the same op object appears twice in the IR")
             self.seen_ops.add(id(op))
+            if op.DIALECT and not dialect_loaded(op.DIALECT):
+                raise self.fail(op, f"op of the '{op.DIALECT}' dialect, which is not loaded "
+                                    f"(the backend that uses it loads it before compiling)")
             if op.has_trait(TRAIT_TERMINATOR):
                 if i != last:
                     raise self.fail(op, "terminator is not the last op of its block")

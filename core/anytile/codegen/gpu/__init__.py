@@ -6,9 +6,11 @@ hooks and tables (``GpuTarget``).
 * ``layouts``    -- distributed layouts (``BlockedLayout``, ``SliceLayout``) and the mapping
   between tile elements and (warp, lane, register);
 * ``axis_info``  -- contiguity / divisibility / constancy of integer and address tiles;
+* ``passes``     -- the ``laid-out ir`` stage's passes in order, as data (``GPU_PASSES``);
+* ``dialects``   -- what a backend adds to the pipeline (``GpuDialect``): its IR dialect,
+  passes placed by name, lowering-table entries, a per-kernel ``KernelExtension``;
 * ``pipeline``   -- software pipelining of loop loads (shared-memory stages for dot operands,
   register prefetch for the rest), with the small shared-memory dialect of ``shared_ops``;
-  ``box_copies``: the extension point for copying a stage's tile by descriptor;
 * ``assign``     -- the ``laid-out ir`` stage's layouts: one for every tile value;
 * ``lowering``   -- laid-out IR -> LLVM IR for one thread: a small context and a table of
   ``lower_<op>`` functions (``tile_ops``, ``memory``, ``collective``, ``dot``, ``control``,
@@ -23,18 +25,20 @@ hooks and tables (``GpuTarget``).
 * ``simulator``  -- the lowering run on the host CPU (tests, the ``gpusim`` device).
 """
 from .assign import LaidOutKernel, assign_layouts
-from .box_copies import BoxCopies, BoxMap
 from .compile import GpuKernel, gpu_stages, lay_out, lower_kernel, lower_to_llvm
+from .dialects import GpuDialect, KernelExtension, PassPlacement
 from .dot import (DotPlan, DotSelector, DotStrategy, MatrixDotPlan, acc_layout, acc_slots,
                   register_table)
 from .fragments import FragmentLoader, OperandSource
 from .layouts import BlockedLayout, SliceLayout, default_blocked
 from .matrix import MatrixInstr, check_instr, geometry
+from .passes import GPU_PASSES, GpuPass, pass_order
 from .shared_ops import PaddedRows, SharedBufferLayout
 from .target import GpuTarget
 
-__all__ = ["BoxCopies", "BoxMap", "BlockedLayout", "SliceLayout", "default_blocked", "LaidOutKernel", "assign_layouts",
+__all__ = ["BlockedLayout", "SliceLayout", "default_blocked", "LaidOutKernel", "assign_layouts",
            "GpuTarget", "GpuKernel", "gpu_stages", "lay_out", "lower_kernel", "lower_to_llvm",
            "MatrixInstr", "check_instr", "geometry", "DotPlan", "DotSelector", "DotStrategy",
            "FragmentLoader", "MatrixDotPlan", "OperandSource", "acc_layout", "acc_slots", "register_table",
-           "PaddedRows", "SharedBufferLayout"]
+           "PaddedRows", "SharedBufferLayout", "GpuDialect", "KernelExtension", "PassPlacement",
+           "GPU_PASSES", "GpuPass", "pass_order"]

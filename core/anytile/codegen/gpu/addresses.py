@@ -24,8 +24,12 @@ same in every element (a scalar made a tile, or a constant), and shape ops (``ex
 the scalars that change with the loop (made tiles by ``splat``) into the step's offset.  A
 load whose pointer has any other loop-dependent term (a carried pointer tile, a ``where``), or
 whose offsets are unsigned, is left as it is; so is a division (its divisor may be zero where
-the loop runs no iteration).  Only innermost loops are rewritten: a base built before a
-persistent kernel's loop over tiles would stay in registers through the whole inner loop.
+the loop runs no iteration).  So is a block read (``LoadOp.reads_block``: a block pointer's or
+a descriptor's, rebuilt from the block's offsets each step): its hoisted pointer tile would
+stay live through the loop (seen in the generated code of descriptor matmuls and attention:
+more registers, and spills where registers are few).  Only innermost loops are rewritten: a
+base built before a persistent kernel's loop over tiles would stay in registers through the
+whole inner loop.
 
 Both parts are computed in 64 bits, each term sign-extended first, so their sum is the
 offset's exact value: the rewritten address is the original one wherever the original offset
@@ -97,7 +101,7 @@ class _Loop:
         count = 0
         for load in [op for op in body.ops if isinstance(op, ops.LoadOp)]:
             ptr = load.ptr
-            if not isinstance(ptr.type, TileType) or self.steady(ptr) or load.box or \
+            if not isinstance(ptr.type, TileType) or self.steady(ptr) or load.reads_block or \
                     _split_already(ptr, self.steady):
                 continue
             mark = len(self.before), dict(self.hoisted)

@@ -1,11 +1,11 @@
 """The GPU compile pipeline every GPU backend (and the host simulator) runs:
 ``ir`` -> ``laid-out ir`` -> ``llir``.
 
-* ``laid-out ir`` (``lay_out``): reductions that are not commutative become ordered scans
-  (``ordered_reduce.py``); with ``num_stages`` > 1, loads feeding matrix-instruction
-  dots go through a multi-stage shared-memory pipeline and other loop loads are prefetched
-  in registers (``pipeline.py``); for a target that copies boxes by descriptor, the boxes
-  that such operands' pointers read are found first (``pointer_boxes.py``); then the axis analysis and a layout on every tile value
+* ``laid-out ir`` (``lay_out``): the passes of ``passes.GPU_PASSES``, with the target's
+  dialects' passes placed among them: reductions that are not commutative become ordered
+  scans (``ordered_reduce.py``); with ``num_stages`` > 1, loads feeding matrix-instruction
+  dots go through a multi-stage shared-memory pipeline and other loop loads are prefetched in
+  registers (``pipeline.py``); then the axis analysis and a layout on every tile value
   (``assign.py``), each dot planned by the target's strategies (``dot.py``);
 * ``llir`` (``lower_kernel``): one thread's LLVM module (``lowering.py``) with the kernel's
   facts as typed fields (``GpuKernel``): shared memory, threads, asserts, the external
@@ -15,13 +15,12 @@ A backend's ``stages()`` is ``gpu_stages(target, options)`` plus its own stages,
 the ``GpuKernel`` (its text is the LLVM IR: ``asm["llir"]``).  Both stages fill ``metadata``:
 ``num_warps``, ``threads_per_block``, ``shared``, ``kernel_name``, ``asserts`` and
 ``bounds_params`` (with debug: checked mode, ``anytile.codegen.bounds_checks``),
-``box_maps`` (the descriptors the launcher makes: ``box_copies.BoxMap``),
-``pipelined_dot_operands``, ``prefetched_loads``, ``pipelined_shared``.
+``pipelined_dot_operands``, ``prefetched_loads``, ``pipelined_shared``, and what the
+dialects' passes and kernel extensions add (``GpuKernel.metadata``).
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llvmlite import ir
@@ -29,20 +28,9 @@ from llvmlite import ir
 from ...backend import CompileOptions, Stage
 from ...errors import CompilationError
 from ...ir.nodes import Module
-from ...ir.types import elem_type
-from ...ir.verifier import verify_if_enabled
-from ..bounds_checks import insert_bounds_checks
-from .addresses import split_loop_addresses
-from .assign import LaidOutKernel, assign_layouts
-from .box_copies import box_map_metadata
-from .dot import DotSelector
+from .assign import LaidOutKernel
 from .lowering import KernelLowering
-from .ordered_reduce import order_reductions
-from .narrow import narrow_float8_dots
-from .pipeline import (dot_operand_loads, load_transposed, pipeline_dot_operands, pipeline_loops,
-                       stage_invariant_operands)
-from .pointer_boxes import drop_unused_boxes, find_pointer_boxes
-from .shared import plan_persistent_shared
+from .passes import LayOut, pass_order, run_passes
 from .target import GpuTarget
 
 __all__ = ["GpuKernel", "gpu_stages", "lay_out", "lower_kernel", "lower_to_llvm"]
@@ -63,9 +51,8 @@ class GpuKernel:
     shared_bytes: int
     asserts: list
     features: frozenset
-    #: the descriptors the host makes for each launch (``box_copies.BoxMap``), in the order
-    #: of the kernel's last parameters
-    box_maps: tuple = ()
+    #: facts for the compiled kernel's ``metadata`` from the dialects' kernel extensions
+    metadata: dict = field(default_factory=dict)
 
     @property
     def external_functions(self) -> list[str]:
@@ -85,13 +72,17 @@ def lower_kernel(laid: LaidOutKernel, target: GpuTarget, debug: bool = False,
     lowering = KernelLowering(laid, target, debug, fp_fusion)
     module = lowering.run()
     asserts = [[op.message, op.loc.file, op.loc.line] for op in lowering.asserts]
+    facts: dict = {}
+    for ext in lowering.extensions.values():
+        facts.update(ext.metadata())
     return GpuKernel(module, laid.kernel.name, lowering.threads, lowering.shared_bytes, asserts,
-                     frozenset(lowering.features), tuple(lowering.box_maps))
+                     frozenset(lowering.features), facts)
 
 
 def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
             metadata: dict) -> LaidOutKernel:
-    """The ``laid-out ir`` stage (see the module docstring); rewrites ``module`` in place."""
+    """The ``laid-out ir`` stage: ``passes.pass_order(target)`` run on ``module``, which is
+    rewritten in place (the target's dialects loaded first)."""
     kernel = module.kernel
     warps, warp_size = options.num_warps, target.warp_size
     if warps * warp_size > target.max_threads:
@@ -99,44 +90,13 @@ def lay_out(module: Module, target: GpuTarget, options: CompileOptions,
             f"num_warps={warps} gives {warps * warp_size} threads a program ({warps} warps of "
             f"{warp_size}), more than {target.name} runs in one program ({target.max_threads}): "
             f"use num_warps <= {target.max_threads // warp_size}", kernel.loc)
-    if options.debug:
-        metadata["bounds_params"] = insert_bounds_checks(kernel)
-        verify_if_enabled(module, after="insert_bounds_checks")
-    if order_reductions(module):
-        verify_if_enabled(module, after="order_reductions")
-    dots = DotSelector(target, warps, kernel)
-    if options.num_stages > 1:
-        if load_transposed(kernel):
-            verify_if_enabled(module, after="load_transposed")
-        metadata["float8_dots"] = narrow_float8_dots(
-            kernel, lambda d, a, b: dots.reads_narrow(d, elem_type(a.type), elem_type(b.type)))
-        verify_if_enabled(module, after="narrow_float8_dots")
-        metadata["split_addresses"] = split_loop_addresses(kernel)
-        verify_if_enabled(module, after="split_loop_addresses")
-        smallest = target.box_copies.pointer_box_tile if target.box_copies is not None else 0
-        boxes = smallest > 0 and not options.debug
-        if boxes:
-            large = lambda d: math.prod(d.result.type.shape) >= smallest      # noqa: E731
-            operands = dot_operand_loads(kernel, lambda d: large(d) and dots.reads_shared(d))
-            metadata["pointer_boxes"] = find_pointer_boxes(kernel, operands.__contains__)
-            verify_if_enabled(module, after="find_pointer_boxes")
-        metadata["staged_dot_operands"] = stage_invariant_operands(
-            kernel, dots.reads_shared, target.shared_memory_limit, dots.operand_buffers)
-        verify_if_enabled(module, after="stage_invariant_operands")
-        metadata["pipelined_dot_operands"] = pipeline_dot_operands(
-            kernel, options.num_stages, dots.reads_shared, target.shared_memory_limit,
-            dots.operand_buffers)
-        verify_if_enabled(module, after="pipeline_dot_operands")
-        if boxes and drop_unused_boxes(kernel):
-            verify_if_enabled(module, after="drop_unused_boxes")
-        metadata["prefetched_loads"] = pipeline_loops(kernel)
-        verify_if_enabled(module, after="pipeline_loops")
-    metadata["pipelined_shared"] = plan_persistent_shared(kernel)[1]
-    laid = assign_layouts(module, warps, warp_size, dots.plan)
-    verify_if_enabled(module, after="assign_layouts")
+    for dialect in target.dialects:
+        dialect.ir.load()
+    state = LayOut(module, target, options, metadata)
+    run_passes(state, pass_order(target))
     metadata["num_warps"] = warps
     metadata["threads_per_block"] = warps * warp_size
-    return laid
+    return state.laid
 
 
 def lower_to_llvm(laid: LaidOutKernel, target: GpuTarget, options: CompileOptions,
@@ -153,8 +113,8 @@ def lower_to_llvm(laid: LaidOutKernel, target: GpuTarget, options: CompileOption
     metadata["shared"] = kernel.shared_bytes
     if kernel.asserts:
         metadata["asserts"] = kernel.asserts
-    if kernel.box_maps:
-        metadata["box_maps"] = box_map_metadata(list(kernel.box_maps))
+    for key, value in kernel.metadata.items():
+        metadata[key] = value
     metadata["kernel_name"] = kernel.name
     return kernel
 

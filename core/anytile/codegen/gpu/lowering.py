@@ -6,7 +6,8 @@ scope by scope, this thread's lane and warp, the shared-memory plan) and a table
 ``tile_ops`` (elementwise, index and shape ops), ``memory`` (loads, stores, atomics),
 ``collective`` (layout conversions, reductions, scans), ``dot``, ``control`` (for, while,
 if) and ``shared`` (the pipeline's shared-memory ops).  Everything a target does its own way
-goes through its ``GpuTarget`` hooks and tables.
+goes through its ``GpuTarget`` hooks and tables; what a backend adds (``GpuTarget.dialects``)
+through its lowering-table entries and its ``KernelExtension`` for the kernel as a whole.
 
 Each thread holds, for each tile, the registers its layout gives it (``Regs``); scalars are
 one LLVM value, the same in every thread.  Rematerialisable values (see ``assign.py``) are
@@ -29,12 +30,11 @@ from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes
 from . import collective, control, dot, memory, shared, tile_ops
 from .assign import LaidOutKernel
+from .dialects import KernelExtension
 from .layouts import Layout
 from .registers import Regs
 from .scratch import convert
 from .shared import plan_persistent_shared, shared_alignment
-from .pipeline import BOX_STATE_BYTES
-from .shared_ops import AsyncCopyOp
 from .target import GpuTarget
 from .tile_ops import rematerialise
 
@@ -44,11 +44,14 @@ __all__ = ["Regs", "KernelLowering", "Lowering", "lowering_table"]
 Lowering = Callable[["KernelLowering", ops.Op], None]
 
 
-def lowering_table() -> dict[type, Lowering]:
-    """Op class -> its ``lower_<op>`` function, from every module of the GPU lowering."""
+def lowering_table(target: Optional[GpuTarget] = None) -> dict[type, Lowering]:
+    """Op class -> its ``lower_<op>`` function, from every module of the GPU lowering and
+    then the entries of ``target``'s dialects."""
     table: dict[type, Lowering] = {}
     for module in (tile_ops, memory, collective, dot, control, shared):
         table.update(module.LOWERINGS)
+    for dialect in target.dialects if target is not None else ():
+        table.update(dialect.lowerings)
     return table
 
 
@@ -91,7 +94,11 @@ class KernelLowering:
         self.thread_consts: dict[Any, ir.Value] = {}
         self.shared_views: dict = {}
         self.features: set[str] = set()
-        self.table = lowering_table()
+        self.table = lowering_table(target)
+        #: dialect name -> this kernel's ``KernelExtension`` of that dialect
+        self.extensions: dict[str, KernelExtension] = {
+            d.ir.name: d.kernel_extension(target, debug) for d in target.dialects
+            if d.kernel_extension is not None}
         #: the ``for`` loops being lowered, innermost last
         self.loops: list[ops.ForOp] = []
         #: ``for`` loop -> (result index, rewrite) pairs ``at_loop_exit`` registered
@@ -116,28 +123,16 @@ class KernelLowering:
             if self.debug else []
         if self.asserts:
             params.append(ir.PointerType(addrspace=self.target.global_address_space))
-        # copies of boxes by descriptor: one parameter per descriptor the host makes, last
-        copies = self.target.box_copies if not self.debug else None
-        self.box_maps: list = []
-        self.box_map_of: dict = {}          # async_copy or store -> indices into box_maps
-        for op in walk(self.fn_ir.body) if copies is not None else ():
-            if isinstance(op, (AsyncCopyOp, ops.StoreOp)) and op.box:
-                planned = copies.plan(op, self.fn_ir) if isinstance(op, AsyncCopyOp) else \
-                    copies.plan_store(op, self.fn_ir)
-                for m in planned:
-                    if m not in self.box_maps:
-                        self.box_maps.append(m)
-                if planned:
-                    self.box_map_of[op] = [self.box_maps.index(m) for m in planned]
-        # copies into pipeline slots complete on the target's tracking; box stores need none
-        self.box_copying = any(isinstance(op, AsyncCopyOp) for op in self.box_map_of)
-        first_map = len(params)
-        params += [copies.parameter_type() for _ in self.box_maps]
+        # each extension's parameters, after the kernel's own
+        added = []
+        for ext in self.extensions.values():
+            types = ext.parameters(self)
+            added.append((ext, len(params)))
+            params += types
         fn = ir.Function(self.module, ir.FunctionType(ir.VoidType(), params), self.fn_ir.name)
         self.target.declare_kernel(fn, self.threads)
-        for i in range(len(self.box_maps)):
-            copies.declare(fn, first_map + i)
-        self.box_params = fn.args[first_map:]
+        for ext, first in added:
+            ext.declare(fn, first)
         entry = fn.append_basic_block("entry")
         body = fn.append_basic_block("body")
         self.entry_b = ir.IRBuilder(entry)
@@ -159,11 +154,12 @@ class KernelLowering:
         self.smem.type = ir.PointerType(addrspace=self.target.shared_address_space)  # opaque
         # pipelined buffers first (fixed offsets), then the scratch space every other op shares
         self.persistent_offsets, self.persistent_shared = plan_persistent_shared(self.fn_ir)
-        if self.box_copying:   # the box copies' completion tracking, after the buffers
-            self.box_state = self.entry_b.gep(self.smem, [ir.Constant(I32, self.persistent_shared)],
-                                              source_etype=ir.IntType(8))
-            assert copies.shared_bytes <= BOX_STATE_BYTES, "the pipeline keeps less room"
-            self.persistent_shared += BOX_STATE_BYTES
+        for ext in self.extensions.values():       # what extensions keep, after the buffers
+            kept = ext.shared_bytes()
+            if kept:
+                ext.place_shared(self.entry_b.gep(self.smem, [ir.Constant(I32, self.persistent_shared)],
+                                                  source_etype=ir.IntType(8)))
+                self.persistent_shared += kept
         self.buffer_bytes = self.laid.buffer_bytes
         #: whether no pipelined buffer holds data at the op being lowered
         self.buffers_free = False
@@ -173,8 +169,8 @@ class KernelLowering:
         for arg, param in zip(self.fn_ir.args, fn.args):
             self.bind(arg, self.param_value(arg.type, param))
         self.error_word = fn.args[len(self.fn_ir.args)] if self.asserts else None
-        if self.box_copying:
-            copies.start(self)
+        for ext in self.extensions.values():
+            ext.start(self)
         self.lower_block(self.fn_ir.body)
         self.b.ret_void()
         return self.module
@@ -263,8 +259,24 @@ class KernelLowering:
     def fail(self, op: ops.Op, message: str) -> None:
         raise CompilationError(message, op.loc)
 
+    def handler(self, cls: type) -> Optional[Lowering]:
+        """The lowering of op class ``cls``: its own entry, else its nearest base class's (a
+        dialect op refining a core op lowers as that one unless its dialect says otherwise)."""
+        found = self.table.get(cls)
+        if found is None:
+            found = next((self.table[base] for base in cls.__mro__[1:] if base in self.table), None)
+            if found is not None:
+                self.table[cls] = found
+        return found
+
+    def buffers_reused(self, b: ir.IRBuilder) -> None:
+        """Ordinary reads and writes of the pipeline buffers' place end here (the extensions'
+        ``buffers_reused``)."""
+        for ext in self.extensions.values():
+            ext.buffers_reused(self, b)
+
     def lower_op(self, op: ops.Op) -> None:
-        handler = self.table.get(type(op))
+        handler = self.handler(type(op))
         if handler is None:
             self.fail(op, f"the GPU backend cannot compile '{op.NAME}' yet")
         tile_results = [r for r in op.results if isinstance(r.type, TileType)]

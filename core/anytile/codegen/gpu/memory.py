@@ -25,7 +25,7 @@ from .scratch import broadcast_from_first_thread
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
-__all__ = ["LOWERINGS", "access_groups", "predicate", "guarded", "zero_of"]
+__all__ = ["LOWERINGS", "access_groups", "predicate", "guarded", "zero_of", "lower_load", "lower_store"]
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -142,10 +142,6 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
         return
     layout = ctx.laid.store_layout[op]
     shape = shape_of(op.ptr.type)
-    indices = ctx.box_map_of.get(op)
-    if indices is not None and ctx.target.box_copies.store(   # the box by descriptor
-            ctx, op, [(ctx.box_maps[i], ctx.box_params[i]) for i in indices], ctx.tile(op.value, layout)):
-        return
     ptrs = ctx.tile(op.ptr, layout).values
     vals = ctx.operand(op.value, layout)
     vals = vals.values if not isinstance(vals, ir.Value) else [vals] * len(ptrs)

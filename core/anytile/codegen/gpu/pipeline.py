@@ -15,10 +15,13 @@ call: a prefetched read must not miss a write of the same iteration).  The rewri
 
 Masked-off lanes of the extra loads read nothing, so no address outside the original loop's
 accesses is touched.  This runs on device-independent IR, before layouts are assigned.
+
+A backend's dialect may refine ``load`` (a load that says more: ``PipelinedLoad``); the
+passes here then ask the load how it is transposed and copied into a slot.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
@@ -30,11 +33,47 @@ from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          SharedLoadOp, slot_element)
 
 __all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place",
-           "load_transposed", "dot_operand_loads"]
+           "load_transposed", "dot_operand_loads", "PipelinedLoad"]
 
-#: shared memory kept free for a target's completion tracking of copies by descriptor
-#: (``box_copies.BoxCopies.shared_bytes``, rounded up) where a copy could go that way
-BOX_STATE_BYTES = 128
+
+class PipelinedLoad:
+    """Mixin of a dialect's refinement of ``LoadOp`` (a load carrying facts of its own) that
+    the passes here rewrite its own way; core's ``load`` takes the defaults."""
+
+    def reads_transposed(self) -> bool:
+        """Whether its tile is read along its first dimension, whatever the axis facts say
+        (its slots are then column-major)."""
+        return False
+
+    def permuted(self, order: Sequence[int], ptr: Value, mask: Optional[Value],
+                 other: Optional[Value], result_type: Any) -> ops.LoadOp:
+        """The load of its tile permuted by ``order`` (``load_transposed``), from the permuted
+        ``ptr``, ``mask`` and ``other``."""
+        return ops.LoadOp(ptr, mask, other, self.volatile, result_types=[result_type], loc=self.loc)
+
+    def slot_copy(self, buffer: Value, slot: Value, ptr: Value, mask: Optional[Value],
+                  value: Callable[[Value], Value], when: Optional[Value]) -> Op:
+        """The ``async_copy`` (or a refinement of it) of its tile into ``slot`` of ``buffer``
+        from ``ptr`` and ``mask`` (already at the copy's iteration); ``value(v)``: any other
+        operand ``v`` at that iteration; ``when``: the copy's iteration is in the loop
+        (``None``: always)."""
+        return AsyncCopyOp(buffer, slot, ptr, mask, loc=self.loc)
+
+
+def _permuted(load: ops.LoadOp, order: tuple, ptr: Value, mask: Optional[Value],
+              other: Optional[Value], result_type: Any) -> ops.LoadOp:
+    if isinstance(load, PipelinedLoad):
+        return load.permuted(order, ptr, mask, other, result_type)
+    # a block read stays one: the same block of the array, seen with permuted dimensions
+    return ops.LoadOp(ptr, mask, other, load.volatile, result_types=[result_type], loc=load.loc,
+                      **load.permuted_block(order))
+
+
+def _slot_copy(load: ops.LoadOp, buffer: Value, slot: Value, ptr: Value, mask: Optional[Value],
+               value: Callable[[Value], Value], when: Optional[Value]) -> Op:
+    if isinstance(load, PipelinedLoad):
+        return load.slot_copy(buffer, slot, ptr, mask, value, when)
+    return AsyncCopyOp(buffer, slot, ptr, mask, loc=load.loc)
 
 # loops holding these are not pipelined.  Assertions write no memory, but in checked mode the
 # bounds tests make every copy's mask per element, so its 16-byte copies would become 2-byte
@@ -177,7 +216,6 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
     buffers = buffers or _padded_rows
     count = 0
     transposed = transposed_loads(fn)
-    shared_limit -= _box_state(fn)
     for op in list(walk(fn.body)):
         if isinstance(op, ops.ForOp):
             stages = op.num_stages if op.num_stages is not None else num_stages
@@ -196,7 +234,7 @@ def load_transposed(fn: Function) -> int:
     dimension.  ``tl.trans(tl.load(k_rows))`` feeding a dot then reaches the pipeline as a
     transposed read, which copies into column-major slots, as K read by transposed
     addressing does, instead of passing through registers and the scratch space every
-    iteration.  A load of an array's box keeps it, reordered (``LoadOp.box_order``).
+    iteration.  A dialect's load is permuted its own way (``PipelinedLoad.permuted``).
     Returns how many loads changed."""
     uses = _uses(fn.body)
     count = 0
@@ -223,11 +261,8 @@ def load_transposed(fn: Function) -> int:
                     p = ops.PermuteOp(v, tuple(op.order), loc=op.loc)
                 new.append(p)
                 return p.result
-            inner = load.box_order or tuple(range(len(op.order)))
-            read = ops.LoadOp(permuted(load.ptr), permuted(load.mask), permuted(load.other),
-                              load.volatile, list(load.box), list(load.array),
-                              tuple(inner[i] for i in op.order) if load.box else (),
-                              list(load.box_exact), result_types=[op.result.type], loc=load.loc)
+            read = _permuted(load, tuple(op.order), permuted(load.ptr), permuted(load.mask),
+                             permuted(load.other), op.result.type)
             read.results[0].name = op.result.name or load.result.name
             new.append(read)
             at = block.ops.index(load)
@@ -249,7 +284,6 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
     buffers = buffers or _padded_rows
     count = 0
     transposed = transposed_loads(fn)
-    box_state = _box_state(fn)
     for loop in [op for op in walk(fn.body) if isinstance(op, ops.ForOp)]:
         parent = _parent_block(fn.body, loop)
         where = parent.ops.index(loop)
@@ -266,16 +300,15 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
             buffer = SharedBufferType(t.shape, t.elem, 1, layout)
             taken = sum(a.result.type.nbytes for a in walk(fn.body)
                         if isinstance(a, SharedAllocOp))
-            if taken + buffer.nbytes + box_state > shared_limit:
+            if taken + buffer.nbytes > shared_limit:
                 continue
             loc = load.loc
             alloc = SharedAllocOp(result_types=[buffer], loc=loc)
             zero = ops.ConstantOp(0, result_types=[i32], loc=loc)
             view = SharedLoadOp(alloc.result, zero.result, loc=loc)
             view.results[0].name = load.result.name
-            staged = [alloc, zero, AsyncCopyOp(alloc.result, zero.result, load.ptr, load.mask,
-                                               list(load.box), [], list(load.array),
-                                               load.box_order, list(load.box_exact), loc=loc),
+            staged = [alloc, zero, _slot_copy(load, alloc.result, zero.result, load.ptr,
+                                              load.mask, lambda v: v, None),
                       AsyncCommitOp(loc=loc), AsyncWaitOp(0, True, loc=loc), view]
             for op in walk(fn.body):
                 op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
@@ -291,13 +324,6 @@ def dot_operand_loads(fn: Function, dot_ok: Callable[[ops.DotOp], bool]) -> set:
     uses = _uses(fn.body)
     return {op for op in walk(fn.body)
             if isinstance(op, ops.LoadOp) and _moves_to_shared(op, uses.get(op.result, []), dot_ok)}
-
-
-def _box_state(fn: Function) -> int:
-    """Shared memory kept free, once for the whole kernel, where some load could be copied
-    by descriptor (``BOX_STATE_BYTES``)."""
-    return BOX_STATE_BYTES if any(isinstance(op, ops.LoadOp) and op.box
-                                  for op in walk(fn.body)) else 0
 
 
 def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
@@ -433,7 +459,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
                 op.result in yielded:
             continue
         if not all(v in computable or v in invariant or v not in inside
-                   for v in (op.ptr, op.mask, *op.box, *op.array, *op.box_exact) if v is not None):
+                   for v in op.operands if v is not op.other):
             continue
         loads.append(op)
     if not loads:
@@ -477,8 +503,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         prologue.append(AsyncCommitOp(loc=loc))
 
     # in the body: wait for this iteration's slot, start iteration k + stages - 1's copies
-    fence = any(b.layout.async_readers for b in slots)
-    top: list[Op] = [AsyncWaitOp(stages - 2, True, fence, loc=loc)]
+    top: list[Op] = [AsyncWaitOp(stages - 2, True, loc=loc)]
     read_slot, write_slot, tail, yields, firsts = _slot_indices(body, top, count, stages, loc)
     ahead = _Ahead(loop, advancing, inside, top, stages - 1, before_loop=False)
     for load, alloc in zip(loads, allocs):
@@ -600,12 +625,12 @@ def _oriented(load: ops.LoadOp, layout: SharedBufferLayout,
 
 def transposed_loads(fn: Function) -> frozenset:
     """The 2-D loads of ``fn`` whose addresses run along the first dimension and not the last
-    (the axis facts), and the transposed reads of an array's box (``box_order`` (1, 0)):
-    their tiles are copied into column-major slots."""
+    (the axis facts), and the loads of a dialect that say they are read so
+    (``PipelinedLoad.reads_transposed``): their tiles are copied into column-major slots."""
     axis = analyse_function(fn)
     out = set()
     for op in walk(fn.body):
-        if isinstance(op, ops.LoadOp) and op.box and tuple(op.box_order) == (1, 0):
+        if isinstance(op, PipelinedLoad) and op.reads_transposed():
             out.add(op)
         elif isinstance(op, ops.LoadOp) and isinstance(op.ptr.type, TileType) and \
                 len(op.ptr.type.shape) == 2:
@@ -639,11 +664,7 @@ def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[O
         both = ops.BinaryOp("and", ahead.value(load.mask), mask, loc=load.loc)
         out.append(both)
         mask = both.result
-    # a box copy (one instruction for the whole tile) is skipped outright past the loop's end
-    out.append(AsyncCopyOp(buffer, slot, ptr, mask, [ahead.value(c) for c in load.box],
-                           [ahead.in_range] if load.box else [],
-                           [ahead.value(v) for v in load.array], load.box_order,
-                           [ahead.value(v) for v in load.box_exact], loc=load.loc))
+    out.append(_slot_copy(load, buffer, slot, ptr, mask, ahead.value, ahead.in_range))
     return out
 
 

@@ -200,9 +200,8 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
             values[i] = part
     if in_buffers:
         # ordinary reads and writes of the buffers, before an enclosing loop's next prologue
-        # refills them (by TMA, the async proxy, where it copies boxes)
-        if ctx.box_copying:
-            ctx.target.fence_async_shared(b)
+        # refills them (which a backend's copies may do outside the threads)
+        ctx.buffers_reused(b)
         ctx.target.barrier(b)
     return Regs(want, shape, values)
 

@@ -3,8 +3,8 @@
 Buffers live in a *persistent* region at the start of the kernel's shared memory, one fixed
 offset each for the whole kernel; the scratch space other ops use (conversions, reductions,
 unpipelined dot operands) starts after it, so a pipelined slot is never overwritten by them --
-except where ``busy_buffer_ops`` shows no buffer holding data, where a layout exchange or a TMA
-store's panels may take the buffers' place.
+except where ``busy_buffer_ops`` shows no buffer holding data, where a layout exchange (or a
+backend's own use of shared memory) may take the buffers' place.
 
 A copy moves, per thread, the runs of consecutive elements its layout gives it.  Where the
 target has an asynchronous copy of the run's size (``GpuTarget.async_copy_sizes``) and the
@@ -32,7 +32,8 @@ from .shared_ops import (AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp,
 if TYPE_CHECKING:
     from .lowering import KernelLowering
 
-__all__ = ["LOWERINGS", "SharedView", "plan_persistent_shared", "shared_alignment", "busy_buffer_ops"]
+__all__ = ["LOWERINGS", "SharedView", "plan_persistent_shared", "shared_alignment", "busy_buffer_ops",
+           "copy_by_thread", "slot_address"]
 
 
 @dataclass
@@ -97,43 +98,22 @@ def lower_shared_alloc(ctx: "KernelLowering", op: SharedAllocOp) -> None:
     ctx.set_result(op, ctx.entry_b.gep(ctx.smem, [ir.Constant(I32, offset)], source_etype=I8))
 
 
-def _slot_address(ctx: "KernelLowering", buffer: Any, slot: ir.Value) -> ir.Value:
+def slot_address(ctx: "KernelLowering", buffer: Any, slot: ir.Value) -> ir.Value:
+    """The address of slot ``slot`` (an i32) of the shared buffer ``buffer``."""
     t = buffer.type
     return ctx.b.gep(ctx.scalar(buffer), [ctx.b.mul(slot, ir.Constant(I32, t.slot_bytes))],
                      source_etype=I8)
 
 
-def lower_async_copy(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
-    indices = ctx.box_map_of.get(op)
-    if indices is None:
-        _copy_by_thread(ctx, op)
-        return
-    # whole boxes by descriptor (``box_copies``); a box found in pointers only where it is
-    # exactly the tile (``box_exact``, the same in every thread), else by pointer and mask
-    maps = [(ctx.box_maps[i], ctx.box_params[i]) for i in indices]
-    slot = _slot_address(ctx, op.buffer, ctx.scalar(op.slot))
-    if not op.box_exact:
-        ctx.target.box_copies.copy(ctx, op, maps, slot)
-        return
-    with ctx.b.if_else(ctx.scalar(op.box_exact[0])) as (boxed, by_thread):
-        with boxed:
-            ctx.target.box_copies.copy(ctx, op, maps, slot)
-        with by_thread:
-            ctx.scopes.append({})        # what the copy computes stays in its branch
-            try:
-                _copy_by_thread(ctx, op)
-            finally:
-                ctx.scopes.pop()
-
-
-def _copy_by_thread(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
-    """Each thread copies its runs of the tile (the module docstring)."""
+def copy_by_thread(ctx: "KernelLowering", op: AsyncCopyOp) -> None:
+    """Each thread copies its runs of the tile (the module docstring): ``async_copy``'s
+    lowering."""
     b = ctx.b
     t = op.buffer.type
     storage = ctx.types.storage(t.elem)
     layout = ctx.laid.store_layout[op]
     shape = shape_of(op.ptr.type)
-    slot = _slot_address(ctx, op.buffer, ctx.scalar(op.slot))
+    slot = slot_address(ctx, op.buffer, ctx.scalar(op.slot))
     ptrs = ctx.tile(op.ptr, layout).values
     masks = ctx.tile(op.mask, layout).values if op.mask is not None else None
     width, groups = access_groups(ctx, op, layout, shape)
@@ -189,22 +169,16 @@ def _copy_elements(ctx: "KernelLowering", t: Any, slot: ir.Value, where: list, p
 
 def lower_async_commit(ctx: "KernelLowering", op: AsyncCommitOp) -> None:
     ctx.target.async_commit(ctx.b)
-    if ctx.box_copying:
-        ctx.target.box_copies.commit(ctx)
 
 
 def lower_async_wait(ctx: "KernelLowering", op: AsyncWaitOp) -> None:
     ctx.target.async_wait(ctx.b, op.pending)
-    if ctx.box_copying:
-        ctx.target.box_copies.wait(ctx, op.pending)
-    if op.proxy_fence:
-        ctx.target.fence_async_shared(ctx.b)
     if op.barrier:
         ctx.target.barrier(ctx.b)
 
 
 def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
-    ctx.shared_views[op.result] = SharedView(_slot_address(ctx, op.buffer, ctx.scalar(op.slot)),
+    ctx.shared_views[op.result] = SharedView(slot_address(ctx, op.buffer, ctx.scalar(op.slot)),
                                              op.buffer.type.layout)
     elem = elem_type(op.result.type)
     if not slot_element(elem):
@@ -212,6 +186,6 @@ def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
         ctx.fail(op, f"shared_load of a tile of {elem} (16-bit, float8 or int8 elements only)")
 
 
-LOWERINGS = {SharedAllocOp: lower_shared_alloc, AsyncCopyOp: lower_async_copy,
+LOWERINGS = {SharedAllocOp: lower_shared_alloc, AsyncCopyOp: copy_by_thread,
              AsyncCommitOp: lower_async_commit, AsyncWaitOp: lower_async_wait,
              SharedLoadOp: lower_shared_load}

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import abc
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 from llvmlite import ir
 
 from ...ir.nodes import TRAIT_SIDE_EFFECT, Op, Value
-from ...ir.ops.memory import check_box, check_box_exact
 from ...ir.rules import check_mask, expect, expect_type
-from ...ir.types import (PointerType, ScalarType, TileType, i1, i32, parse_type,
+from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)
 
 __all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
@@ -59,7 +58,8 @@ class SharedBufferLayout(abc.ABC):
     compared and hashed)."""
 
     #: the slots are read in place by a unit outside the threads (a matrix unit reading by
-    #: address): waiting for their copies adds the target's ``fence_async_shared``
+    #: address), which may need the threads' writes fenced for it (the backend's passes see to
+    #: that: ``GpuTarget.fence_async_shared``)
     async_readers = False
     #: bytes a slot's start is aligned to (a swizzled layout's pattern repeats every so many
     #: bytes of the shared-memory address, so its slots start on that period)
@@ -308,37 +308,20 @@ class SharedAllocOp(Op):
 @dataclass(eq=False)
 class AsyncCopyOp(Op):
     """Start copying the tile at ``ptr`` into slot ``slot`` (an ``i32`` scalar) of
-    ``buffer``; where ``mask`` is 0 the slot gets zeros and global memory is not read.
-
-    ``box``, ``array`` and ``box_order``: the tile is that box of that array (``LoadOp.box``),
-    for a target that copies boxes by descriptor (``GpuTarget.box_copies``); ``when`` (none,
-    or one ``i1`` scalar): where false, nothing need be copied at all (the mask is then 0
-    everywhere, and the slot, which is never read, may keep what it held); ``box_exact``
-    (``LoadOp.box_exact``): where false, the copy goes by ``ptr`` and ``mask``."""
+    ``buffer``; where ``mask`` is 0 the slot gets zeros and global memory is not read."""
 
     NAME = "async_copy"
-    OPERANDS = ("buffer", "slot", "ptr", "mask", "box", "when", "array", "box_exact")
-    ATTRS = ("box_order",)
+    OPERANDS = ("buffer", "slot", "ptr", "mask")
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     buffer: Value
     slot: Value
     ptr: Value
     mask: Optional[Value] = None
-    box: list = field(default_factory=list)
-    when: list = field(default_factory=list)
-    array: list = field(default_factory=list)
-    box_order: tuple = ()
-    box_exact: list = field(default_factory=list)
 
     def verify(self) -> None:
         t = _check_buffer_and_slot(self.buffer, self.slot)
         expect_type(self.ptr.type, TileType(t.shape, PointerType(t.elem)), "copied pointers")
         check_mask(self.mask, self.ptr.type)
-        expect(len(self.when) <= 1, "a copy has at most one 'when'")
-        for v in self.when:
-            expect_type(v.type, i1, "when")
-        check_box(self.box, self.array, len(t.shape), t.elem)
-        check_box_exact(self.box_exact, self.box)
 
 
 @dataclass(eq=False)
@@ -356,17 +339,15 @@ class AsyncWaitOp(Op):
     have landed, and every thread is done with what it read before)."""
 
     NAME = "async_wait"
-    ATTRS = ("pending", "barrier", "proxy_fence")
+    ATTRS = ("pending", "barrier")
     TRAITS = frozenset({TRAIT_SIDE_EFFECT})
     pending: int = 0
     barrier: bool = True
-    proxy_fence: bool = False   # the slots are next read by ``async_readers`` (layouts)
 
     def verify(self) -> None:
         expect(isinstance(self.pending, int) and not isinstance(self.pending, bool)
                and self.pending >= 0, f"pending must be an int >= 0, found {self.pending!r}")
-        expect(isinstance(self.barrier, bool) and isinstance(self.proxy_fence, bool),
-               "barrier and proxy_fence must be True or False")
+        expect(isinstance(self.barrier, bool), "barrier must be True or False")
 
 
 @dataclass(eq=False)

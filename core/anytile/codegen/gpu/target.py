@@ -7,9 +7,10 @@ functions, atomics and the kernel's calling convention.  Tables describe the res
 instructions (``matrix_instrs``: ``MatrixInstr`` records, with one emit hook), and which
 asynchronous global-to-shared copy sizes exist (none: pipelined copies go through registers).
 
-Whatever only one vendor has joins through two optional extension points:
-``fragment_loader`` (a faster way to read matrix fragments from shared memory) and
-``dot_strategies`` (a whole other way to lower ``dot``, with its own shared-memory layouts).
+Whatever only one vendor has joins through three optional extension points:
+``fragment_loader`` (a faster way to read matrix fragments from shared memory),
+``dot_strategies`` (a whole other way to lower ``dot``, with its own shared-memory layouts)
+and ``dialects`` (the backend's own ops, passes and lowerings: ``dialects.GpuDialect``).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from ..llvm.types import declare
 from .matrix import MatrixInstr
 
 if TYPE_CHECKING:
-    from .box_copies import BoxCopies
+    from .dialects import GpuDialect
     from .dot import DotStrategy
     from .fragments import FragmentLoader
 
@@ -161,6 +162,10 @@ class GpuTarget(abc.ABC):
         from ``matrix_instrs``, then FMAs)."""
         return ()
 
+    #: the backend's own ops, passes and lowerings, put into the pipeline by name
+    #: (``dialects.GpuDialect``)
+    dialects: Sequence["GpuDialect"] = ()
+
     # -- asynchronous copies -------------------------------------------------------------------
     #: byte sizes of the asynchronous global -> shared copies the target has (empty: none;
     #: pipelined copies are then loads and shared-memory stores)
@@ -172,9 +177,6 @@ class GpuTarget(abc.ABC):
         it) from global ``src`` to shared ``dst``; where the i1 ``mask`` is 0, write zeros and
         read nothing."""
         raise NotImplementedError(f"target {self.name} has no asynchronous copies")
-
-    #: copies of whole boxes by descriptor (``box_copies.BoxCopies``), or ``None``
-    box_copies: Optional["BoxCopies"] = None
 
     def async_commit(self, b: ir.IRBuilder) -> None:
         """Close the group of copies this thread started since the last commit."""

@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..nodes import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
 from ..kinds import AtomicKind, MemoryScope, MemorySemantics
 from ..rules import check_mask, expect, expect_type, is_int, is_ptr, pointee_type
-from ..types import Type, elem_type, i1, shape_of, with_shape
+from ..types import Type, elem_type, shape_of, with_shape
 from .arith import PURE_EW
 
-__all__ = ["AddPtrOp", "LoadOp", "check_box", "check_box_exact", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
+__all__ = ["AddPtrOp", "LoadOp", "check_box", "StoreOp", "AtomicRMWOp", "AtomicCASOp"]
 
 
 @dataclass(eq=False)
@@ -35,7 +35,7 @@ class AddPtrOp(Op):
 
 
 def check_box(box: list, array: list, rank: int, elem: Type) -> None:
-    """The rules of a load's (or a copy's) ``box`` and ``array``: both or neither; one
+    """The rules of a load's (or a store's) ``box`` and ``array``: both or neither; one
     coordinate per dimension; the array's base a scalar pointer to ``elem``, then integer
     sizes and strides, one of each per dimension."""
     expect(bool(box) == bool(array), "a box and its array go together")
@@ -59,20 +59,15 @@ class LoadOp(Op):
     ``other`` (a value of the result type), or unspecified when ``other`` is absent.  A read
     of an address outside every allocation where the mask is 1 is an error.
 
-    ``box`` and ``array`` (both or neither) say the same read another way, for devices that
-    copy rectangular boxes in one instruction: the tile is the box whose first element is at
-    coordinates ``box`` (integer scalars, one per dimension) of the array whose base pointer,
-    sizes and strides (in elements) are ``array``, elements outside the array reading as
-    ``other`` -- or, with ``box_order``, that box with its dimensions
-    reordered as ``permute`` does (the tile's dimension ``i`` is the box's ``box_order[i]``).
-    ``box_exact`` (none, or one ``i1`` scalar; only with a box): where false, the box need
-    not be the tile, which is then read by ``ptr`` and ``mask`` (a box found in a plain
-    pointer load: ``pointer_boxes.py``).  ``ptr`` and ``mask`` stay the meaning; a device that
-    has no such copy ignores these."""
+    ``box`` and ``array`` (both or neither) are the frontend's record of a block read (a
+    block pointer's or a tensor descriptor's): the tile is also the block whose first element
+    is at coordinates ``box`` (integer scalars, one per dimension) of the array whose base
+    pointer, sizes and strides (in elements) are ``array``, elements outside the array
+    reading as ``other``.  ``ptr`` and ``mask`` stay the meaning; a backend may ignore these."""
 
     NAME = "load"
-    OPERANDS = ("ptr", "mask", "other", "box", "array", "box_exact")
-    ATTRS = ("volatile", "box_order")
+    OPERANDS = ("ptr", "mask", "other", "box", "array")
+    ATTRS = ("volatile",)
     TRAITS = frozenset({TRAIT_MEMORY})
     ptr: Value
     mask: Optional[Value] = None
@@ -80,8 +75,22 @@ class LoadOp(Op):
     volatile: bool = False      # (a field before ``box``: older code passes it by position)
     box: list = field(default_factory=list)
     array: list = field(default_factory=list)
-    box_order: tuple = ()
-    box_exact: list = field(default_factory=list)
+
+    @property
+    def reads_block(self) -> bool:
+        """Whether the frontend recorded this load as a block read (``box`` and ``array``)."""
+        return bool(self.box)
+
+    def permuted_block(self, order: Sequence[int]) -> dict:
+        """``box`` and ``array`` of this load's tile permuted as ``permute`` does with
+        ``order``: the same block of the same array, its dimensions (coordinates, sizes and
+        strides) taken in that order; ``{}`` for a load that is no block read."""
+        if not self.box:
+            return {}
+        rank = len(self.box)
+        sizes, strides = self.array[1:1 + rank], self.array[1 + rank:]
+        return {"box": [self.box[i] for i in order],
+                "array": [self.array[0], *(sizes[i] for i in order), *(strides[i] for i in order)]}
 
     def infer_types(self) -> list[Type]:
         t = self.ptr.type
@@ -93,18 +102,6 @@ class LoadOp(Op):
         if self.other is not None:
             expect_type(self.other.type, pointee_type(self.ptr.type), "load other")
         check_box(self.box, self.array, len(shape_of(self.ptr.type)), elem_type(self.ptr.type).pointee)
-        expect(not self.box_order or sorted(self.box_order) == list(range(len(self.box))),
-               f"box_order {self.box_order} is not a permutation of the box's dimensions")
-        check_box_exact(self.box_exact, self.box)
-
-
-def check_box_exact(box_exact: list, box: list) -> None:
-    """The rules of a load's (or a copy's) ``box_exact``: at most one ``i1`` scalar, and only
-    with a box."""
-    expect(len(box_exact) <= 1, "a box has at most one 'box_exact'")
-    expect(not box_exact or bool(box), "'box_exact' needs a box")
-    for v in box_exact:
-        expect(v.type == i1, f"box_exact must be an i1 scalar, found {v.type}")
 
 
 @dataclass(eq=False)
@@ -112,10 +109,10 @@ class StoreOp(Op):
     """Write ``value`` through ``ptr`` where ``mask`` is 1 (everywhere when absent).  When two
     elements of one store hit one address, one of them wins.
 
-    ``box`` and ``array`` (both or neither), as a load's: the same write another way, for
-    devices that copy rectangular boxes in one instruction -- the tile is the box at
-    coordinates ``box`` of the array ``array`` (base, sizes, strides), and exactly its
-    elements inside the array are written (``mask`` says no more and no less)."""
+    ``box`` and ``array`` (both or neither), as a load's: the frontend's record of a block
+    write (a tensor descriptor's store) -- the tile is the block at coordinates ``box`` of the
+    array ``array`` (base, sizes, strides), and exactly its elements inside the array are
+    written (``mask`` says no more and no less)."""
 
     NAME = "store"
     OPERANDS = ("ptr", "value", "mask", "box", "array")

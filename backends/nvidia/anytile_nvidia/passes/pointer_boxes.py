@@ -1,5 +1,5 @@
-"""Boxes found in plain pointer loads, for targets that copy whole boxes by descriptor
-(``box_copies.py``).
+"""Boxes found in plain pointer loads, for the copy unit, which copies whole boxes by descriptor
+(``tma.py``).
 
 A 2-D tile read through pointers that step through memory as a rectangle does::
 
@@ -8,8 +8,8 @@ A 2-D tile read through pointers that step through memory as a rectangle does::
 is the box whose first element is at row ``r0`` and column ``c0`` of the array at ``a_ptr``
 with rows ``sam`` elements apart -- where ``rm = r0 + arange`` and the scalar parts of the
 offset sum to ``r0 * sam + c0``.  This pass takes each such load's pointer (and mask) apart
-into sums of products and, where it can, annotates the load with that box (``LoadOp.box``,
-``array``, ``box_order``) and with the condition under which the box *is* the tile
+into sums of products and, where it can, makes the load a ``nvidia.box_load`` of that box
+(``box``, ``array``, ``box_order``) with the condition under which the box *is* the tile
 (``box_exact``), computed from scalars in the kernel before the load:
 
 * the box lies inside the array the map describes: ``r0 >= 0``, ``0 <= c0`` and
@@ -23,7 +23,7 @@ The array the host describes is ``ROWS`` rows of ``sam`` columns (``sam`` apart)
 pointer: where the checks hold the box reads exactly the elements the pointers do, and no
 other; where they do not (a tile at a masked edge, a short or negative stride) the target
 copies by pointer and mask, as before.  The map itself is made for each launch from the
-parameters (``box_copies.BoxMap.guarded``).
+parameters (``box_maps.BoxMap.guarded``).
 
 A pointer tile carried through the loop and advanced by the same offset each iteration
 (``a_ptrs += BK``) is read as its first value plus the iteration's count of steps; the load
@@ -35,20 +35,22 @@ Offsets are summed in 64 bits, each term widened by its own signedness; as in
 ``split_loop_addresses``, an offset whose 32-bit computation wrapped around is assumed not
 to happen (its address lay far outside its tensor).  Narrower sums and products (8 or 16
 bits, which wrap at values an offset may well take) are kept whole, as terms.  Loads whose offsets are unsigned, or
-whose pointers or masks are built any other way, are left alone.  It runs on device-independent
-IR before the pipelines, only for a target with box copies; ``drop_unused_boxes`` removes
-the boxes of loads the pipelines left as loads (they are read by pointer).
+whose pointers or masks are built any other way, are left alone.  It runs before the
+pipelines, only where the copy unit copies boxes; ``drop_unused_boxes`` makes the loads the
+pipelines left as loads plain loads again (they are read by pointer).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ...ir import ops
-from ...ir.nodes import Block, Function, Op, Value, walk
-from ...ir.rules import is_int, is_ptr
-from ...ir.types import TileType, elem_type, i32, i64, shape_of
-from ...passes.dce import dce_function
+from anytile.ir import ops
+from anytile.ir.nodes import Block, Function, Op, Value, walk
+from anytile.ir.rules import is_int, is_ptr
+from anytile.ir.types import TileType, elem_type, i32, i64, shape_of
+from anytile.passes.dce import dce_function
+
+from ..dialect import BoxLoadOp, refine
 
 __all__ = ["find_pointer_boxes", "drop_unused_boxes", "ROWS"]
 
@@ -108,14 +110,15 @@ class _Pointer:
 
 
 def find_pointer_boxes(fn: Function, wanted: Callable[[ops.LoadOp], bool]) -> int:
-    """Annotate every 2-D tile load of ``fn`` that ``wanted`` accepts with the box its
+    """Make every 2-D tile load of ``fn`` that ``wanted`` accepts a box load of the box its
     pointers read (module docstring); returns how many."""
     count = 0
     loops = {id(r): op for op in walk(fn.body) if isinstance(op, ops.ForOp) for r in op.regions}
     for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
         for load in [op for op in block.ops if isinstance(op, ops.LoadOp)]:
-            if load.box or load.volatile or not isinstance(load.ptr.type, TileType) or \
-                    len(load.ptr.type.shape) != 2 or not wanted(load):
+            if isinstance(load, BoxLoadOp) or load.volatile or \
+                    not isinstance(load.ptr.type, TileType) or len(load.ptr.type.shape) != 2 or \
+                    not wanted(load):
                 continue
             count += _Finder(block, loops.get(id(block)), load).run()
     if count:
@@ -124,12 +127,12 @@ def find_pointer_boxes(fn: Function, wanted: Callable[[ops.LoadOp], bool]) -> in
 
 
 def drop_unused_boxes(fn: Function) -> int:
-    """Remove the pointer boxes (those with ``box_exact``) of the loads still in ``fn``: the
-    pipelines did not move them, so they are read by pointer; returns how many."""
+    """Make the loads of pointer boxes (those with ``box_exact``) still in ``fn`` plain loads:
+    the pipelines did not move them, so they are read by pointer; returns how many."""
     count = 0
     for op in walk(fn.body):
-        if isinstance(op, ops.LoadOp) and op.box_exact:
-            op.box, op.array, op.box_order, op.box_exact = [], [], (), []
+        if isinstance(op, BoxLoadOp) and op.box_exact:
+            refine(op, ops.LoadOp, box=[], array=[])
             count += 1
     if count:
         dce_function(fn)
@@ -243,9 +246,8 @@ class _Finder:
         self.block.ops[at:at] = self.new
         if rewritten is not None:
             load.ptr = rewritten
-        load.box, load.array, load.box_exact = box, array, [exact]
-        load.box_order = (1, 0) if cols_dim == 0 else ()
-        load.verify()
+        refine(load, BoxLoadOp, box=box, array=array, box_exact=[exact],
+               box_order=(1, 0) if cols_dim == 0 else ()).verify()
         return 1
 
     # -- taking values apart -------------------------------------------------------------------
