@@ -169,3 +169,18 @@ def test_a_copy_the_device_cannot_hold_names_the_arguments(copying, rng):
                                           "device: copying:0 could not allocate 64 bytes"):
         add_one[(1,)](a, a[:8], 16, BLOCK=16, device="copying")
     np.testing.assert_array_equal(a, before)
+
+
+@at.jit
+def double_scalar(out_ptr, x_ptr):
+    tl.store(out_ptr, tl.load(x_ptr) * 2)
+
+
+def test_zero_dimensional_arrays_stay_zero_dimensional(device, rng):
+    x = np.array(rng.standard_normal(), np.float32)
+    out = np.array(np.nan, np.float32)
+    double_scalar[(1,)](out, x, device=device)
+    assert out.shape == () and out == x * 2
+    on_device = at.asarray(np.array(np.nan, np.float32), device=device)
+    on_device.copy_from(x)
+    assert on_device.shape == () and on_device.numpy() == x

@@ -49,7 +49,8 @@ def _isa_m16n8k8_tf32(lane, i, operand):
 
 
 @pytest.mark.parametrize("instr,isa", [(MMA_F16, _isa_m16n8k16), (MMA_BF16, _isa_m16n8k16),
-                                       (MMA_TF32, _isa_m16n8k8_tf32)], ids=str)
+                                       (MMA_TF32, _isa_m16n8k8_tf32)],
+                         ids=lambda value: getattr(value, "__name__", str(value)))
 def test_maps_are_the_isa_fragment_tables(instr, isa):
     for elem, count, operand in ((instr.a_elem, instr.a_count, "a"), (instr.b_elem, instr.b_count, "b"),
                                  (instr.acc_elem, instr.acc_count, "c")):

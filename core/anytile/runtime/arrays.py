@@ -177,7 +177,7 @@ class Array:
 
     def copy_from(self, host: Any) -> "Array":
         """Overwrite the contents with ``host`` (a NumPy array or array-like of this shape)."""
-        data = np.ascontiguousarray(np.asarray(host, dtype=self.dtype))
+        data = np.require(np.asarray(host, dtype=self.dtype), requirements="C")  # keeps 0-d
         if data.shape != self.shape:
             raise ValueError(f"cannot copy an array of shape {data.shape} into one of shape {self.shape}")
         if not self.is_contiguous:
