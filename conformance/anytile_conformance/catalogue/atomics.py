@@ -93,6 +93,39 @@ def atomic_rmw(ctx, op, dtype, programs):
         _check_add_serialisation(ctx, old.numpy(), x, init, slot_of, dtype, wrap_int(finals, dtype))
 
 
+@family("atomics", quick=dict(dtype=["f32"]), full=dict(dtype=["f32", "f64", "f16"]),
+        needs=_atomic_needs)
+def atomic_max_min_signed_zeros(ctx, dtype):
+    """``tl.atomic_max``/``tl.atomic_min`` order -0 below +0 and take the other operand of a
+    NaN, as ``tl.maximum``/``tl.minimum`` do: max(-0, +0) = +0, min(-0, +0) = -0, whichever
+    of the two is in memory; the old value returned is the one that was there."""
+    block = 64
+    init = ctx.random((block,), dtype, -4.0, 4.0)
+    x = ctx.random((block,), dtype, -4.0, 4.0)
+    pairs = [(-0.0, 0.0), (0.0, -0.0), (-0.0, -0.0), (0.0, 0.0), (-1.0, -0.0), (-0.0, -1.0),
+             (1.0, -0.0), (-0.0, 1.0), (np.nan, -0.0), (-0.0, np.nan), (np.nan, 0.0), (0.0, np.nan)]
+    where = ctx.rng.permutation(block)[:2 * len(pairs)]
+    for k, i in enumerate(where):
+        init[i], x[i] = pairs[k % len(pairs)]
+    a, b = wide(init, dtype), wide(x, dtype)
+    for op in ("max", "min"):
+        pick, sign = (np.fmax, np.logical_and) if op == "max" else (np.fmin, np.logical_or)
+        tie = np.where(sign(np.signbit(a), np.signbit(b)), -0.0, 0.0)
+        expected = np.where((a == 0) & (b == 0), tie, pick(a, b))
+        target, old = ctx.input(init), ctx.output((block,), dtype)
+        ctx.launch(atomic_rmw_kernel, (1,), ctx.input(x), target, old, block, OP=op, BLOCK=block)
+        for label, got, want in ((f"atomic_{op} of signed zeros", target, expected),
+                                 (f"old values of atomic_{op}", old, a)):
+            ctx.check(label, got, want, dtype, EXACT)
+            host = wide(got.numpy(), dtype)
+            wrong = (host == 0) & (np.signbit(host) != np.signbit(want))
+            if wrong.any():
+                i = int(np.flatnonzero(wrong)[0])
+                raise CaseFailure(f"{label}: {int(wrong.sum())} zero(s) of the wrong sign, first "
+                                  f"at {i}: got {host[i]}, expected {want[i]} (memory held "
+                                  f"{a[i]}, the operand was {b[i]})\n    (case seed {ctx.seed})")
+
+
 def _check_add_serialisation(ctx, old: np.ndarray, x: np.ndarray, init: np.ndarray,
                              slot_of: np.ndarray, dtype: str, final: np.ndarray) -> None:
     """For integer add, a serial history ``init = v0 -> v1 -> ... -> vn = final`` has each

@@ -288,8 +288,10 @@ def lower_atomic_rmw(ctx: "KernelLowering", op: ops.AtomicRMWOp) -> None:
     order = _ORDER.get(op.sem, "seq_cst")
 
     def emit(ptr: ir.Value, value: ir.Value) -> ir.Value:
-        if elem.name == "bf16":
-            return _bf16_cas_loop(ctx, op.kind, ptr, value, order, op.scope)
+        if elem.name == "bf16" or (elem.is_float and op.kind in ("max", "min")):
+            # float max/min: the IR orders -0 below +0 and a NaN operand gives the other,
+            # which LLVM's atomicrmw fmax/fmin (maxnum/minnum) leave open
+            return _float_cas_loop(ctx, op.kind, elem, ptr, value, order, op.scope)
         # 16-bit operands stay 16-bit in memory: LLVM widens them to a 32-bit CAS loop
         # where the target has no such atomic
         stored = ctx.ew.to_storage(elem, value)
@@ -298,24 +300,32 @@ def lower_atomic_rmw(ctx: "KernelLowering", op: ops.AtomicRMWOp) -> None:
     _atomic_each(ctx, op, [op.ptr, op.value, op.mask], emit)
 
 
-def _bf16_cas_loop(ctx: "KernelLowering", kind: str, ptr: ir.Value, value: ir.Value,
-                   order: str, scope: str) -> ir.Value:
-    """A bf16 atomic (no LLVM type to give ``atomicrmw``): compare-and-swap of the 16-bit
-    pattern until no other thread wrote between the read and the swap (LLVM widens the 16-bit
-    swap to the 32-bit word where the target has none); returns the old value."""
+def _float_cas_loop(ctx: "KernelLowering", kind: str, elem, ptr: ir.Value, value: ir.Value,
+                    order: str, scope: str) -> ir.Value:
+    """A float atomic computed by the IR's own ``kind`` (bf16 has no LLVM type to give
+    ``atomicrmw``; max and min order signed zeros): compare-and-swap of the bit pattern until
+    no other thread wrote between the read and the swap (LLVM widens a 16-bit swap to the
+    32-bit word where the target has none); returns the old value."""
     b = ctx.b
-    start = b.load(ptr, typ=ir.IntType(16), align=2)
+    bits = ir.IntType(elem.bits)
+    if not getattr(ptr.type, "is_opaque", True) and ptr.type.pointee != bits:
+        ptr = b.bitcast(ptr, bits.as_pointer(ptr.type.addrspace))
+    storage = ctx.ew.to_storage(elem, value)        # only for its LLVM type
+    start = b.load(ptr, typ=bits, align=elem.bits // 8)
     before = b.block
-    loop = b.append_basic_block("bf16.cas")
-    done = b.append_basic_block("bf16.cas.end")
+    loop = b.append_basic_block("float.cas")
+    done = b.append_basic_block("float.cas.end")
     b.branch(loop)
     b.position_at_end(loop)
-    old = b.phi(ir.IntType(16))
+    old = b.phi(bits)
     old.add_incoming(start, before)
-    current = ctx.ew.from_storage(bf16, old)
-    new = value if kind == "xchg" else ctx.ew.binary(kind, bf16, current, value)
+    raw = old if storage.type == bits else b.bitcast(old, storage.type)
+    current = ctx.ew.from_storage(elem, raw)
+    new = value if kind == "xchg" else ctx.ew.binary(kind, elem, current, value)
+    new_raw = ctx.ew.to_storage(elem, new)
+    new_bits = new_raw if new_raw.type == bits else b.bitcast(new_raw, bits)
     failure = {"acq_rel": "acquire", "release": "monotonic"}.get(order, order)
-    seen = ctx.target.atomic_cas(b, ptr, old, ctx.ew.to_storage(bf16, new), order, failure, scope)
+    seen = ctx.target.atomic_cas(b, ptr, old, new_bits, order, failure, scope)
     old.add_incoming(seen, b.block)
     b.cbranch(b.icmp_unsigned("==", seen, old), done, loop)
     b.position_at_end(done)
