@@ -126,7 +126,7 @@ def test_the_public_surface_holds_what_backends_use():
                                        if isinstance(getattr(ir, n), type)
                                        and issubclass(getattr(ir, n), ir.Op)
                                        and getattr(ir, n).NAME}
-    assert {"Module", "Function", "Block", "Value", "Op", "walk", "TileType", "i32",
+    assert {"Module", "Function", "Block", "Value", "Op", "walk", "Uses", "TileType", "i32",
             "OP_SETS", "Dialect", "parse_module", "verify_module", "BinaryKind"} <= names
     assert set(ir.types.__all__) <= names           # every type, new scalar types included
     assert "OP_REGISTRY" not in names                # core's registry, not an API

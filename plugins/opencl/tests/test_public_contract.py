@@ -16,7 +16,7 @@ DISTRIBUTION = "anytile-opencl"
 PUBLIC = ("anytile.backend", "anytile.ir", "anytile.errors", "anytile.codegen")
 THIRD_PARTY = {"numpy", "pyopencl"}
 #: the modules of ``anytile.ir`` that are public (its docstring names them)
-IR_MODULES = {"types", "kinds", "ops", "rules", "dialects", "opsets"}
+IR_MODULES = {"types", "kinds", "ops", "rules", "dialects", "opsets", "uses"}
 
 
 def _imports(path: Path):
