@@ -585,8 +585,8 @@ def accumulates_in_place(loop: ops.ForOp, dot: Op) -> bool:
         return False
     if body.terminator.values[body.args.index(dot.acc) - 1] is not dot.result:
         return False
-    uses = [v for op in walk(body) for v in op.operands if v is dot.acc or v is dot.result]
-    return len(uses) == 2
+    uses = Uses(body)
+    return uses.count(dot.acc) + uses.count(dot.result) == 2
 
 
 def _reads_in_flight(slots: list) -> int:
