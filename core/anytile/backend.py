@@ -69,7 +69,7 @@ __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", 
            "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "KernelMetadata",
            "CompiledKernel",
            "Availability", "Backend", "DeviceTimer", "CAPABILITIES", "HostArrayView",
-           "host_array_view", "debug_default", "TUNING_HINTS", "check_lowered_ops"]
+           "host_array_view", "debug_default", "TUNING_HINTS"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})
@@ -590,7 +590,7 @@ def _unlowered(backend: Backend, op: Op, kernel: str) -> CompilationError:
     message = (f"{what} is not supported on backend '{backend.name}': kernel '{kernel}' needs "
                f"the IR op '{op.NAME}', which the backend does not lower ({declared}).  Run "
                f"the kernel on a backend that lowers it (the interpreter lowers every op), or "
-               f"leave it out on this one")
+               f"remove it for this one")
     if not op.loc.line:
         return CompilationError(message)
     return CompilationError(message, op.loc, linecache.getline(op.loc.file, op.loc.line) or None)
