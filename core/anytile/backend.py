@@ -34,6 +34,12 @@ What core does, and what it asks of a backend:
    ``device_capabilities(device)``, the capabilities of one device (OpenCL devices with and
    without ``cl_khr_fp64``); the default is ``capabilities``.  The conformance suite reads
    it, so a device is certified for exactly what it has.
+7. The IR ops a backend lowers (added within version 1): ``op_set``, the version of the IR's
+   op set it was written for (``anytile.ir.OP_SETS``; 1 when not set, the ops of the first
+   release), or ``lowered_ops()`` for another list.  Core hands a backend only IR whose every
+   op it declares (``check_lowered_ops``, at the one place a compile calls ``stages``) and
+   refuses any other kernel with a ``CompilationError`` naming the op, the backend and the
+   kernel's line: IR made after a plugin was written never reaches it unannounced.
 
 Incompatible changes to this module bump ``API_VERSION``; core refuses (and reports) a
 backend whose ``api_version`` it does not support, without breaking the others.
@@ -44,6 +50,7 @@ import abc
 import dataclasses
 import functools
 import importlib.metadata
+import linecache
 import numbers
 import os
 import time
@@ -53,8 +60,9 @@ from typing import Any, Callable, ClassVar, NamedTuple, Optional, Sequence
 import ml_dtypes
 import numpy as np
 
-from .errors import BackendError, LaunchArgumentError, LaunchValueError
-from .ir.nodes import Module
+from .errors import BackendError, CompilationError, LaunchArgumentError, LaunchValueError
+from .ir.nodes import Module, Op
+from .ir.opsets import first_op_outside, ops_of_version, spelling_of, version_with
 from .ir.types import ScalarType, Type, from_numpy
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",
@@ -348,6 +356,9 @@ class Backend(abc.ABC):
     device_prefix: ClassVar[str] = ""
     #: optional features this backend supports (keys of ``CAPABILITIES``)
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: the version of the IR's op set this backend lowers (``anytile.ir.OP_SETS``; 1, the
+    #: first release's ops, for a backend written before op sets had versions)
+    op_set: ClassVar[int] = 1
     #: True for backends whose memory is the host's (NumPy arrays are used in place)
     host_memory: ClassVar[bool] = False
     #: what Triton programs see as ``get_current_target().backend`` on this backend's devices
@@ -378,6 +389,17 @@ class Backend(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """Extra facts for ``anytile backends`` (CPU name, vector width, driver version...)."""
         return {}
+
+    def lowered_ops(self) -> frozenset[str]:
+        """The names of the IR ops this backend lowers: core compiles for it only kernels
+        whose IR (after core's passes) holds no other op.  By default the ops of
+        ``op_set``, and ``print`` for a backend of op set 1 that declares ``device_print``
+        (which said so before op sets had versions); override it to lower fewer, or to
+        name your own (added within version 1)."""
+        ops = ops_of_version(self.op_set)
+        if "device_print" in self.capabilities:
+            ops = ops | {"print"}
+        return ops
 
     def device_capabilities(self, device: DeviceInfo) -> frozenset[str]:
         """The optional features (keys of ``CAPABILITIES``) that work on ``device``: the
@@ -535,6 +557,43 @@ class Backend(abc.ABC):
         on both; ``False`` (the default) when this backend cannot, and core copies through
         the host (added within version 1)."""
         return False
+
+
+def check_lowered_ops(backend: Backend, module: Module, kernel: str) -> None:
+    """Raise ``CompilationError`` at the first op of ``module`` (the IR of the kernel named
+    ``kernel``) that ``backend`` does not lower (``Backend.lowered_ops``): the message names
+    the op as the user wrote it, the backend and what it lowers, and points at the op's
+    line.  A backend whose declaration cannot be read is a ``BackendError``."""
+    try:
+        lowered = frozenset(backend.lowered_ops())
+    except Exception as exc:  # noqa: BLE001 -- a plugin's mistake, reported as its own
+        raise BackendError(f"backend '{backend.name}' does not say which IR ops it lowers: "
+                           f"{type(exc).__name__}: {exc} (op_set must be an op set version, "
+                           f"lowered_ops() a set of op names)") from None
+    op = first_op_outside(module, lowered)
+    if op is not None:
+        raise _unlowered(backend, op, kernel)
+
+
+def _unlowered(backend: Backend, op: Op, kernel: str) -> CompilationError:
+    """The error for ``op``, which ``backend`` does not lower, in the kernel ``kernel``."""
+    spelled = spelling_of(op.NAME)
+    what = spelled if spelled else f"the IR op '{op.NAME}'"
+    version = backend.op_set
+    if type(backend).lowered_ops is not Backend.lowered_ops:
+        declared = "its lowered_ops() leave it out"
+    else:
+        declared = f"it lowers the ops of op set {version}"
+        since = version_with(op.NAME)
+        if since is not None and isinstance(version, int) and since > version:
+            declared += f"; '{op.NAME}' arrived in op set {since}"
+    message = (f"{what} is not supported on backend '{backend.name}': kernel '{kernel}' needs "
+               f"the IR op '{op.NAME}', which the backend does not lower ({declared}).  Run "
+               f"the kernel on a backend that lowers it (the interpreter lowers every op), or "
+               f"remove it for this one")
+    if not op.loc.line:
+        return CompilationError(message)
+    return CompilationError(message, op.loc, linecache.getline(op.loc.file, op.loc.line) or None)
 
 
 class DeviceTimer:

@@ -34,6 +34,7 @@ class AmdBackend(DriverBackend):
     triton_backend = "hip"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert", "bounds_check"})
+    op_set = 1                       # the IR ops it lowers: no print (no device printf yet)
     disk_cacheable = True   # ``load`` needs only the code object, metadata and signature
     dlpack_device_type = DLPackDevice.ROCM
 

@@ -109,6 +109,7 @@ def permlanex16_source(b: ir.IRBuilder, lane: ir.Value) -> ir.Value:
 class _SimulatedAmd(SimulatedBackend):
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert", "bounds_check"})
+    op_set = 1                       # the IR ops it lowers: no print (no device printf yet)
     arch = "gfx942"
 
     def simulated_target(self) -> Any:

@@ -48,6 +48,7 @@ class CpuBackend(Backend):
     host_memory = True
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics",
                               "dot_int8", "device_assert", "device_print", "bounds_check"})
+    op_set = 2                       # the IR ops it lowers: print too (anytile.ir.OP_SETS)
 
     # -- identity --------------------------------------------------------------------------------
     def availability(self) -> Availability:

@@ -36,6 +36,7 @@ from typing import Optional
 from ..errors import BOUNDS_PREFIX, DIVISION_PREFIX
 from ..ir import ops as O
 from ..ir.nodes import Block, Function, Op, Value
+from ..ir.uses import Uses
 from ..ir.types import PointerType, TileType, elem_type, i64, shape_of, with_shape
 from .pointers import carried_sources, param_indices, pointer_origins
 
@@ -68,32 +69,20 @@ class LaneUses:
     """The uses of every value of ``fn``, to ask which lanes of a value are used."""
 
     def __init__(self, fn: Function) -> None:
-        self.uses: dict[Value, list[Op]] = {}
-        self.block_of: dict[Op, Block] = {}
-        self.position: dict[Op, int] = {}
-        self._collect(fn.body)
-
-    def _collect(self, block: Block) -> None:
-        for i, op in enumerate(block.ops):
-            self.block_of[op] = block
-            self.position[op] = i
-            for v in op.operands:
-                self.uses.setdefault(v, []).append(op)
-            for region in op.regions:
-                self._collect(region)
+        self.uses = Uses(fn)
 
     def used_lanes(self, value: Value, depth: int = 0) -> Optional[UsedLanes]:
         """Which lanes of ``value`` (an op's result) its uses keep; ``None``: every lane (a
         use that needs them all, or one this analysis does not follow)."""
         owner = value.owner
-        users = self.uses.get(value, [])
+        users = self.uses.users(value)
         if not isinstance(owner, Op) or not users or depth > _MAX_DEPTH:
             return None
-        block = self.block_of.get(owner)
+        block = self.uses.block_of(owner)
         terms: list[tuple[Literal, ...]] = []
         last: Optional[Op] = None
         for user in users:
-            if self.block_of.get(user) is not block:
+            if self.uses.block_of(user) is not block:
                 return None
             found = self._kept_by(user, value, depth)
             if found is None:
@@ -101,7 +90,7 @@ class LaneUses:
             terms.extend(found.terms)
             if len(terms) > _MAX_TERMS:
                 return None
-            if last is None or self.position[found.last] > self.position[last]:
+            if last is None or self.uses.position(found.last) > self.uses.position(last):
                 last = found.last
         assert last is not None
         return UsedLanes(tuple(terms), last)
@@ -114,7 +103,7 @@ class LaneUses:
             then = self.used_lanes(user.result, depth + 1)
             if then is None:
                 return UsedLanes(((literal,),), user)
-            last = then.last if self.position[then.last] > self.position[user] else user
+            last = then.last if self.uses.position(then.last) > self.uses.position(user) else user
             return UsedLanes(tuple(term + (literal,) for term in then.terms), last)
         if isinstance(user, O.StoreOp) and user.value is value and user.mask is not None and \
                 value not in (user.ptr, user.mask):

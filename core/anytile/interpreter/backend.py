@@ -23,6 +23,7 @@ from ..backend import (CAPABILITIES, Availability, Backend, Buffer, CompiledKern
                        CompileOptions, DeviceInfo, ImportedArray, KernelArg, Stage, Target,
                        host_array_view, numpy_view_of)
 from ..ir.nodes import Module
+from ..ir.opsets import LATEST_OP_SET
 from .memory import VirtualMemory
 
 if TYPE_CHECKING:   # the executor is imported when a kernel is first loaded
@@ -38,6 +39,7 @@ class InterpreterBackend(Backend):
     name = "interpreter"
     device_prefix = "interpreter"
     capabilities = frozenset(CAPABILITIES)
+    op_set = LATEST_OP_SET           # the definition of every op core makes
     host_memory = True
 
     def __init__(self) -> None:

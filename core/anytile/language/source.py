@@ -2,9 +2,10 @@
 
 Its source text (dedented, starting at ``def``) and where it lives in the user's file, its
 parameters (which are ``tl.constexpr``, their defaults), the names it reads from its globals and
-closure, the ``@jit`` functions it calls, and a dependency key over all their sources.  The
-frontend compiles from it; ``anytile.runtime.jit.JITFunction`` builds on it to launch.  It sits
-below the frontend so that the frontend never imports the runtime."""
+closure, and whether the names its last dependency scan read still hold what they held (the
+scan itself is the runtime's: ``anytile.runtime.dependencies``).  The frontend compiles from it;
+``anytile.runtime.jit.JITFunction`` builds on it to launch.  It sits below the frontend so that
+the frontend never imports the runtime."""
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,7 @@ import hashlib
 import inspect
 import textwrap
 import types
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 from .objects import const, constexpr
 
@@ -82,7 +83,8 @@ class KernelSource:
         self.globals = fn.__globals__
         self._tree: Optional[ast.FunctionDef] = None
         self._reads: Optional[tuple] = None
-        self._deps: Optional[tuple[str, tuple]] = None   # (key, bindings it was computed from)
+        # (key, bindings) of the last dependency scan: ``JITFunction.dependencies_key`` sets it
+        self._deps: Optional[tuple[str, tuple]] = None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.__module__}:{self.__qualname__})"
@@ -134,53 +136,10 @@ class KernelSource:
             self._reads = tuple(found)
         return self._reads
 
-    def callees(self) -> Iterator[tuple[tuple[Any, str, Any], "KernelSource"]]:
-        """The ``@jit`` functions this one can call, each with its binding: ``(where, name,
-        object)``, where ``where`` is the closure cell, globals dict or module that holds
-        ``name`` (``helper`` or ``module.helper``)."""
-        for name, attr in self.reads():
-            where, _, target = self._binding(name)
-            if attr is not None:
-                if target is ABSENT or isinstance(target, KernelSource):
-                    continue
-                where, name, target = target, attr, getattr(target, attr, ABSENT)
-            if isinstance(target, KernelSource):
-                yield (where, name, target), target
-
-    # -- the dependency key --------------------------------------------------------------------
-    def _binding(self, name: str) -> tuple[Any, str, Any]:
-        """Where ``name`` is bound for this function (its closure cell or its globals), the
-        name and the object it holds now: ``dependencies_current`` re-reads it cheaply."""
-        code = getattr(self.fn, "__code__", None)
-        if code is not None and name in code.co_freevars:
-            cell = self.fn.__closure__[code.co_freevars.index(name)]
-            return cell, name, self.lookup(name)
-        return self.globals, name, self.globals.get(name, ABSENT)
-
-    def dependencies_key(self) -> str:
-        """A hash of this function's source and of every ``@jit`` function it can reach;
-        recomputed only when a name it reached one through is rebound."""
-        cached = self._deps
-        if cached is not None and self.dependencies_current():
-            return cached[0]
-        sources: dict[int, str] = {}
-        bindings: list[tuple[Any, str, Any]] = []
-        pending: list[KernelSource] = [self]
-        while pending:
-            current = pending.pop()
-            if id(current) in sources:
-                continue
-            sources[id(current)] = current.source_hash
-            for binding, callee in current.callees():
-                bindings.append(binding)
-                pending.append(callee)
-        key = hashlib.sha256("".join(sources[k] for k in sorted(sources)).encode()).hexdigest()
-        self._deps = (key, tuple(bindings))
-        return key
-
+    # -- whether the dependencies still hold (``anytile.runtime.dependencies`` finds them) ----
     def dependencies_current(self) -> bool:
-        """Whether every name a called ``@jit`` function was reached through still holds the
-        object it held when ``dependencies_key`` was computed (cheap: one read per name)."""
+        """Whether every name the last dependency scan read (``_deps``: closure cells, globals,
+        ``module.name``) still holds the object it held then (cheap: one read per name)."""
         cached = self._deps
         if cached is None:
             return False

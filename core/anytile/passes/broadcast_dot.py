@@ -16,24 +16,11 @@ from typing import Optional
 
 from ..ir import ops as O
 from ..ir import types as T
-from ..ir.nodes import Block, Module, Value
+from ..ir.nodes import Module, Value
+from ..ir.uses import Uses
 from .rewrite import Match, P, Rule, apply_rules
 
 __all__ = ["broadcast_products_to_dots"]
-
-
-def _uses(module: Module) -> dict[Value, int]:
-    uses: dict[Value, int] = {}
-
-    def walk(block: Block) -> None:
-        for op in block.ops:
-            for v in op.operands:
-                uses[v] = uses.get(v, 0) + 1
-            for region in op.regions:
-                walk(region)
-    for fn in module.functions.values():
-        walk(fn.body)
-    return uses
 
 
 def _is_sum(reduce: O.ReduceOp) -> bool:
@@ -59,7 +46,7 @@ def _spread(v: Value, axis: int) -> Optional[Value]:
 
 def broadcast_products_to_dots(module: Module) -> bool:
     """Rewrite summed broadcast products into ``DotOp`` where safe (module docstring)."""
-    uses = _uses(module)
+    uses = Uses(module)
 
     def rewrite(m: Match) -> Optional[Value]:
         red = m.op
@@ -67,7 +54,7 @@ def broadcast_products_to_dots(module: Module) -> bool:
             return None
         prod = red.srcs[0]
         mul = prod.owner
-        if not isinstance(mul, O.BinaryOp) or mul.kind != "mul" or uses.get(prod) != 1 or \
+        if not isinstance(mul, O.BinaryOp) or mul.kind != "mul" or uses.count(prod) != 1 or \
                 T.elem_type(prod.type) != T.f32 or len(T.shape_of(prod.type)) != 3:
             return None
         for left, right in ((mul.lhs, mul.rhs), (mul.rhs, mul.lhs)):

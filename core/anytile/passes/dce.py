@@ -9,7 +9,7 @@ Deleted when every result is unused:
 
 Kept always: terminators, ops with the ``side_effect`` trait (stores, atomics, calls, asserts,
 barriers), volatile loads, and ``while`` (it might not terminate).  Blocks are walked
-backwards with use counts, so one walk removes whole dead chains.
+backwards with the function's use lists (``ir.Uses``), so one walk removes whole dead chains.
 
 A ``for`` also loses its dead loop-carried values: slot ``i`` goes when result ``i`` is unused
 after the loop and the body's argument ``i`` only feeds the yields of slots that go too.
@@ -18,18 +18,11 @@ from __future__ import annotations
 
 from ..ir import ops as O
 from ..ir.nodes import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Function, Module, Op, Value
+from ..ir.uses import Uses
 
 __all__ = ["dce", "dce_function"]
 
 _EFFECT_FREE_WHEN_CLEAN = frozenset({"load", "for", "if"})
-
-
-def _count_uses(block: Block, counts: dict[Value, int]) -> None:
-    for op in block.ops:
-        for v in op.operands:
-            counts[v] = counts.get(v, 0) + 1
-        for region in op.regions:
-            _count_uses(region, counts)
 
 
 def has_effects(op: Op) -> bool:
@@ -62,9 +55,9 @@ def _live_body_values(body: Block, dead_slots: set[int]) -> set[Value]:
     return live
 
 
-def _dead_loop_slots(op: O.ForOp, counts: dict[Value, int]) -> list[int]:
+def _dead_loop_slots(op: O.ForOp, uses: Uses) -> list[int]:
     """The loop-carried slots of ``op`` that nothing observes (see the module docstring)."""
-    dead = {i for i, r in enumerate(op.results) if not counts.get(r, 0)}
+    dead = {i for i, r in enumerate(op.results) if not uses.count(r)}
     while dead:
         live = _live_body_values(op.body, dead)
         still_dead = {i for i in dead if op.body.args[i + 1] not in live}
@@ -74,13 +67,12 @@ def _dead_loop_slots(op: O.ForOp, counts: dict[Value, int]) -> list[int]:
     return sorted(dead)
 
 
-def _drop_loop_slots(op: O.ForOp, slots: list[int], counts: dict[Value, int]) -> None:
+def _drop_loop_slots(op: O.ForOp, slots: list[int], uses: Uses) -> None:
     """Remove loop-carried ``slots`` from ``op`` in place (other values keep their identity)."""
     terminator = op.body.ops[-1]
     gone = set(slots)
-    for i in slots:
-        counts[op.inits[i]] -= 1
-        counts[terminator.values[i]] -= 1
+    uses.forget(op, regions=False)
+    uses.forget(terminator)
     keep = [i for i in range(len(op.inits)) if i not in gone]
     op.inits = [op.inits[i] for i in keep]
     terminator.values = [terminator.values[i] for i in keep]
@@ -90,40 +82,35 @@ def _drop_loop_slots(op: O.ForOp, slots: list[int], counts: dict[Value, int]) ->
         value.index = index
     for index, value in enumerate(op.body.args):
         value.index = index
+    uses.record(op, regions=False)
+    uses.record(terminator)
 
 
 class _Dce:
-    def __init__(self, counts: dict[Value, int]) -> None:
-        self.counts = counts
+    def __init__(self, uses: Uses) -> None:
+        self.uses = uses
 
     def removable(self, op: Op) -> bool:
         if op.has_trait(TRAIT_TERMINATOR):
             return False
-        if any(self.counts.get(r, 0) for r in op.results):
+        if any(self.uses.count(r) for r in op.results):
             return False
         return not has_effects(op)
-
-    def drop(self, op: Op) -> None:
-        for v in op.operands:
-            self.counts[v] -= 1
-        for region in op.regions:
-            for inner in region.ops:
-                self.drop(inner)
 
     def block(self, block: Block) -> bool:
         changed = False
         kept: list[Op] = []
         for op in reversed(block.ops):
             if isinstance(op, O.ForOp) and op.body.ops:
-                slots = _dead_loop_slots(op, self.counts)
+                slots = _dead_loop_slots(op, self.uses)
                 if slots:
-                    _drop_loop_slots(op, slots, self.counts)
+                    _drop_loop_slots(op, slots, self.uses)
                     changed = True
             if not self.removable(op):
                 for region in op.regions:  # clean inside first: the op may become removable
                     changed |= self.block(region)
             if self.removable(op):
-                self.drop(op)
+                self.uses.forget(op)
                 changed = True
             else:
                 kept.append(op)
@@ -143,6 +130,4 @@ def dce(module: Module) -> bool:
 def dce_function(fn: Function) -> bool:
     """Delete dead ops in ``fn`` (a rewrite of one function, such as a code generator's, may
     leave some); True if anything was deleted."""
-    counts: dict[Value, int] = {}
-    _count_uses(fn.body, counts)
-    return _Dce(counts).block(fn.body)
+    return _Dce(Uses(fn)).block(fn.body)

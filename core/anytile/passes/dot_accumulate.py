@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Optional
 
 from ..ir import ops as O
-from ..ir.nodes import Block, Module, Op, Value
+from ..ir.nodes import Module, Value
+from ..ir.uses import Uses
 from .rewrite import Match, P, Rule, apply_rules
 
 __all__ = ["fuse_dot_accumulate"]
@@ -26,29 +27,17 @@ def _is_zero_constant(v: Value) -> bool:
         not (isinstance(owner.value, float) and str(owner.value).startswith("-"))
 
 
-def _index(block: Block, uses: dict[Value, int], where: dict[Op, Block]) -> None:
-    for op in block.ops:
-        where[op] = block
-        for v in op.operands:
-            uses[v] = uses.get(v, 0) + 1
-        for region in op.regions:
-            _index(region, uses, where)
-
-
 def fuse_dot_accumulate(module: Module) -> bool:
     """Rewrite ``acc + dot(a, b, 0)`` into ``dot(a, b, acc)`` where safe (module docstring)."""
-    uses: dict[Value, int] = {}
-    where: dict[Op, Block] = {}
-    for fn in module.functions.values():
-        _index(fn.body, uses, where)
+    uses = Uses(module)
 
     def rewrite(m: Match) -> Optional[Value]:
         add = m.op
         for product, acc in ((add.lhs, add.rhs), (add.rhs, add.lhs)):
             dot = product.owner
-            if isinstance(dot, O.DotOp) and uses.get(product) == 1 and \
+            if isinstance(dot, O.DotOp) and uses.count(product) == 1 and \
                     _is_zero_constant(dot.acc) and acc.type == product.type and \
-                    where.get(dot) is where.get(add) is not None:
+                    uses.block_of(dot) is uses.block_of(add) is not None:
                 return m.new(O.DotOp, a=dot.a, b=dot.b, acc=acc,
                              input_precision=dot.input_precision).result
         return None

@@ -4,7 +4,9 @@
 ``at.compile`` alike): it looks in the on-disk cache for backends that keep one, else
 1. ``frontend.compile_to_ir``       Python AST -> tile IR, for the request's specialisation;
 2. ``passes.run_default_pipeline``  inline, canonicalise, fold, CSE, DCE;
-3. each ``Backend.stages`` stage    in order, its output kept in ``asm[stage.name]`` and its
+3. ``check_lowered_ops``            the backend lowers every op of the IR (else a
+                                    ``CompilationError`` naming the op);
+4. each ``Backend.stages`` stage    in order, its output kept in ``asm[stage.name]`` and its
                                     facts in the typed ``KernelMetadata``.
 With ``ANYTILE_VERIFY=1`` the IR is verified after every pass and every stage producing IR."""
 from __future__ import annotations
@@ -14,7 +16,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ..backend import Backend, CompiledKernel, CompileOptions, KernelMetadata, Target
+from ..backend import (Backend, CompiledKernel, CompileOptions, KernelMetadata, Target,
+                       check_lowered_ops)
 from ..errors import AnytileError, BackendError, CompilationError, user_facing
 from ..ir.parser import parse_module
 from ..ir.printer import print_module
@@ -149,6 +152,7 @@ def _compile_stages(request: CompileRequest, started: float) -> CompiledKernel:
     module = compile_to_ir(source, spec.arg_types, spec.constexprs, spec.arg_attrs)
     verify_if_enabled(module, after="the frontend")
     module = run_default_pipeline(module)
+    check_lowered_ops(backend, module, source.__name__)   # the backend lowers every op in it
     asm: dict[str, Any] = {"ir": print_module(module)}
     metadata = KernelMetadata(name=source.__name__, target=str(target),
                               num_warps=options.num_warps, num_stages=options.num_stages)

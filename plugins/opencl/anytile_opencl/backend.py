@@ -33,6 +33,7 @@ class OpenCLBackend(Backend):
     #: float atomics are compare-and-swap loops); fp64 and int64_atomics come per device
     capabilities = frozenset({"fp16", "bf16", "fp8", "float_atomics", "dot_int8", "device_assert",
                               "device_print", "bounds_check"})
+    op_set = 2                       # the IR ops it lowers: print too (anytile.ir.OP_SETS)
     disk_cacheable = True
 
     # -- identity --------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import Callable
 from ...ir import ops
 from ...ir.nodes import Function, Value, walk
 from ...ir.types import elem_type
+from ...ir.uses import Uses
 from .pipeline import transposed_loads
 
 __all__ = ["narrow_float8_dots"]
@@ -29,10 +30,7 @@ def narrow_float8_dots(fn: Function, accepts: Callable[[ops.DotOp, Value, Value]
     columns (``pipeline.transposed_loads``: their addresses run along the first dimension,
     found only where a dot is a candidate), and ``accepts(dot, a8, b8)``.  Returns how many
     dots changed."""
-    uses: dict = {}
-    for op in walk(fn.body):
-        for v in op.operands:
-            uses.setdefault(v, []).append(op)
+    uses = Uses(fn)
     count = 0
     transposed = None
     for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
@@ -51,15 +49,15 @@ def narrow_float8_dots(fn: Function, accepts: Callable[[ops.DotOp, Value, Value]
     return count
 
 
-def _widening(v: Value, dot: ops.DotOp, uses: dict):
+def _widening(v: Value, dot: ops.DotOp, uses: Uses):
     """The cast producing ``v`` when it widens a float8 tile load, read by that cast alone,
     to f16, and ``dot`` is its only reader; else ``None``."""
     cast = v.owner
-    if not isinstance(cast, ops.CastOp) or uses.get(v) != [dot] or elem_type(v.type).name != "f16":
+    if not isinstance(cast, ops.CastOp) or uses.only_user(v) is not dot or elem_type(v.type).name != "f16":
         return None
     src = cast.src
     if not elem_type(src.type).is_float8 or not isinstance(src.owner, ops.LoadOp) or \
-            uses.get(src) != [cast]:
+            uses.only_user(src) is not cast:
         return None
     return cast
 

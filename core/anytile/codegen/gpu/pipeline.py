@@ -27,6 +27,7 @@ from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.rules import is_int, is_ptr as is_pointer
 from ...ir.types import TileType, elem_type, i1, i32
+from ...ir.uses import Uses
 from .axis_info import analyse_function, vector_width_of_access
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
@@ -236,14 +237,14 @@ def load_transposed(fn: Function) -> int:
     addressing does, instead of passing through registers and the scratch space every
     iteration.  A dialect's load is permuted its own way (``PipelinedLoad.permuted``).
     Returns how many loads changed."""
-    uses = _uses(fn.body)
+    uses = Uses(fn)
     count = 0
     for block in [fn.body] + [r for op in walk(fn.body) for r in op.regions]:
         for op in list(block.ops):
             load = op.src.owner if isinstance(op, ops.PermuteOp) else None
             if not isinstance(load, ops.LoadOp) or load not in block.ops or load.volatile or \
                     len(op.order) != 2 or not isinstance(load.ptr.type, TileType) or \
-                    uses.get(load.result) != [op]:
+                    uses.only_user(load.result) is not op:
                 continue
             new: list[Op] = []
 
@@ -287,10 +288,10 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
     for loop in [op for op in walk(fn.body) if isinstance(op, ops.ForOp)]:
         parent = _parent_block(fn.body, loop)
         where = parent.ops.index(loop)
-        uses = _uses(fn.body)
+        uses = Uses(fn)
         inside = set(walk(loop.body))
         for load in parent.ops[:where]:
-            users = uses.get(load.result, []) if isinstance(load, ops.LoadOp) else []
+            users = uses.users(load.result) if isinstance(load, ops.LoadOp) else []
             if not _moves_to_shared(load, users, lambda u: u in inside and dot_ok(u)):
                 continue
             t = load.result.type
@@ -321,9 +322,9 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
 def dot_operand_loads(fn: Function, dot_ok: Callable[[ops.DotOp], bool]) -> set:
     """The loads of ``fn`` a pipeline could move to shared memory: those whose only users are
     dots ``dot_ok`` accepts (``_moves_to_shared``)."""
-    uses = _uses(fn.body)
+    uses = Uses(fn)
     return {op for op in walk(fn.body)
-            if isinstance(op, ops.LoadOp) and _moves_to_shared(op, uses.get(op.result, []), dot_ok)}
+            if isinstance(op, ops.LoadOp) and _moves_to_shared(op, uses.users(op.result), dot_ok)}
 
 
 def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
@@ -451,10 +452,10 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         if op.has_trait(TRAIT_PURE) and not op.regions and \
                 all(v in computable or v in invariant or v not in inside for v in op.operands):
             computable.update(op.results)
-    uses = _uses(body)
+    uses = Uses(body)
     loads = []
     for op in body.ops:
-        users = uses.get(op.result, []) if isinstance(op, ops.LoadOp) else []
+        users = uses.users(op.result) if isinstance(op, ops.LoadOp) else []
         if not _moves_to_shared(op, users, lambda u: u in body.ops and dot_ok(u)) or \
                 op.result in yielded:
             continue
@@ -475,7 +476,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # where no dot accumulates in place (nothing can stay in flight), or even two stages and
     # those slots do not fit, the dot waits for its reads instead
     wanted = stages
-    if not any(accumulates_in_place(loop, u) for ld in loads for u in uses.get(ld.result, [])):
+    if not any(accumulates_in_place(loop, u) for ld in loads for u in uses.users(ld.result)):
         slots = [SharedBufferType(b.shape, b.elem, b.stages, b.layout.settled()) for b in slots]
     extra = _reads_in_flight(slots)
     while stages > 2 and _footprint(slots, stages + extra) > shared_limit:
@@ -584,8 +585,8 @@ def accumulates_in_place(loop: ops.ForOp, dot: Op) -> bool:
         return False
     if body.terminator.values[body.args.index(dot.acc) - 1] is not dot.result:
         return False
-    uses = [v for op in walk(body) for v in op.operands if v is dot.acc or v is dot.result]
-    return len(uses) == 2
+    uses = Uses(body)
+    return uses.count(dot.acc) + uses.count(dot.result) == 2
 
 
 def _reads_in_flight(slots: list) -> int:
@@ -601,7 +602,7 @@ def _footprint(slots: list, count: int) -> int:
     return total
 
 
-def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts,
+def _buffer_layouts(loads: list, uses: Uses, buffers: BufferLayouts,
                     transposed: frozenset = frozenset()) -> dict:
     """The layout of each load's buffer: the one its (first) dot's strategy wants, for both
     operands together when both move and each feeds only that dot; column-major instead of
@@ -609,11 +610,11 @@ def _buffer_layouts(loads: list, uses: dict, buffers: BufferLayouts,
     by_value = {ld.result: ld for ld in loads}
     out = {}
     for ld in loads:
-        users = uses.get(ld.result, [])
+        users = uses.users(ld.result)
         dot = users[0]
         a, b = by_value.get(dot.a), by_value.get(dot.b)
         both = len(users) == 1 and a is not None and b is not None and a is not b and \
-            len(uses.get(b.result if ld is a else a.result, [])) == 1
+            uses.count(b.result if ld is a else a.result) == 1
         out[ld] = _oriented(ld, buffers(dot, both)[0 if ld.result is dot.a else 1], transposed)
     return out
 
@@ -665,14 +666,6 @@ def _copy(load: ops.LoadOp, buffer: Value, slot: Value, ahead: _Ahead) -> list[O
         out.append(both)
         mask = both.result
     out.append(_slot_copy(load, buffer, slot, ptr, mask, ahead.value, ahead.in_range))
-    return out
-
-
-def _uses(block: Block) -> dict:
-    out: dict = {}
-    for op in walk(block):
-        for v in op.operands:
-            out.setdefault(v, []).append(op)
     return out
 
 

@@ -33,6 +33,7 @@ class MinimalBackend(Backend):
     device_prefix = "minimal"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics",
                               "dot_int8", "device_assert", "bounds_check"})
+    op_set = 1                  # the IR ops it lowers: the first release's (no print)
     host_memory = True
 
     # -- identity and devices ------------------------------------------------------------------
