@@ -7,6 +7,8 @@ BIN    := $(VENV)/bin
 PACKAGES := . $(patsubst %/pyproject.toml,%,$(wildcard backends/*/pyproject.toml plugins/*/pyproject.toml conformance/pyproject.toml))
 STAMP  := $(VENV)/.installed
 PYTEST_ARGS ?= -q
+# test processes side by side: one a core (pytest-xdist's "auto"); JOBS=1 runs them in one
+JOBS ?= auto
 # PoCL (the OpenCL CPU driver) keeps the kernels it compiled here, so repeated runs stay fast
 export POCL_CACHE_DIR ?= $(CURDIR)/.cache/pocl
 
@@ -17,7 +19,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml $(wildcard backends/*/pyproject.toml plugins/*/pyproject.toml conformance/pyproject.toml)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip setuptools wheel
-	$(BIN)/python -m pip install -q $(foreach p,$(PACKAGES),-e $(p)) pytest scipy mpmath
+	$(BIN)/python -m pip install -q $(foreach p,$(PACKAGES),-e $(p)) pytest pytest-xdist scipy mpmath
 	@touch $@
 
 demo: $(STAMP)
@@ -28,9 +30,8 @@ demo: $(STAMP)
 # the IR is verified after every pass and IR-producing stage (ANYTILE_VERIFY=0 make test: off)
 test: export ANYTILE_VERIFY ?= 1
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
-	$(BIN)/python .ci/conformance_all.py --quick
-	$(MAKE) --no-print-directory conformance-simulated
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(if $(filter 1,$(JOBS)),,-n $(JOBS)) tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
+	$(MAKE) --no-print-directory -j2 -O conformance conformance-simulated
 
 # the GPU lowerings on the host simulator (opt-in test devices): AMD's at waves of 64 and 32
 conformance-simulated: $(STAMP)

@@ -372,7 +372,7 @@ def test_trailing_empty_list_operands_are_left_out_and_read_back():
           %0 = splat (%p) : tile<16x16xptr<f16>>
           %1 = load (%0, none, none) : tile<16x16xf16>
           %2 = load (%0, none, none, [], []) : tile<16x16xf16>
-          %3 = load {box_order = (1, 0)} (%0, none, none, [%r, %r], [%p, %m, %n, %s, %one]) : tile<16x16xf16>
+          %3 = load (%0, none, none, [%r, %r], [%p, %m, %n, %s, %one]) : tile<16x16xf16>
         }
     """))
     verify_module(module)
