@@ -542,7 +542,7 @@ def _slot_indices(body: Block, top: list, count: int, stages: int, loc: Any) -> 
     a remainder by such a count is a multiply-high chain on the way to every slot address and
     to a matrix unit's operand descriptors (measured on one GPU: a 128x128x64 matmul on four
     warps with five slots 2.5% faster, its persistent form 7%; with four slots the carried
-    form was 4-5% slower than the mask; BENCHMARKS.md, session 14)."""
+    form was 4-5% slower than the mask)."""
     one = ops.ConstantOp(1, result_types=[i32], loc=loc)
     if count & (count - 1) == 0:
         counter = Value(i32, body, len(body.args), "stage")
