@@ -373,17 +373,26 @@ class SharedLoadOp(Op):
 @dataclass(eq=False)
 class SharedReadOp(Op):
     """The tile held in slot ``slot`` of ``buffer``, read into the program's registers (a tile
-    like a load's, in a register layout), where ``SharedLoadOp``'s is read in place by a dot."""
+    like a load's, in a register layout), where ``SharedLoadOp``'s is read in place by a dot.
+    Where ``mask`` is 0 the element is ``other`` (the slot's own element, when absent), as a
+    load's would be."""
 
     NAME = "shared_read"
-    OPERANDS = ("buffer", "slot")
+    OPERANDS = ("buffer", "slot", "mask", "other")
     TRAITS = frozenset({TRAIT_MEMORY})
     buffer: Value
     slot: Value
+    mask: Optional[Value] = None
+    other: Optional[Value] = None
 
     def infer_types(self) -> list:
         t = self.buffer.type
         return [TileType(t.shape, t.elem)]
 
     def verify(self) -> None:
-        _check_buffer_and_slot(self.buffer, self.slot)
+        t = _check_buffer_and_slot(self.buffer, self.slot)
+        check_mask(self.mask, TileType(t.shape, PointerType(t.elem)))
+        expect((self.mask is None) == (self.other is None),
+               "a shared_read's mask and other go together")
+        if self.other is not None:
+            expect_type(self.other.type, TileType(t.shape, t.elem), "shared_read other")
