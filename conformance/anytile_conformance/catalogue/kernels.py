@@ -51,10 +51,11 @@ def softmax_kernel(out_ptr, in_ptr, in_row_stride, out_row_stride, n_cols, BLOCK
 
 
 @at.jit
-def persistent_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, BLOCK: tl.constexpr):
+def persistent_softmax_kernel(out_ptr, in_ptr, n_rows, n_cols, BLOCK: tl.constexpr,
+                              STAGES: tl.constexpr):
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
-    for row in range(tl.program_id(0), n_rows, tl.num_programs(0)):
+    for row in tl.range(tl.program_id(0), n_rows, tl.num_programs(0), num_stages=STAGES):
         x = tl.load(in_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
         x = x - tl.max(x, axis=0)
         num = tl.exp(x)
@@ -80,14 +81,17 @@ def fused_softmax(ctx, dtype, shape):
     ctx.check("softmax", out, _softmax(src[:, :cols]), dtype, tolerances.composite(dtype))
 
 
-@family("kernels", quick=dict(programs=[3]), full=dict(programs=[1, 3, 64]))
-def persistent_softmax(ctx, programs):
-    """Softmax with a fixed number of programs striding over the rows."""
-    rows, cols = 10, 50
+@family("kernels", quick=dict(programs=[3], stages=[1, 3], cols=[50]),
+        full=dict(programs=[1, 3, 64], stages=[1, 2, 4], cols=[50, 256]))
+def persistent_softmax(ctx, programs, stages, cols):
+    """Softmax with a fixed number of programs striding over the rows, the loop a
+    ``tl.range`` asking for ``stages`` stages (a GPU may load rows ahead into shared memory
+    while the loop stores to another argument)."""
+    rows = 10
     x = ctx.random((rows, cols), "f32", -5, 5)
     out = ctx.output((rows, cols), "f32")
     ctx.launch(persistent_softmax_kernel, (programs,), out, ctx.input(x), rows, cols,
-               BLOCK=next_pow2(cols))
+               BLOCK=next_pow2(cols), STAGES=stages)
     ctx.check("softmax", out, _softmax(x), "f32", tolerances.composite("f32"))
 
 
