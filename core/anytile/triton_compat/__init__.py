@@ -72,7 +72,8 @@ builds it), ``standin`` (the stand-in module class), ``drivers`` (targets, devic
 from __future__ import annotations
 
 from .children import CHILD_ENV
-from .compiler import ASTSource, BaseBackend, CompiledKernel, make_backend, triton_compile, triton_key
+from .compiler import (ASTSource, BaseBackend, CompiledKernel, make_backend, triton_compile,
+                       triton_key)
 from .drivers import (TRITON_BACKEND_NAMES, CPUDriver, CudaDriver, DriverBase, GPUDriver, GPUTarget,
                       HIPDriver, device_properties)
 from .hook import install, uninstall
