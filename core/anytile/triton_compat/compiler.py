@@ -135,8 +135,15 @@ class ASTSource:
                     raise TypeError(f"ASTSource of '{self.name}': '{name}' is a constexpr "
                                     f"without a value")
                 continue
-            signature[name] = f"{text}:16" if name in divisible else str(text)
+            text = str(text)
+            base = text.lstrip("*")
+            text = text[:len(text) - len(base)] + _IR_SPELLING.get(base, base)
+            signature[name] = f"{text}:16" if name in divisible else text
         return signature, constexprs
+
+
+#: Triton's signature spellings that anytile's signature parser reads by their IR name
+_IR_SPELLING = {"fp8e4b15": "f8e4b15"}
 
 
 #: Triton options whose value is what anytile always does (any other value is not provided)

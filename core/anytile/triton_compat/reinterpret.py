@@ -13,10 +13,10 @@ TYPE_CANONICAL = {
     "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
     "float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32", "float": "fp32",
     "float64": "fp64", "double": "fp64", "float8e4nv": "fp8e4nv", "float8_e4m3fn": "fp8e4nv",
-    "float8e5": "fp8e5", "float8_e5m2": "fp8e5",
+    "float8e5": "fp8e5", "float8_e5m2": "fp8e5", "float8e4b15": "fp8e4b15",
     "i1": "i1", "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u1": "i1", "u8": "u8",
     "u16": "u16", "u32": "u32", "u64": "u64", "fp16": "fp16", "bf16": "bf16", "fp32": "fp32",
-    "fp64": "fp64",
+    "fp64": "fp64", "fp8e4nv": "fp8e4nv", "fp8e5": "fp8e5", "fp8e4b15": "fp8e4b15",
 }
 
 
