@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .drivers import (DRIVERS, TRITON_BACKEND_NAMES, GPUTarget, default_device, family_device,
-                      family_of)
+                      family_of, host_kernel_view)
 from .standin import TRITON_VERSION, not_provided
 
 __all__ = ["KernelParam", "jit_class", "ASTSource", "CompiledKernel", "triton_compile",
@@ -60,6 +60,14 @@ def jit_class() -> type:
         def cache_key(self) -> str:
             """A hash of the source and of every ``@jit`` function it reaches."""
             return self.dependencies_key()
+
+        def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
+            """Compile without running; on host devices the result's registers and shared
+            memory read as Triton's occupancy formulas expect (``host_kernel_view``)."""
+            compiled = super().warmup(*args, grid=grid, **kwargs)
+            where = kwargs.get("device")
+            dev = at.device(where) if where is not None else default_device()
+            return host_kernel_view(compiled, dev)
 
     JITFunction.__module__ = "triton.runtime.jit"
     return JITFunction

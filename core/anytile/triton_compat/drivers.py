@@ -4,13 +4,16 @@ device family: NVIDIA, AMD, and the host devices)."""
 from __future__ import annotations
 
 import abc
+import dataclasses
 import os
+import platform
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from .standin import StandInModule
 
-__all__ = ["GPUTarget", "device_properties", "default_device", "target_of", "family_of",
+__all__ = ["GPUTarget", "device_properties", "host_registers", "core_cache_bytes",
+           "host_kernel_view", "default_device", "target_of", "family_of",
            "family_device", "TRITON_BACKEND_NAMES", "DriverBase", "GPUDriver", "CudaDriver",
            "HIPDriver", "CPUDriver", "DRIVERS", "DriverConfig"]
 
@@ -50,20 +53,22 @@ def device_properties(dev: Any = None) -> dict[str, Any]:
     """A device's properties under the names Triton programs read (``multiprocessor_count``,
     ``max_shared_mem``, ``max_num_regs``, ``warpSize``, ``max_threads_per_sm``, ``sm_clock_rate``,
     ``mem_clock_rate``, ``mem_bus_width``), from what its backend reports.  On host devices a
-    multiprocessor is a core (an OpenCL compute unit), a warp one thread, shared memory the
-    device's local memory (OpenCL) or 0, and the registers per multiprocessor 0: a program
-    there keeps its tiles in vector registers and memory, not in a register file it shares."""
+    multiprocessor is a core (an OpenCL compute unit) running one program at a time, a warp
+    one thread, shared memory the device's local memory (OpenCL) or the core's L2 cache, and
+    the registers the 32-bit lanes of the core's vector registers (``host_registers``); a
+    host kernel's Triton metadata gives each program all of both (``host_kernel_view``)."""
     dev = dev if dev is not None else default_device()
     p = dev.properties
     gpu = bool(dev.backend.triton_backend)
     units = p.get("multiprocessor_count") or p.get("cores") or p.get("compute_units") or 1
     smem = (p.get("max_shared_memory_per_block_optin") or p.get("max_shared_memory_per_block")
-            or p.get("local_mem_size") or 0)
+            or p.get("local_mem_size") or (0 if gpu else core_cache_bytes()))
+    regs = (p.get("max_registers_per_multiprocessor") or p.get("max_registers_per_block")
+            or (0 if gpu else host_registers(dev)))
     return {
         "multiprocessor_count": int(units),
         "max_shared_mem": int(smem),
-        "max_num_regs": int(p.get("max_registers_per_multiprocessor")
-                            or p.get("max_registers_per_block") or 0),
+        "max_num_regs": int(regs),
         "warpSize": target_of(dev).warp_size,
         "max_threads_per_sm": int(p.get("max_threads_per_multiprocessor")
                                   or p.get("max_threads_per_block") or (2048 if gpu else 1)),
@@ -71,6 +76,46 @@ def device_properties(dev: Any = None) -> dict[str, Any]:
         "mem_clock_rate": int(p.get("memory_clock_rate_khz") or 0),
         "mem_bus_width": int(p.get("memory_bus_width") or 0),
     }
+
+
+def host_registers(dev: Any) -> int:
+    """The 32-bit lanes of one host core's vector registers: its architectural vector
+    registers (16 on x86-64 below AVX-512, else 32) times their width (the device's
+    ``vector_bits``; 128, the x86-64 and Arm baseline, where it does not say)."""
+    bits = int(dev.properties.get("vector_bits") or 128)
+    x86 = platform.machine().lower() in ("x86_64", "amd64", "i386", "i686")
+    return (16 if x86 and bits < 512 else 32) * bits // 32
+
+
+#: one core's L2 cache where the system does not say (Linux: sysfs)
+CORE_CACHE_FALLBACK = 256 * 1024
+
+
+def core_cache_bytes() -> int:
+    """The host's per-core L2 cache in bytes (``CORE_CACHE_FALLBACK`` where unknown)."""
+    try:
+        with open("/sys/devices/system/cpu/cpu0/cache/index2/size") as f:
+            text = f.read().strip().upper()
+    except OSError:
+        return CORE_CACHE_FALLBACK
+    scale = {"K": 1024, "M": 1024 ** 2}.get(text[-1:], 1)
+    digits = text.rstrip("KM")
+    return int(digits) * scale if digits.isdigit() and int(digits) > 0 else CORE_CACHE_FALLBACK
+
+
+def host_kernel_view(compiled: Any, dev: Any) -> Any:
+    """``compiled`` (a kernel compiled for ``dev``) as Triton programs read it: on a host
+    device, where a core runs one program at a time, the program holds all of the core's
+    registers (``n_regs``: ``max_num_regs`` over its ``warpSize * num_warps`` threads) and
+    its shared memory (``metadata.shared``: ``max_shared_mem``), so Triton's occupancy
+    formulas give one program per core; GPU kernels are returned as they are."""
+    if dev.backend.triton_backend:
+        return compiled
+    props = device_properties(dev)
+    threads = props["warpSize"] * max(1, int(compiled.metadata.num_warps))
+    metadata = dataclasses.replace(compiled.metadata, shared=props["max_shared_mem"],
+                                   registers=max(1, props["max_num_regs"] // threads))
+    return dataclasses.replace(compiled, metadata=metadata)
 
 
 def _torch_device(dev: Any) -> Any:
