@@ -71,14 +71,7 @@ def _inductor_reaches(name: str) -> str:
     return f"inductor puts {name}'s tensors on torch CUDA, which is not available here"
 
 
-OPENCL_TORCH_TENSORS = pytest.mark.xfail(
-    strict=True, reason="on OpenCL a torch CPU tensor is copied to the device and its results "
-                        "are never copied back (only NumPy arrays are), and a 0-d one cannot "
-                        "be passed at all (Array.copy_from gets it as shape (1,))")
-
-
-@pytest.mark.parametrize("name", ["cpu:0", "interpreter:0",
-                                  pytest.param("opencl:0", marks=OPENCL_TORCH_TENSORS), "cuda:0"])
+@pytest.mark.parametrize("name", ["cpu:0", "interpreter:0", "opencl:0", "cuda:0"])
 def test_torch_compile_runs_inductors_kernels_on_anytile(tmp_path, name):
     import anytile as at
     if name not in [d.name for d in at.devices()]:

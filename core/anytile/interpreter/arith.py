@@ -24,7 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..ir.types import PointerType, ScalarType, bf16, f16
+from ..ir.types import (PointerType, ScalarType, bf16, f16, float8_codes, float8_values,
+                        stored_as_code)
+from ..ir.types import f32 as F32_TYPE
+from ..ir.types import f64 as F64_TYPE
 
 Fn = Callable[..., Any]
 
@@ -77,7 +80,9 @@ def _round_to_odd_sum(x: Any, y: Any) -> Any:
 
 def round_f64_to(x: Any, t: ScalarType) -> Any:
     """f64 values rounded to nearest even in float type ``t`` (one rounding, also for bf16,
-    whose own f64 conversion rounds through f32)."""
+    whose own f64 conversion rounds through f32, and for the float8 formats held as codes)."""
+    if stored_as_code(t):
+        return np.asarray(float8_codes(x, t)).view(t.np)[()]
     if t.name != "bf16":
         return x.astype(t.np)
     x = np.asarray(x, F64)
@@ -128,6 +133,12 @@ def cast_fn(src: Any, dst: Any) -> Fn:
     if isinstance(src, PointerType) or isinstance(dst, PointerType):
         out = storage_dtype(dst)
         return lambda x: x.astype(out)
+    if stored_as_code(src):            # its exact value (f32 holds each), then cast as an f32
+        rest = cast_fn(F32_TYPE, dst)
+        return lambda x: rest(float8_values(x, src)[()])
+    if stored_as_code(dst) and not src.is_float:
+        exact = cast_fn(src, F64_TYPE)  # exact up to 2**53; past that 1.75 (saturated) anyway
+        return lambda x: round_f64_to(exact(x), dst)
     if dst.is_bool:
         return lambda x: x != 0
     if src.is_bool:

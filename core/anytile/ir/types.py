@@ -3,8 +3,9 @@
 Every IR value has one of three types:
 
 * ``ScalarType``  -- one number: ``i1 i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64`` and the
-  8-bit floats ``f8e4m3`` (OCP e4m3fn: bias 7, no infinities, NaN = S.1111.111, max 448) and
-  ``f8e5m2`` (IEEE-style: bias 15, infinities, max 57344);
+  8-bit floats ``f8e4m3`` (OCP e4m3fn: bias 7, no infinities, NaN = S.1111.111, max 448),
+  ``f8e5m2`` (IEEE-style: bias 15, infinities, max 57344) and ``f8e4b15`` (Triton's
+  float8e4b15: e4m3fn's layout with bias 15, so max 1.75; conversions to it saturate);
 * ``PointerType`` -- one address of global memory holding elements of a scalar type;
 * ``TileType``    -- a statically shaped block of scalars or pointers, optionally annotated
   with a backend layout (only after a backend's layout stage; the device-independent IR
@@ -30,7 +31,10 @@ import numpy as np
 __all__ = [
     "ScalarType", "PointerType", "TileType", "Type", "ElemType",
     "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
-    "f8e4m3", "f8e5m2", "FLOAT8", "SCALAR_TYPES", "scalar_type", "from_numpy", "elem_type", "shape_of", "with_shape",
+    "f8e4m3", "f8e5m2", "f8e4b15", "FLOAT8", "FLOAT8_SATURATING", "float8_codes",
+    "float8_values", "round_to_type", "stored_as_code", "numpy_storage", "SCALAR_TYPES",
+    "scalar_type",
+    "from_numpy", "elem_type", "shape_of", "with_shape",
     "parse_type", "parse_layout", "register_type_syntax", "register_layout_syntax",
     "split_top_level",
 ]
@@ -75,7 +79,8 @@ class ScalarType:
 
     @property
     def fp_mantissa_bits(self) -> int:
-        return {"f8e4m3": 3, "f8e5m2": 2, "f16": 10, "bf16": 7, "f32": 23, "f64": 52}[self.name]
+        return {"f8e4m3": 3, "f8e5m2": 2, "f8e4b15": 3, "f16": 10, "bf16": 7, "f32": 23,
+                "f64": 52}[self.name]
 
     @property
     def is_float8(self) -> bool:
@@ -163,14 +168,20 @@ f32 = ScalarType("f32", "float", 32)
 f64 = ScalarType("f64", "float", 64)
 f8e4m3 = ScalarType("f8e4m3", "float", 8)
 f8e5m2 = ScalarType("f8e5m2", "float", 8)
+f8e4b15 = ScalarType("f8e4b15", "float", 8)
 
 #: the 8-bit floats: (exponent bias, smallest normal exponent, largest finite value, has inf)
 FLOAT8: dict[str, tuple[int, int, float, bool]] = {
-    "f8e4m3": (7, -6, 448.0, False), "f8e5m2": (15, -14, 57344.0, True)}
+    "f8e4m3": (7, -6, 448.0, False), "f8e5m2": (15, -14, 57344.0, True),
+    "f8e4b15": (15, -14, 1.75, False)}
+
+#: float8 formats whose conversions saturate: a value past the largest finite one (infinities
+#: too) becomes that one, as Triton's float8e4b15 conversions do; NaN stays NaN
+FLOAT8_SATURATING = frozenset({"f8e4b15"})
 
 SCALAR_TYPES: dict[str, ScalarType] = {
     t.name: t for t in (i1, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64, f8e4m3,
-                        f8e5m2)
+                        f8e5m2, f8e4b15)
 }
 
 _NUMPY: dict[str, np.dtype] = {
@@ -180,6 +191,9 @@ _NUMPY: dict[str, np.dtype] = {
     "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
     "f32": np.dtype(np.float32), "f64": np.dtype(np.float64),
     "f8e4m3": np.dtype(ml_dtypes.float8_e4m3fn), "f8e5m2": np.dtype(ml_dtypes.float8_e5m2),
+    # no NumPy float has this format: a record of the one-byte code, which kernels only move
+    # and convert (float8_codes, float8_values), so NumPy never reads it as a number
+    "f8e4b15": np.dtype([("f8e4b15", np.uint8)]),
 }
 _FROM_NUMPY = {v: SCALAR_TYPES[k] for k, v in _NUMPY.items()}
 
@@ -195,6 +209,72 @@ def from_numpy(dtype: Any) -> ScalarType:
         return _FROM_NUMPY[np.dtype(dtype)]
     except (KeyError, TypeError):
         raise TypeError(f"NumPy dtype {dtype!r} has no anytile equivalent") from None
+
+
+def float8_codes(values: Any, t: ScalarType) -> np.ndarray:
+    """The codes (``uint8``) of float8 format ``t`` nearest to ``values`` (floats), ties to the
+    even code; past the largest finite value: that value (``FLOAT8_SATURATING``), else
+    infinity, else NaN.  A NaN keeps its sign bit."""
+    bias, emin, largest, has_inf = FLOAT8[t.name]
+    m = t.fp_mantissa_bits
+    x = np.asarray(values, np.float64)
+    a = np.abs(x)
+    finite = np.isfinite(a)
+    safe = np.where(finite, a, 0.0)
+    exp = np.maximum(np.frexp(safe)[1] - 1, emin)   # the binade's exponent, subnormals' at least
+    quantum = np.ldexp(1.0, exp - m)
+    r = np.round(safe / quantum) * quantum           # exact division; np.round ties to even
+    over = (r > largest) | ~finite
+    past = largest if t.name in FLOAT8_SATURATING else (np.inf if has_inf else np.nan)
+    r = np.where(np.isnan(x), np.nan, np.where(over, past, r))
+    ok = np.isfinite(r)
+    v = np.where(ok, r, 0.0)
+    e = np.maximum(np.frexp(v)[1] - 1, emin)
+    normal = v >= 2.0 ** emin
+    fraction = np.where(normal, v / np.ldexp(1.0, e) - 1.0, v / 2.0 ** emin)
+    code = np.where(normal, (e + bias) << m, 0) + np.rint(fraction * 2 ** m).astype(np.int64)
+    code = np.where(np.isinf(r), 0x7C, np.where(np.isnan(r), 0x7E if has_inf else 0x7F, code))
+    return (code | (np.signbit(x) << 7)).astype(np.uint8)
+
+
+def float8_values(codes: Any, t: ScalarType) -> np.ndarray:
+    """The values (``float32``, exact) of float8 format ``t``'s ``codes`` (``uint8``, or
+    ``t``'s NumPy storage)."""
+    bias, emin, _, has_inf = FLOAT8[t.name]
+    m = t.fp_mantissa_bits
+    c = np.asarray(codes).view(np.uint8).astype(np.int64)
+    e, mant = (c >> m) & ((1 << (7 - m)) - 1), c & ((1 << m) - 1)
+    v = np.where(e == 0, np.ldexp(mant.astype(np.float64), emin - m),
+                 np.ldexp(1.0 + mant / 2.0 ** m, e - bias))
+    if has_inf:
+        top = (1 << (7 - m)) - 1
+        v = np.where(e == top, np.where(mant == 0, np.inf, np.nan), v)
+    else:
+        v = np.where((c & 0x7F) == 0x7F, np.nan, v)
+    return np.where(c & 0x80, -v, v).astype(np.float32)
+
+
+def stored_as_code(t: Any) -> bool:
+    """Whether NumPy holds type ``t`` as its code in a record (a float8 format NumPy lacks)."""
+    return isinstance(t, ScalarType) and t.np.names is not None
+
+
+def numpy_storage(values: Any, t: ScalarType) -> np.ndarray:
+    """``values`` (array-like) as NumPy holds type ``t``: ``np.asarray(values, t.np)``, except
+    that numbers become the rounded codes of a float8 format NumPy lacks (``f8e4b15``), which
+    NumPy would put in its record's byte unrounded."""
+    if not stored_as_code(t):
+        return np.asarray(values, dtype=t.np)
+    arr = np.asarray(values)
+    return arr if arr.dtype == t.np else np.asarray(float8_codes(arr, t)).view(t.np)
+
+
+def round_to_type(value: float, t: ScalarType) -> float:
+    """``value`` rounded to the nearest value of float type ``t`` (ties to even), as a Python
+    float: what a constant of type ``t`` holds."""
+    if t.is_float8:
+        return float(float8_values(float8_codes(value, t), t)[()])
+    return float(np.array(float(value), np.float64).astype(t.np))
 
 
 def elem_type(t: Type) -> ElemType:

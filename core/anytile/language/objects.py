@@ -99,6 +99,9 @@ class dtype:
     def is_fp8e5(self) -> bool:
         return self.ir.name == "f8e5m2"
 
+    def is_fp8e4b15(self) -> bool:
+        return self.ir.name == "f8e4b15"
+
     @property
     def scalar(self) -> "dtype":
         return self
@@ -191,17 +194,19 @@ float32 = dtype("fp32", irt.f32)
 float64 = dtype("fp64", irt.f64)
 float8e4nv = dtype("fp8e4nv", irt.f8e4m3)     # OCP e4m3fn: NVIDIA's (and torch's) float8_e4m3fn
 float8e5 = dtype("fp8e5", irt.f8e5m2)         # e5m2: torch's float8_e5m2
+float8e4b15 = dtype("fp8e4b15", irt.f8e4b15)  # Triton's e4m3 of bias 15 (max 1.75, saturating)
 
 _PUBLIC_NAMES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64",
-                 "fp8e4nv": "float8e4nv", "fp8e5": "float8e5"}
+                 "fp8e4nv": "float8e4nv", "fp8e5": "float8e5", "fp8e4b15": "float8e4b15"}
 _BY_IR = {d.ir: d for d in (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-                            float16, bfloat16, float32, float64, float8e4nv, float8e5)}
+                            float16, bfloat16, float32, float64, float8e4nv, float8e5,
+                            float8e4b15)}
 
 
 class unsupported_dtype(dtype):
-    """A Triton dtype anytile has no IR type for (AMD's fnuz float8 formats and Triton's
-    e4b15).  Kernels may name and compare it (``x.dtype == tl.float8e4b8`` is simply false);
-    making values of it fails."""
+    """A Triton dtype anytile has no IR type for (AMD's fnuz float8 formats).  Kernels may
+    name and compare it (``x.dtype == tl.float8e4b8`` is simply false); making values of it
+    fails."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -229,7 +234,6 @@ class unsupported_dtype(dtype):
 
 float8e4b8 = unsupported_dtype("float8e4b8")
 float8e5b16 = unsupported_dtype("float8e5b16")
-float8e4b15 = unsupported_dtype("float8e4b15")
 
 
 def check_supported(dt: dtype) -> dtype:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..backend import Buffer, ImportedArray
 from ..errors import AnytileError
-from ..ir.types import ScalarType, from_numpy
+from ..ir.types import ScalarType, from_numpy, numpy_storage, stored_as_code
 from .devices import Device, _device as device_for, device as get_device
 from .discovery import discover, generation
 
@@ -177,7 +177,7 @@ class Array:
 
     def copy_from(self, host: Any) -> "Array":
         """Overwrite the contents with ``host`` (a NumPy array or array-like of this shape)."""
-        data = np.require(np.asarray(host, dtype=self.dtype), requirements="C")  # keeps 0-d
+        data = np.require(numpy_storage(host, self._dtype), requirements="C")  # keeps 0-d
         if data.shape != self.shape:
             raise ValueError(f"cannot copy an array of shape {data.shape} into one of shape {self.shape}")
         if not self.is_contiguous:
@@ -239,7 +239,8 @@ def allocate(shape: ShapeLike, dtype: Any, device: Any, what: str) -> Array:
 def full(shape: ShapeLike, value: Any, dtype: Any = np.float32, device: Any = None) -> Array:
     """An array of ``shape`` holding ``value`` everywhere."""
     out = allocate(shape, dtype, device, "at.full")
-    return out.copy_from(np.full(out.shape, value, dtype=out.dtype))
+    coded = stored_as_code(out.element_type)    # a float8 format NumPy lacks: copy_from rounds
+    return out.copy_from(np.full(out.shape, value, dtype=None if coded else out.dtype))
 
 
 def zeros(shape: ShapeLike, dtype: Any = np.float32, device: Any = None) -> Array:
@@ -297,7 +298,7 @@ def asarray(obj: Any, dtype: Any = None, device: Any = None) -> Array:
             return moved
     host = np.asarray(obj)
     if want is not None:
-        host = host.astype(want.np, copy=False)
+        host = numpy_storage(host, want)
     to_scalar_type(host.dtype)  # a clear error for object/complex/str arrays
     out = allocate(host.shape, host.dtype, dev, "at.asarray")
     return out.copy_from(host)

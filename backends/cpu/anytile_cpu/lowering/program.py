@@ -21,14 +21,13 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable, Iterator, Optional, Union
 
-import numpy as np
 from llvmlite import ir
 
 from anytile.codegen.llvm import ElementwiseLowering, LLVMTypes, MathLowering
 from anytile.codegen.llvm.types import I1, I8, I32, I64, const_like, intrinsic, splat
 from anytile.errors import CompilationError
 from anytile.ir import (Block, ConditionOp, Function, Op, PointerType, ScalarType, TileType,
-                        Value, YieldOp, elem_type)
+                        Value, YieldOp, elem_type, round_to_type)
 
 from . import atomics, control, dot, memory, reductions, tile_ops
 from .access import masked_gather
@@ -164,7 +163,7 @@ class ProgramLowering:
             return ir.Constant(t, None)
         if elem.is_float:
             if elem.bits < 32:     # a value of the narrow type, held as a float
-                return ir.Constant(t, float(np.array(float(value)).astype(elem.np)))
+                return ir.Constant(t, round_to_type(value, elem))
             return ir.Constant(t, float(value))
         v = int(value)
         if elem.is_bool:

@@ -25,7 +25,7 @@ from llvmlite import ir
 from ...errors import CompilationError
 from ...ir import ops
 from ...ir.nodes import Block, Value, walk
-from ...ir.types import PointerType, ScalarType, TileType, elem_type
+from ...ir.types import PointerType, ScalarType, TileType, elem_type, round_to_type
 from ..llvm.elementwise import ElementwiseLowering
 from ..llvm.types import I32, LLVMTypes
 from . import collective, control, dot, memory, shared, tile_ops
@@ -236,7 +236,7 @@ class KernelLowering:
             if t.name == "f16":
                 v = float(np.float16(v))
             elif t.name == "bf16" or t.is_float8:
-                v = float(np.array(v, np.float64).astype(t.np))
+                v = round_to_type(v, t)
             return ir.Constant(ct, v)
         v = int(value) & ((1 << t.bits) - 1)
         if t.bits > 1 and v >= 1 << (t.bits - 1):

@@ -17,7 +17,7 @@ from typing import Optional
 
 from llvmlite import ir
 
-from ...ir.types import FLOAT8, PointerType, ScalarType
+from ...ir.types import FLOAT8, FLOAT8_SATURATING, PointerType, ScalarType
 from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, vector_width
 
 __all__ = ["ElementwiseLowering", "like"]
@@ -80,7 +80,7 @@ class ElementwiseLowering:
         float: the quantum of ``v``'s binade (at least the format's subnormal one) is made
         the ulp of ``|v| + C`` so that one float add rounds; results past the largest finite
         value become infinity (e5m2) or NaN (e4m3, which has no infinity), as ml_dtypes and
-        torch do."""
+        torch do, or that largest value (e4b15: ``FLOAT8_SATURATING``, infinities too)."""
         b = self.b
         bias, emin, largest, has_inf = FLOAT8[elem.name]
         m = elem.fp_mantissa_bits
@@ -92,8 +92,9 @@ class ElementwiseLowering:
         c = b.bitcast(c_bits, mag.type)
         rounded = b.fsub(b.fadd(mag, c), c)
         too_big = b.fcmp_ordered(">", rounded, const_like(mag, largest))
-        rounded = b.select(too_big, const_like(mag, float("inf") if has_inf else float("nan")),
-                           rounded)
+        past = largest if elem.name in FLOAT8_SATURATING else \
+            float("inf") if has_inf else float("nan")
+        rounded = b.select(too_big, const_like(mag, past), rounded)
         rounded = b.select(b.fcmp_unordered("uno", v, v), const_like(mag, float("nan")), rounded)
         return self.call("llvm.copysign", [rounded, v])
 
@@ -456,9 +457,9 @@ class ElementwiseLowering:
         b = self.b
         if isinstance(src, PointerType) or isinstance(dst, PointerType):
             return self._pointer_cast(src, dst, x)
-        narrow = ("f16", "bf16", "f8e4m3", "f8e5m2")
-        raw = self.to_storage(src, x) if src.name in narrow else x
-        if dst.name in narrow:
+        narrow = ("f16", "bf16")
+        raw = self.to_storage(src, x) if src.name in narrow or src.is_float8 else x
+        if dst.name in narrow or dst.is_float8:
             raw = b.bitcast(raw, like(I16, x)) if src.bits == 16 else raw
             stored = b.bitcast(raw, like(F16, x)) if dst.name == "f16" else raw
             return self.from_storage(dst, stored)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from anytile.ir import PointerType, ScalarType
+from anytile.ir import PointerType, ScalarType, float8_codes
 
 __all__ = ["scalar_name", "vector_name", "unsigned_name", "signed_name", "memory_name",
            "literal", "vector_literal", "is_narrow_float", "size_of", "wrap_int"]
@@ -18,7 +18,7 @@ __all__ = ["scalar_name", "vector_name", "unsigned_name", "signed_name", "memory
 _SCALAR = {"i1": "char", "i8": "char", "i16": "short", "i32": "int", "i64": "long",
            "u8": "uchar", "u16": "ushort", "u32": "uint", "u64": "ulong",
            "f16": "ushort", "bf16": "ushort", "f32": "float", "f64": "double",
-           "f8e4m3": "uchar", "f8e5m2": "uchar"}
+           "f8e4m3": "uchar", "f8e5m2": "uchar", "f8e4b15": "uchar"}
 _UNSIGNED = {8: "uchar", 16: "ushort", 32: "uint", 64: "ulong"}
 _SIGNED = {8: "char", 16: "short", 32: "int", 64: "long"}
 
@@ -93,6 +93,8 @@ def _int_literal(value: int, t: Any) -> str:
 
 def _float_bits(value: float, t: ScalarType) -> int:
     import numpy as np
+    if t.is_float8:                    # the IR's float8 rounding (ml_dtypes has no e4b15)
+        return int(float8_codes(value, t))
     with np.errstate(over="ignore", invalid="ignore"):
         return int(np.array(value, t.np).view(np.uint8 if t.bits == 8 else np.uint16)[()])
 

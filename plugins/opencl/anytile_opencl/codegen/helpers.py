@@ -63,8 +63,11 @@ def _f2bf(name: str, n: int) -> str:
 
 
 #: the float8 formats: (mantissa bits, exponent bias, smallest normal exponent, largest
-#: finite value, has infinities) -- e4m3 (OCP e4m3fn) and e5m2
-_FLOAT8 = {"f8e4m3": (3, 7, -6, 448.0, False), "f8e5m2": (2, 15, -14, 57344.0, True)}
+#: finite value, has infinities) -- e4m3 (OCP e4m3fn), e5m2 and e4b15 (Triton's float8e4b15)
+_FLOAT8 = {"f8e4m3": (3, 7, -6, 448.0, False), "f8e5m2": (2, 15, -14, 57344.0, True),
+           "f8e4b15": (3, 15, -14, 1.75, False)}
+#: formats whose conversions saturate at the largest finite value (infinities too)
+_SATURATING = frozenset({"f8e4b15"})
 
 
 def _f8_to_f(fmt: str) -> Callable[[str, int], str]:
@@ -91,13 +94,15 @@ def _f8_to_f(fmt: str) -> Callable[[str, int], str]:
 def _f_to_f8(fmt: str) -> Callable[[str, int], str]:
     """``float`` -> float8 code, rounded once to nearest even: the binade's quantum (at least
     the subnormal one) made the ulp of ``|x| + C`` so one add rounds; past the largest finite
-    value: infinity (e5m2) or NaN (e4m3, which has none), as ml_dtypes and torch do."""
+    value: infinity (e5m2) or NaN (e4m3, which has none), as ml_dtypes and torch do, or that
+    value (e4b15, infinities too)."""
     m, bias, emin, largest, has_inf = _FLOAT8[fmt]
     emax = int(largest).bit_length() - 1
 
     def make(name: str, n: int) -> str:
         f, u, i = _v("float", n), _v("uint", n), _v("int", n)
-        over = f"(({f})INFINITY)" if has_inf else f"(({f})NAN)"
+        over = f"(({f}){largest!r}f)" if fmt in _SATURATING else \
+            f"(({f})INFINITY)" if has_inf else f"(({f})NAN)"
         return (f"{_v('uchar', n)} {name}({f} x) {{\n"
                 f"  {f} a = fabs(x);\n"
                 f"  {i} e = clamp(as_{i}(as_{u}(a) >> 23) - 127, {emin}, {emax + 1});\n"

@@ -1,0 +1,32 @@
+"""The served ``triton`` module as programs inspect it: a real ``__file__`` (programs take its
+folder), the public names of ``anytile.triton_compat`` kept by the package."""
+import os
+import subprocess
+import sys
+
+import anytile.triton_compat as triton_compat
+
+
+def _served(code: str) -> subprocess.CompletedProcess:
+    """``code`` run in a fresh interpreter after ``install()``."""
+    return subprocess.run([sys.executable, "-c", "import anytile.triton_compat as c\n"
+                           "c.install('interpreter')\n" + code],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_served_triton_names_a_file_that_exists():
+    proc = _served("import os, triton, triton.language\n"
+                   "print(triton.__file__)\n"
+                   "print(os.path.isdir(os.path.dirname(triton.__file__)))\n"
+                   "print(triton.__spec__.origin == triton.__file__)\n")
+    assert proc.returncode == 0, proc.stderr
+    path, is_dir, same = proc.stdout.split()
+    assert os.path.isfile(path) and (is_dir, same) == ("True", "True")
+    assert os.path.samefile(path, triton_compat.__file__)
+
+
+def test_the_package_keeps_its_public_names():
+    for name in ("install", "uninstall", "run_path", "device_properties", "GPUTarget",
+                 "NOT_PROVIDED_HINT", "reinterpret", "TensorWrapper", "triton_compile"):
+        assert name in triton_compat.__all__ and hasattr(triton_compat, name), name
+    assert triton_compat.StandInModule.__module__ == "anytile.triton_compat"
