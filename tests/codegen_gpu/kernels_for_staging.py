@@ -42,15 +42,3 @@ def block_rows_shift(out_ptr, src_ptr, shift_ptr, M, N, stride, BM: tl.constexpr
         s = tl.load(shift_ptr + rows, mask=rows < M, other=0.0)
         tl.store(out_ptr + rows[:, None] * N + rn[None, :], x - s[:, None], mask=live)
         ptrs += step * stride
-
-
-@at.jit
-def fill_from_previous_row(out_ptr, src_ptr, n_rows, BLOCK: tl.constexpr, STAGES: tl.constexpr):
-    """Row ``r`` keeps its first ``r`` elements; the others are the previous output row's plus
-    one (``other`` a value carried from the iteration before)."""
-    cols = tl.arange(0, BLOCK)
-    previous = tl.zeros((BLOCK,), tl.float32)
-    for row in tl.range(0, n_rows, 1, num_stages=STAGES):
-        x = tl.load(src_ptr + row * BLOCK + cols, mask=cols < row, other=previous)
-        tl.store(out_ptr + row * BLOCK + cols, x)
-        previous = x + 1.0

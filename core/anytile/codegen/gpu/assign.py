@@ -128,16 +128,10 @@ class _Assigner:
 
     def read_layout(self, op: SharedReadOp) -> Layout:
         """A slot read back into registers takes the layout and vector width of a copy into
-        its buffer (laid out before it): each thread reads what it copied itself; a vector
-        no wider than its mask is uniform over."""
+        its buffer (laid out before it): each thread reads what it copied itself."""
         for copy, layout in self.out.store_layout.items():
             if isinstance(copy, AsyncCopyOp) and copy.buffer is op.buffer:
-                width = self.out.vector.get(copy, 1)
-                if op.mask is not None:
-                    info = self.out.axis.get(op.mask)
-                    uniform = info.constancy[-1] if info is not None and info.constancy else 1
-                    width = min(width, 1 << (uniform.bit_length() - 1))
-                self.out.vector[op] = width
+                self.out.vector[op] = self.out.vector.get(copy, 1)
                 return layout
         return self.default(op.result.type.shape)
 

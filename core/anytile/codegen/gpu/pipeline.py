@@ -25,14 +25,11 @@ target copies asynchronously; each iteration reads its slot into registers and r
     copies of iterations 0 .. N-2 into slots 0 .. N-2, one group each    # before the loop
     for iv, (..., slot) in ...:
         async_wait {pending = N - 2}                # this iteration's group has landed
-        x = shared_read(buf, slot, mask, other)     # into registers, other where masked off
+        x = shared_read(buf, slot)                  # into registers
         async_wait {pending = N - 2}                # (its barrier) every thread has read it
         copy of iteration k + N - 1 into slot; async_commit
-        ... the body, reading x instead of loading ...
+        ... the body, reading select(mask, x, other) instead of loading ...
     async_wait {pending = 0}
-
-(a mask or ``other`` known only where the load was, such as a value the loop carries, is
-applied there by a ``select`` instead).
 
 Such a loop may store: a load is staged past the loop's stores and atomics when its pointers
 and theirs derive (``pointer_roots``: by offsets, splats, broadcasts, selects, carried values)
@@ -852,26 +849,23 @@ def _stage_loads(loop: ops.ForOp, parent: Block, stages: int, staging: _Staging)
         prologue.append(AsyncCommitOp(loc=loc))
 
     # in the body: wait for this iteration's slot, read it, and (every thread done reading:
-    # the second wait's barrier) refill it with iteration k + count's tiles.  A read takes
-    # its load's mask and ``other`` where they can be computed first in the body (the ops
-    # computing them move there): the read then picks ``other`` a vector at a time, as the
-    # load did, not element by element as a ``select`` after it would
-    slot_ops: list[Op] = []
-    slot, tail, yields, firsts = _carried_slot(body, slot_ops, count, loc)
-    refill: list[Op] = []
-    ahead = _Ahead(loop, values.advancing, values.inside, refill, count, before_loop=False)
+    # the second wait's barrier) refill it with iteration k + count's tiles
+    top: list[Op] = [AsyncWaitOp(count - 1, True, loc=loc)]
+    slot, tail, yields, firsts = _carried_slot(body, top, count, loc)
+    reads = []
     for load, alloc in zip(loads, allocs):
-        refill += _copy(load, alloc.result, slot, ahead)
-    hoisted, early = _hoist_masks(body, loads, values)      # (after the copies' clones)
-    reads = [SharedReadOp(alloc.result, slot, load.mask if load in early else None,
-                          load.other if load in early else None, loc=load.loc)
-             for load, alloc in zip(loads, allocs)]
-    for load, read in zip(loads, reads):
+        read = SharedReadOp(alloc.result, slot, loc=load.loc)
         read.results[0].name = load.result.name
-    top: list[Op] = [AsyncWaitOp(count - 1, True, loc=loc), *slot_ops, *hoisted, *reads,
-                     AsyncWaitOp(count - 1, True, loc=loc), *refill, AsyncCommitOp(loc=loc)]
+        reads.append(read)
+    top += reads
+    top.append(AsyncWaitOp(count - 1, True, loc=loc))
+    ahead = _Ahead(loop, values.advancing, values.inside, top, count, before_loop=False)
+    for load, alloc in zip(loads, allocs):
+        top += _copy(load, alloc.result, slot, ahead)
+    top.append(AsyncCommitOp(loc=loc))
+
     for load, read in zip(loads, reads):
-        _replace_load(body, load, read)
+        _replace_load(body, load, read.result)
     body.ops[-1:-1] = tail
     body.terminator.values.extend(yields)
     prologue += firsts
@@ -931,36 +925,14 @@ def _carried_slot(body: Block, top: list, count: int, loc: Any) -> tuple:
         [ops.ConstantOp(0, result_types=[i32], loc=loc)]
 
 
-def _needs_other(load: ops.LoadOp) -> bool:
-    """Whether ``load``'s masked-off elements must be other than the zeros a copy leaves."""
-    return load.mask is not None and load.other is not None and not _is_zero(load.other)
-
-
-def _hoist_masks(body: Block, loads: list, values: _LoopValues) -> tuple[list[Op], set]:
-    """(the ops, taken out of ``body`` in order, that compute the masks and ``other``s of the
-    loads that need them (``_needs_other``) and whose mask and ``other`` can be computed at the
-    top of the body (``values.at_any_iteration``), to go there; those loads)."""
-    wanted = [load for load in loads if _needs_other(load) and
-              all(values.at_any_iteration(v) for v in (load.mask, load.other))]
-    needed: set = set()
-    for load in wanted:
-        for v in (load.mask, load.other):
-            needed |= _slice_of(v, values.inside)
-    moved = [op for op in body.ops if op in needed]
-    for op in moved:
-        body.ops.remove(op)
-    return moved, set(wanted)
-
-
-def _replace_load(body: Block, load: ops.LoadOp, read: SharedReadOp) -> None:
-    """Put the slot's tile that ``read`` reads in the place of ``load``: where the load's mask
-    is off the slot holds zeros, so a load with another ``other`` that ``read`` does not pick
-    itself selects it there."""
-    value = read.result
+def _replace_load(body: Block, load: ops.LoadOp, read: Value) -> None:
+    """Put the slot's tile ``read`` in the place of ``load``: where the load's mask is off it
+    holds zeros, so a load with another ``other`` selects that there."""
+    value = read
     at = body.ops.index(load)
     new: list[Op] = []
-    if _needs_other(load) and read.mask is None:
-        select = ops.SelectOp(load.mask, value, load.other, loc=load.loc)
+    if load.mask is not None and load.other is not None and not _is_zero(load.other):
+        select = ops.SelectOp(load.mask, read, load.other, loc=load.loc)
         select.results[0].name = load.result.name
         new.append(select)
         value = select.result

@@ -190,8 +190,7 @@ def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
 
 def lower_shared_read(ctx: "KernelLowering", op: SharedReadOp) -> None:
     """Each thread reads its registers of the slot's tile (with its copies' layout, what it
-    copied itself), a vector per run where the slot keeps the run contiguous and aligned;
-    where the mask is off, ``other`` (one test of the mask a vector)."""
+    copied itself), a vector per run where the slot keeps the run contiguous and aligned."""
     b = ctx.b
     t = op.buffer.type
     shape = t.shape
@@ -202,8 +201,6 @@ def lower_shared_read(ctx: "KernelLowering", op: SharedReadOp) -> None:
     width, groups = access_groups(ctx, op, layout, shape)
     if width > 1 and not (isinstance(t.layout, PaddedRows) and t.layout.row % width == 0):
         width, groups = 1, [[i] for group in groups for i in group]
-    masks = ctx.tile(op.mask, layout).values if op.mask is not None else None
-    others = ctx.tile(op.other, layout).values if op.other is not None else None
     values: list = [None] * len(where)
     for group in groups:
         address = t.layout.emit_address(b, slot, where[group[0]], shape, storage)
@@ -215,8 +212,6 @@ def lower_shared_read(ctx: "KernelLowering", op: SharedReadOp) -> None:
             loaded = [b.extract_element(vec, ir.Constant(I32, k)) for k in range(width)]
         for i, v in zip(group, loaded):
             values[i] = ctx.ew.from_storage(t.elem, v)
-            if masks is not None:   # the mask is uniform over the group (``assign``)
-                values[i] = b.select(masks[group[0]], values[i], others[i])
     ctx.set_result(op, Regs(layout, shape, values))
 
 

@@ -373,26 +373,17 @@ class SharedLoadOp(Op):
 @dataclass(eq=False)
 class SharedReadOp(Op):
     """The tile held in slot ``slot`` of ``buffer``, read into the program's registers (a tile
-    like a load's, in a register layout), where ``SharedLoadOp``'s is read in place by a dot.
-    Where ``mask`` is 0 the element is ``other`` (the slot's own element, when absent), as a
-    load's would be."""
+    like a load's, in a register layout), where ``SharedLoadOp``'s is read in place by a dot."""
 
     NAME = "shared_read"
-    OPERANDS = ("buffer", "slot", "mask", "other")
+    OPERANDS = ("buffer", "slot")
     TRAITS = frozenset({TRAIT_MEMORY})
     buffer: Value
     slot: Value
-    mask: Optional[Value] = None
-    other: Optional[Value] = None
 
     def infer_types(self) -> list:
         t = self.buffer.type
         return [TileType(t.shape, t.elem)]
 
     def verify(self) -> None:
-        t = _check_buffer_and_slot(self.buffer, self.slot)
-        check_mask(self.mask, TileType(t.shape, PointerType(t.elem)))
-        expect((self.mask is None) == (self.other is None),
-               "a shared_read's mask and other go together")
-        if self.other is not None:
-            expect_type(self.other.type, TileType(t.shape, t.elem), "shared_read other")
+        _check_buffer_and_slot(self.buffer, self.slot)
