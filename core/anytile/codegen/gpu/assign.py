@@ -29,7 +29,7 @@ from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_count
 from .shared import busy_buffer_ops, plan_persistent_shared
-from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp, SharedReadOp
+from .shared_ops import AsyncCopyOp, SharedLayout, SharedLoadOp
 
 __all__ = ["LaidOutKernel", "assign_layouts", "REMAT_OPS"]
 
@@ -125,15 +125,6 @@ class _Assigner:
                                        dim=0)
         per_thread = max(1, shape[0] * shape[1] // (self.num_warps * self.warp_size))
         return min(width, shape[0], max(1, 1 << (per_thread.bit_length() - 1)))
-
-    def read_layout(self, op: SharedReadOp) -> Layout:
-        """A slot read back into registers takes the layout and vector width of a copy into
-        its buffer (laid out before it): each thread reads what it copied itself."""
-        for copy, layout in self.out.store_layout.items():
-            if isinstance(copy, AsyncCopyOp) and copy.buffer is op.buffer:
-                self.out.vector[op] = self.out.vector.get(copy, 1)
-                return layout
-        return self.default(op.result.type.shape)
 
     def set(self, v: Value, layout: Optional[Layout]) -> None:
         if isinstance(v.type, TileType):
@@ -251,8 +242,6 @@ class _Assigner:
             layout = self.default(shape)
         elif isinstance(op, SharedLoadOp):
             layout = SharedLayout(op.buffer.type.layout)
-        elif isinstance(op, SharedReadOp):
-            layout = self.read_layout(op)
         else:
             layout = self.anchored_layout(tile_operands) or self.default(shape)
         for r in op.results:

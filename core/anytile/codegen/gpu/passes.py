@@ -12,8 +12,7 @@ own passes in by name (``dialects.PassPlacement``); ``pass_order(target)`` is th
 4. with ``num_stages`` > 1 (``pipeline.py``): ``load_transposed``, ``narrow_float8_dots``,
    ``split_loop_addresses``, ``stage_invariant_operands``, ``pipeline_dot_operands`` (loads
    feeding matrix-instruction dots go through shared-memory pipelines) and ``pipeline_loops``
-   (other loop loads prefetched in registers, or staged in shared memory where a loop asks
-   for ``num_stages`` itself);
+   (other loop loads prefetched in registers);
 5. ``plan_persistent_shared``: the bytes the pipelines' buffers take;
 6. ``assign_layouts``: the axis analysis and a layout on every tile value, each dot planned
    by the target's strategies.
@@ -113,11 +112,6 @@ def _pipeline_dots(state: LayOut) -> int:
                                  state.shared_limit(), state.dots.operand_buffers)
 
 
-def _pipeline_loops(state: LayOut) -> int:
-    return pipeline_loops(state.kernel, state.shared_limit(), state.target.async_copy_sizes,
-                          state.options.num_warps * state.target.warp_size)
-
-
 def _assign(state: LayOut) -> None:
     state.laid = assign_layouts(state.module, state.options.num_warps, state.target.warp_size,
                                 state.dots.plan)
@@ -134,7 +128,7 @@ GPU_PASSES: tuple[GpuPass, ...] = (
             "split_addresses"),
     GpuPass("stage_invariant_operands", _stage_invariant, _pipelined, "staged_dot_operands"),
     GpuPass("pipeline_dot_operands", _pipeline_dots, _pipelined, "pipelined_dot_operands"),
-    GpuPass("pipeline_loops", _pipeline_loops, _pipelined, "prefetched_loads"),
+    GpuPass("pipeline_loops", lambda s: pipeline_loops(s.kernel), _pipelined, "prefetched_loads"),
     GpuPass("plan_persistent_shared", lambda s: plan_persistent_shared(s.kernel)[1],
             metadata="pipelined_shared"),
     GpuPass("assign_layouts", _assign),

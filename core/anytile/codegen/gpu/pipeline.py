@@ -1,11 +1,11 @@
-"""Software pipelining of loads in ``for`` loops: issue later iterations' loads before
-iteration ``i``'s work, so their latency hides behind it.
+"""Software pipelining of loads in ``for`` loops: issue iteration ``i + 1``'s loads before
+iteration ``i``'s work, so their latency hides behind it (Triton's ``num_stages`` = 2, held in
+registers).
 
-**Prefetch in registers** (Triton's ``num_stages`` = 2).  A tile ``load`` at the top level of a
-loop body is prefetched when its pointer, mask and ``other`` are computed from the induction
-variable and values defined outside the loop only, through pure ops, and when the loop has no
-side effect (no store, atomic, assert, barrier or call: a prefetched read must not miss a
-write of the same iteration).  The rewrite::
+A tile ``load`` at the top level of a loop body is prefetched when its pointer, mask and
+``other`` are computed from the induction variable and values defined outside the loop only,
+through pure ops, and when the loop has no side effect (no store, atomic, assert, barrier or
+call: a prefetched read must not miss a write of the same iteration).  The rewrite::
 
     x0 = load(p(lower), mask(lower) & lower < upper)          # before the loop
     for iv, (..., x) in ...:
@@ -14,41 +14,13 @@ write of the same iteration).  The rewrite::
         yield ..., x_next
 
 Masked-off lanes of the extra loads read nothing, so no address outside the original loop's
-accesses is touched.
+accesses is touched.  This runs on device-independent IR, before layouts are assigned.
 
-**Stage in shared memory** (``_stage_loads``).  A loop that asks for ``num_stages`` = N >= 2
-itself (``tl.range(..., num_stages=N)``: "N iterations of the loop in flight at once", which
-Triton documents as pipelining most loads of the loop, not only a dot's) has its plain loads
-copied asynchronously into N - 1 slots of a shared buffer, N - 1 iterations ahead, where the
-target copies asynchronously; each iteration reads its slot into registers and refills it::
-
-    copies of iterations 0 .. N-2 into slots 0 .. N-2, one group each    # before the loop
-    for iv, (..., slot) in ...:
-        async_wait {pending = N - 2}                # this iteration's group has landed
-        x = shared_read(buf, slot)                  # into registers
-        async_wait {pending = N - 2}                # (its barrier) every thread has read it
-        copy of iteration k + N - 1 into slot; async_commit
-        ... the body, reading select(mask, x, other) instead of loading ...
-    async_wait {pending = 0}
-
-Such a loop may store: a load is staged past the loop's stores and atomics when its pointers
-and theirs derive (``pointer_roots``: by offsets, splats, broadcasts, selects, carried values)
-from different pointer parameters of the kernel.  Different parameters are taken not to
-overlap, as Triton takes them (its pipeliner moves such loads without checking the loop's
-stores): a kernel given one array as two parameters, read through one and written through the
-other in such a loop, may read values from before the writes.  A load through the same
-parameter as a store, or through pointers of unknown origin (loaded from memory), stays where
-it is, as do all loads of a loop with an assert, a barrier or a call.
-
-This runs on device-independent IR, before layouts are assigned.  A backend's dialect may
-refine ``load`` (a load that says more: ``PipelinedLoad``); the passes here then ask the load
-how it is transposed and copied into a slot (the staging of plain loads takes core's loads
-only).
+A backend's dialect may refine ``load`` (a load that says more: ``PipelinedLoad``); the
+passes here then ask the load how it is transposed and copied into a slot.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 from ...ir import ops
@@ -56,11 +28,10 @@ from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
 from ...ir.rules import is_int, is_ptr as is_pointer
 from ...ir.types import TileType, elem_type, i1, i32
 from ...ir.uses import Uses
-from .axis_info import AxisInfo, analyse_function, vector_width_of_access
-from .pointer_roots import PointerRoots
+from .axis_info import analyse_function, vector_width_of_access
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
-                         SharedLoadOp, SharedReadOp, slot_element)
+                         SharedLoadOp, slot_element)
 
 __all__ = ["pipeline_loops", "pipeline_dot_operands", "stage_invariant_operands", "accumulates_in_place",
            "load_transposed", "dot_operand_loads", "PipelinedLoad"]
@@ -112,30 +83,18 @@ _SIDE_EFFECTS = (ops.StoreOp, ops.AtomicRMWOp, ops.AtomicCASOp, ops.AssertOp, op
                  ops.CallOp)
 
 
-def pipeline_loops(fn: Function, shared_limit: int = 0, copy_sizes: Sequence[int] = (),
-                   threads: int = 1) -> int:
-    """Pipeline the plain loads of every eligible ``for`` loop of ``fn`` (the module
-    docstring); returns how many loads moved.  A loop that asks for ``num_stages`` >= 2 has
-    them staged in shared memory where the target copies their accesses asynchronously
-    (``copy_sizes``: the bytes one asynchronous copy may move; none: never) and their slots
-    fit ``shared_limit`` bytes beside the buffers already there; any other loop, and such a
-    loop where that does not apply, has them prefetched in registers.  ``threads``: the
-    threads of a program (a thread's share of a tile bounds its copies' width)."""
-    staging = _Staging(fn, shared_limit, tuple(copy_sizes), threads) \
-        if copy_sizes and shared_limit > 0 else None
-    return _visit(fn.body, staging)
+def pipeline_loops(fn: Function) -> int:
+    """Prefetch the loads of every eligible ``for`` loop of ``fn``; returns how many."""
+    return _visit(fn.body)
 
 
-def _visit(block: Block, staging: Optional["_Staging"]) -> int:
+def _visit(block: Block) -> int:
     count = 0
     for op in list(block.ops):
         for region in op.regions:
-            count += _visit(region, staging)
+            count += _visit(region)
         if isinstance(op, ops.ForOp) and op.num_stages != 1:
-            staged = 0
-            if staging is not None and op.num_stages is not None and op.num_stages >= 2:
-                staged = _stage_loads(op, block, op.num_stages, staging)
-            count += staged or _pipeline(op, block)
+            count += _pipeline(op, block)
     return count
 
 
@@ -455,29 +414,16 @@ def _slice_of(v: Value, inside: set) -> set:
     return needed
 
 
-@dataclass
-class _LoopValues:
-    """What a loop's body values are, for computing them at other iterations: ``inside``
-    (defined in the body), ``invariant`` (computed from outside values only), ``advancing``
-    (carried values moved by a loop-invariant step each iteration -> that step, ``None`` for
-    one carried unchanged) and ``computable`` (from the induction variable and those)."""
-
-    inside: set
-    invariant: set = field(default_factory=set)
-    advancing: dict = field(default_factory=dict)
-    computable: set = field(default_factory=set)
-
-    def at_any_iteration(self, v: Value) -> bool:
-        """Whether ``v`` can be computed at any iteration (ahead of its own)."""
-        return v in self.computable or v in self.invariant or v not in self.inside
-
-
-def _loop_values(loop: ops.ForOp) -> _LoopValues:
+def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int,
+                   buffers: BufferLayouts, transposed: frozenset = frozenset()) -> int:
     body = loop.body
-    out = _LoopValues(_defined_in(body))
-    inside, invariant = out.inside, out.invariant
+    # a copy started iterations ahead must not miss a write of the iterations in between
+    if body.terminator is None or any(isinstance(op, _SIDE_EFFECTS) for op in walk(body)):
+        return 0
+    inside = _defined_in(body)
     iv = body.args[0]
     yielded = body.terminator.values
+    invariant: set = set()          # body values computed from outside values only
     for op in body.ops:
         if op.has_trait(TRAIT_PURE) and not op.regions and \
                 all(v in invariant or v not in inside for v in op.operands):
@@ -485,7 +431,7 @@ def _loop_values(loop: ops.ForOp) -> _LoopValues:
     # carried values advanced by a loop-invariant step each iteration: pointer tiles
     # (``a_ptrs += BK``) and integers (a block pointer's offsets, ``tl.advance``); a value
     # carried unchanged (the block pointer's base, shape and strides) has no step (``None``)
-    advancing = out.advancing
+    advancing: dict = {}
     for arg, y in zip(body.args[1:], yielded):
         step = y.owner
 
@@ -501,24 +447,11 @@ def _loop_values(loop: ops.ForOp) -> _LoopValues:
             other = step.rhs if step.lhs is arg else step.lhs
             if other is not arg and steady(other):
                 advancing[arg] = other
-    computable = out.computable
-    computable.update({iv, *advancing})
+    computable = {iv, *advancing}   # values computable at any iteration
     for op in body.ops:
         if op.has_trait(TRAIT_PURE) and not op.regions and \
                 all(v in computable or v in invariant or v not in inside for v in op.operands):
             computable.update(op.results)
-    return out
-
-
-def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_limit: int,
-                   buffers: BufferLayouts, transposed: frozenset = frozenset()) -> int:
-    body = loop.body
-    # a copy started iterations ahead must not miss a write of the iterations in between
-    if body.terminator is None or any(isinstance(op, _SIDE_EFFECTS) for op in walk(body)):
-        return 0
-    values = _loop_values(loop)
-    inside, advancing = values.inside, values.advancing
-    yielded = body.terminator.values
     uses = Uses(body)
     loads = []
     for op in body.ops:
@@ -526,7 +459,8 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         if not _moves_to_shared(op, users, lambda u: u in body.ops and dot_ok(u)) or \
                 op.result in yielded:
             continue
-        if not all(values.at_any_iteration(v) for v in op.operands if v is not op.other):
+        if not all(v in computable or v in invariant or v not in inside
+                   for v in op.operands if v is not op.other):
             continue
         loads.append(op)
     if not loads:
@@ -740,202 +674,3 @@ def _is_zero(v: Value) -> bool:
     if isinstance(op, ops.SplatOp):
         return _is_zero(op.src)
     return isinstance(op, ops.ConstantOp) and op.value == 0
-
-
-# ---------------------------------------------------------------------------------------------
-# Plain loads of loops that ask for num_stages, staged in shared memory
-# ---------------------------------------------------------------------------------------------
-# loops holding these keep their loads: a prefetched read would move across an assertion
-# (whose bounds tests, in checked mode, make copies element by element: see above), a
-# barrier the program asked for, or a call that may write anything
-_UNORDERED = (ops.AssertOp, ops.BarrierOp, ops.CallOp)
-_WRITES = (ops.StoreOp, ops.AtomicRMWOp, ops.AtomicCASOp)
-# a loop already pipelined (a dot's operands): its waits count its own groups only
-_PIPELINE_OPS = (AsyncCopyOp, AsyncCommitOp, AsyncWaitOp, SharedLoadOp, SharedReadOp)
-
-
-class _Staging:
-    """What staging a kernel's loop loads needs: the shared memory it may fill, the sizes the
-    target copies asynchronously, a program's threads, the kernel's axis facts and where its
-    pointers come from (the last two computed once, when first asked)."""
-
-    def __init__(self, fn: Function, shared_limit: int, copy_sizes: tuple, threads: int) -> None:
-        self.fn, self.shared_limit = fn, shared_limit
-        self.copy_sizes, self.threads = copy_sizes, threads
-        self._axis: Optional[dict] = None
-        self._roots: Optional[PointerRoots] = None
-
-    @property
-    def axis(self) -> dict:
-        if self._axis is None:
-            self._axis = analyse_function(self.fn)
-        return self._axis
-
-    @property
-    def roots(self) -> PointerRoots:
-        if self._roots is None:
-            self._roots = PointerRoots(self.fn)
-        return self._roots
-
-    def written(self, body: Block) -> Optional[frozenset]:
-        """The parameters the stores and atomics of ``body`` write through (``None``: some
-        write through pointers of unknown origin)."""
-        out: set = set()
-        for op in walk(body):
-            if isinstance(op, _WRITES):
-                roots = self.roots.of(op.ptr)
-                if roots is None:
-                    return None
-                out |= roots
-        return frozenset(out)
-
-    def copies_asynchronously(self, load: ops.LoadOp) -> bool:
-        """Whether the target copies ``load``'s tile asynchronously: the access the axis facts
-        prove (as the layouts will have it: along the last dimension, no wider than a thread's
-        share) moves a size of ``copy_sizes``."""
-        t = load.result.type
-        shape = t.shape
-        info = self.axis.get(load.ptr, AxisInfo.unknown(shape))
-        mask = self.axis.get(load.mask, AxisInfo.unknown(shape)) if load.mask is not None else None
-        width = vector_width_of_access(info, mask, t.elem.nbytes)
-        per_thread = max(1, math.prod(shape) // max(1, self.threads))
-        width = min(width, shape[-1], 1 << (per_thread.bit_length() - 1))
-        return width * t.elem.nbytes in self.copy_sizes
-
-
-def _stage_loads(loop: ops.ForOp, parent: Block, stages: int, staging: _Staging) -> int:
-    """Stage the plain loads of ``loop`` (which asks for ``stages``) in shared memory (the
-    module docstring); returns how many moved (0: the loop is left as it was)."""
-    body = loop.body
-    if body.terminator is None or any(isinstance(op, _PIPELINE_OPS) for op in body.ops) or \
-            any(isinstance(op, _UNORDERED) for op in walk(body)):
-        return 0
-    written = staging.written(body)
-    if written is None:
-        return 0
-    values = _loop_values(loop)
-    loads = []
-    for op in body.ops:
-        if type(op) is not ops.LoadOp or op.volatile or not isinstance(op.ptr.type, TileType) or \
-                len(op.ptr.type.shape) > 2:
-            continue
-        roots = staging.roots.of(op.ptr)
-        if roots is None or roots & written or \
-                not all(values.at_any_iteration(v) for v in (op.ptr, op.mask) if v is not None) or \
-                not staging.copies_asynchronously(op):
-            continue
-        loads.append(op)
-    if not loads:
-        return 0
-    slots = [_row_major_slot(op.result.type) for op in loads]
-    taken = sum(a.result.type.nbytes for a in walk(staging.fn.body) if isinstance(a, SharedAllocOp))
-    left = staging.shared_limit - taken - _scratch_reserve(body)
-    count = stages - 1            # slots: each is read, then refilled, in one iteration
-    while count > 1 and _footprint(slots, count) > left:
-        count -= 1
-    if _footprint(slots, count) > left:
-        return 0
-    loc = loop.loc
-    allocs = [SharedAllocOp(result_types=[SharedBufferType(t.shape, t.elem, count, t.layout)],
-                            loc=loc) for t in slots]
-
-    # before the loop: the buffers, iterations 0 .. count-1 in flight (a group each)
-    prologue: list[Op] = list(allocs)
-    for s in range(count):
-        ahead = _Ahead(loop, values.advancing, values.inside, prologue, s, before_loop=True)
-        slot = ahead.const(s, i32, loc)
-        for load, alloc in zip(loads, allocs):
-            prologue += _copy(load, alloc.result, slot, ahead)
-        prologue.append(AsyncCommitOp(loc=loc))
-
-    # in the body: wait for this iteration's slot, read it, and (every thread done reading:
-    # the second wait's barrier) refill it with iteration k + count's tiles
-    top: list[Op] = [AsyncWaitOp(count - 1, True, loc=loc)]
-    slot, tail, yields, firsts = _carried_slot(body, top, count, loc)
-    reads = []
-    for load, alloc in zip(loads, allocs):
-        read = SharedReadOp(alloc.result, slot, loc=load.loc)
-        read.results[0].name = load.result.name
-        reads.append(read)
-    top += reads
-    top.append(AsyncWaitOp(count - 1, True, loc=loc))
-    ahead = _Ahead(loop, values.advancing, values.inside, top, count, before_loop=False)
-    for load, alloc in zip(loads, allocs):
-        top += _copy(load, alloc.result, slot, ahead)
-    top.append(AsyncCommitOp(loc=loc))
-
-    for load, read in zip(loads, reads):
-        _replace_load(body, load, read.result)
-    body.ops[-1:-1] = tail
-    body.terminator.values.extend(yields)
-    prologue += firsts
-    for first in firsts:
-        loop.inits.append(first.result)
-        loop.results.append(Value(i32, loop, len(loop.results)))
-    body.ops[0:0] = top
-    where = parent.ops.index(loop)
-    parent.ops[where:where] = prologue
-    # drain, and let no warp run ahead into code that refills the slots (an enclosing loop's
-    # next prologue) while another still reads the last one
-    parent.ops.insert(where + len(prologue) + 1, AsyncWaitOp(0, True, loc=loc))
-    return len(loads)
-
-
-def _row_major_slot(t: TileType) -> SharedBufferType:
-    """One slot of a row-major buffer for tiles of type ``t``: rows as long as the tile's,
-    lengthened where a slot would not fill whole 128-byte units (a buffer's alignment)."""
-    rows = math.prod(t.shape[:-1])
-    unit = 128 // math.gcd(128, rows * t.elem.nbytes)
-    row = -(-t.shape[-1] // unit) * unit
-    return SharedBufferType(t.shape, t.elem, 1, PaddedRows(row))
-
-
-def _scratch_reserve(body: Block) -> int:
-    """Shared bytes left to the scratch space beside the loop's buffers: enough for the
-    largest tile of the loop to change layouts (its exchanges go through the scratch).
-    Pointer tiles made by offsets and splats are index arithmetic, recomputed in whatever
-    layout a use wants: they are never exchanged."""
-    values = [r for op in walk(body) for r in op.results] + list(body.args)
-    return max([math.prod(v.type.shape) * v.type.elem.nbytes for v in values
-                if isinstance(v.type, TileType)
-                and not (is_pointer(v.type) and isinstance(v.owner, _INDEXING))], default=0)
-
-
-#: ops whose pointer tiles are index arithmetic (``_scratch_reserve``)
-_INDEXING = (ops.AddPtrOp, ops.SplatOp, ops.BroadcastOp, ops.ExpandDimsOp)
-
-
-def _carried_slot(body: Block, top: list, count: int, loc: Any) -> tuple:
-    """(the slot this iteration reads and refills, the ops that end the body, what the body
-    yields for its new argument, its first value) for ``count`` slots: a carried index,
-    advanced by one and wrapped around (none for one slot)."""
-    if count == 1:
-        zero = ops.ConstantOp(0, result_types=[i32], loc=loc)
-        top.append(zero)
-        return zero.result, [], [], []
-    slot = Value(i32, body, len(body.args), "slot")
-    body.args.append(slot)
-    one = ops.ConstantOp(1, result_types=[i32], loc=loc)
-    n = ops.ConstantOp(count, result_types=[i32], loc=loc)
-    wrapped = ops.ConstantOp(0, result_types=[i32], loc=loc)
-    step = ops.BinaryOp("add", slot, one.result, loc=loc)
-    last = ops.CompareOp("eq", step.result, n.result, loc=loc)
-    following = ops.SelectOp(last.result, wrapped.result, step.result, loc=loc)
-    return slot, [one, n, wrapped, step, last, following], [following.result], \
-        [ops.ConstantOp(0, result_types=[i32], loc=loc)]
-
-
-def _replace_load(body: Block, load: ops.LoadOp, read: Value) -> None:
-    """Put the slot's tile ``read`` in the place of ``load``: where the load's mask is off it
-    holds zeros, so a load with another ``other`` selects that there."""
-    value = read
-    at = body.ops.index(load)
-    new: list[Op] = []
-    if load.mask is not None and load.other is not None and not _is_zero(load.other):
-        select = ops.SelectOp(load.mask, read, load.other, loc=load.loc)
-        select.results[0].name = load.result.name
-        new.append(select)
-        value = select.result
-    body.ops[at:at + 1] = new
-    for op in walk(body):
-        op.map_operands(lambda v, old=load.result: value if v is old else v)

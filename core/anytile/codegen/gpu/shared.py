@@ -11,9 +11,7 @@ target has an asynchronous copy of the run's size (``GpuTarget.async_copy_sizes`
 axis analysis proved the run contiguous and aligned, one ``async_copy`` per run; else the run
 goes through registers: a (vector) load, masked-off elements as zeros, and a shared-memory
 store -- the following ``async_wait``'s barrier then publishes it.  Where an element of a
-slot lives is its buffer layout's business (``SharedBufferLayout.emit_address``).  A
-``shared_read`` takes its tile back into registers, in runs as wide as its copies' where the
-slot is row-major (``PaddedRows``).
+slot lives is its buffer layout's business (``SharedBufferLayout.emit_address``).
 """
 from __future__ import annotations
 
@@ -27,9 +25,9 @@ from ...ir.types import elem_type, shape_of
 from ..llvm.types import I8, I32
 from .layouts import register_indices
 from .memory import access_groups, guarded, zero_of
-from .registers import Regs, coords, register_is_replica
-from .shared_ops import (AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, PaddedRows, SharedAllocOp,
-                         SharedBufferLayout, SharedLoadOp, SharedReadOp, slot_element)
+from .registers import coords, register_is_replica
+from .shared_ops import (AsyncCommitOp, AsyncCopyOp, AsyncWaitOp, SharedAllocOp, SharedBufferLayout,
+                         SharedLoadOp, slot_element)
 
 if TYPE_CHECKING:
     from .lowering import KernelLowering
@@ -188,33 +186,6 @@ def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
         ctx.fail(op, f"shared_load of a tile of {elem} (16-bit, float8 or int8 elements only)")
 
 
-def lower_shared_read(ctx: "KernelLowering", op: SharedReadOp) -> None:
-    """Each thread reads its registers of the slot's tile (with its copies' layout, what it
-    copied itself), a vector per run where the slot keeps the run contiguous and aligned."""
-    b = ctx.b
-    t = op.buffer.type
-    shape = t.shape
-    layout = op.result.type.layout
-    storage = ctx.types.storage(t.elem)
-    slot = slot_address(ctx, op.buffer, ctx.scalar(op.slot))
-    where = coords(ctx, layout, shape)
-    width, groups = access_groups(ctx, op, layout, shape)
-    if width > 1 and not (isinstance(t.layout, PaddedRows) and t.layout.row % width == 0):
-        width, groups = 1, [[i] for group in groups for i in group]
-    values: list = [None] * len(where)
-    for group in groups:
-        address = t.layout.emit_address(b, slot, where[group[0]], shape, storage)
-        if width == 1:
-            loaded = [b.load(address, typ=storage)]
-        else:
-            vec = b.load(address, typ=ir.VectorType(storage, width))
-            vec.align = width * t.elem.nbytes
-            loaded = [b.extract_element(vec, ir.Constant(I32, k)) for k in range(width)]
-        for i, v in zip(group, loaded):
-            values[i] = ctx.ew.from_storage(t.elem, v)
-    ctx.set_result(op, Regs(layout, shape, values))
-
-
 LOWERINGS = {SharedAllocOp: lower_shared_alloc, AsyncCopyOp: copy_by_thread,
              AsyncCommitOp: lower_async_commit, AsyncWaitOp: lower_async_wait,
-             SharedLoadOp: lower_shared_load, SharedReadOp: lower_shared_read}
+             SharedLoadOp: lower_shared_load}

@@ -1,8 +1,7 @@
 """The GPU dialect's shared-memory ops: multi-stage buffers filled by asynchronous copies.
 
 These ops exist only after ``pipeline_dot_operands`` (``pipeline.py``) rewrote a loop whose
-loads feed a matrix-instruction ``dot``, or ``pipeline_loops`` staged a loop's plain loads
-(read back into registers by ``shared_read``); device-independent IR never holds them.  A *buffer*
+loads feed a matrix-instruction ``dot``; device-independent IR never holds them.  A *buffer*
 is ``stages`` slots in shared memory, each one ``shape`` tile of ``elem`` placed as its
 ``SharedBufferLayout`` says (``PaddedRows``: row-major, rows padded so a warp's fragment reads
 spread over the banks).  The rewritten loop::
@@ -33,14 +32,13 @@ from typing import Any, Optional
 
 from llvmlite import ir
 
-from ...ir.nodes import TRAIT_MEMORY, TRAIT_SIDE_EFFECT, Op, Value
+from ...ir.nodes import TRAIT_SIDE_EFFECT, Op, Value
 from ...ir.rules import check_mask, expect, expect_type
 from ...ir.types import (PointerType, ScalarType, TileType, i32, parse_type,
                          register_layout_syntax, register_type_syntax, split_top_level)
 
 __all__ = ["SharedBufferType", "SharedBufferLayout", "PaddedRows", "SharedLayout", "SharedAllocOp",
-           "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "SharedLoadOp", "SharedReadOp",
-           "PAD_ELEMENTS",
+           "AsyncCopyOp", "AsyncCommitOp", "AsyncWaitOp", "SharedLoadOp", "PAD_ELEMENTS",
            "PaddedColumns",
            "register_buffer_layout", "parse_buffer_layout", "slot_element"]
 
@@ -359,25 +357,6 @@ class SharedLoadOp(Op):
 
     NAME = "shared_load"
     OPERANDS = ("buffer", "slot")
-    buffer: Value
-    slot: Value
-
-    def infer_types(self) -> list:
-        t = self.buffer.type
-        return [TileType(t.shape, t.elem)]
-
-    def verify(self) -> None:
-        _check_buffer_and_slot(self.buffer, self.slot)
-
-
-@dataclass(eq=False)
-class SharedReadOp(Op):
-    """The tile held in slot ``slot`` of ``buffer``, read into the program's registers (a tile
-    like a load's, in a register layout), where ``SharedLoadOp``'s is read in place by a dot."""
-
-    NAME = "shared_read"
-    OPERANDS = ("buffer", "slot")
-    TRAITS = frozenset({TRAIT_MEMORY})
     buffer: Value
     slot: Value
 
