@@ -136,3 +136,26 @@ def test_cli_survives_misbehaving_plugins(plugin_path):
     for reason in ("on purpose", "did not return within 5 s", "devices() is broken on purpose"):
         assert reason in done.stdout
     assert "interpreter:0" in done.stdout
+
+
+def test_a_probe_still_working_at_its_limit_is_waited_for(monkeypatch):
+    """A plugin slow to load (a loaded machine, many processes importing at once) is not
+    taken for a hung one while it uses the CPU; one that waits without working is."""
+    import threading
+    import time
+    from anytile.runtime import discovery
+    from anytile.runtime.discovery import ProbeFailed, probe
+    monkeypatch.setenv("ANYTILE_PLUGIN_TIMEOUT", "0.4")
+    monkeypatch.setattr(discovery, "BUSY_LIMITS", 10_000)   # however loaded the machine
+
+    def work_for_cpu_seconds(seconds: float) -> str:
+        start = time.thread_time()
+        while time.thread_time() - start < seconds:
+            sum(range(1000))
+        return "loaded"
+
+    assert probe("importing slow", lambda: work_for_cpu_seconds(1.2)) == "loaded"
+    never = threading.Event()
+    with pytest.raises(ProbeFailed, match="importing stuck did not return within 0.4 s"):
+        probe("importing stuck", lambda: never.wait(60))
+    never.set()

@@ -269,3 +269,17 @@ def test_generated_python_is_compiled_in_one_place():
         calls.visit(ast.parse(path.read_text(encoding="utf-8")))
         found += calls.found
     assert found == [("runtime/fast_launch.py", "define")], found
+
+
+def test_a_warmed_up_kernel_launches_on_the_fast_path(gpu):
+    """``kernel.warmup(...)[grid](...)`` (how Triton's tutorials launch a persistent kernel
+    sized from its registers) takes the fast path as ``kernel[grid](...)`` does, its
+    constexprs passed by position."""
+    x = _array(np.arange(16))
+    out = _array(np.full(16, np.nan))
+    compiled = axpy.warmup(x, out, 16, 2.0, BLOCK=16, grid=(1,))
+    compiled[(1,)](x, out, 16, 2.0, 16)
+    launches = gpu.general_launches
+    compiled[(1, 1, 1)](x, out, 16, 3.0, 16)
+    assert gpu.general_launches == launches and len(gpu.raw_launches) == 1
+    np.testing.assert_array_equal(out.numpy(), 3.0 * np.arange(16, dtype=np.float32))

@@ -4,7 +4,8 @@ Stevedore lists the entry points; nothing is imported then.  A plugin is importe
 constructed and checked the first time something asks for it (its backend object, its
 devices, or a listing of every plugin), so a plugin that is slow or hangs at import costs
 only the processes that need it.  Each step (import, constructor, ``availability()``,
-``devices()``) runs inside a time limit (``ANYTILE_PLUGIN_TIMEOUT`` seconds, default 10).
+``devices()``) runs inside a time limit (``ANYTILE_PLUGIN_TIMEOUT`` seconds, default 10;
+a step still using the CPU then is slow, not hung, and is waited for up to ten times as long).
 A plugin that fails to import (even by ``sys.exit()``), is not a ``Backend``, declares an API
 version core does not support, raises, hangs, or answers with something other than the
 contract's types is *recorded* with the reason and never stops the others.
@@ -25,6 +26,7 @@ import functools
 import importlib.metadata
 import os
 import threading
+import time
 from typing import Any, Callable, Optional
 
 from ..backend import API_VERSION, SUPPORTED_API_VERSIONS, Availability, Backend, DeviceInfo
@@ -49,11 +51,26 @@ def _time_limit() -> float:
         return 10.0
 
 
+#: a probe still using the CPU at its time limit is slow (a loaded machine, many processes
+#: importing at once), not hung: it is waited for while it works, up to this many limits
+BUSY_LIMITS = 10
+
+
+def _cpu_seconds(thread: threading.Thread) -> Optional[float]:
+    """The CPU time ``thread`` has used (``None`` where the system does not say)."""
+    try:
+        return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
+
+
 def probe(what: str, fn: Any) -> Any:
     """``fn()`` run on a helper thread for at most ``ANYTILE_PLUGIN_TIMEOUT`` seconds; its
     exception (any ``BaseException`` but ``KeyboardInterrupt``: ``sys.exit()`` in a plugin
-    included) or its hang becomes ``ProbeFailed`` naming ``what``.  A hung thread is left to
-    finish on its own (a daemon: it never holds the process open)."""
+    included) or its hang becomes ``ProbeFailed`` naming ``what``.  A probe that used the CPU
+    in the last half of that time is working, only slowly: it is waited for while it goes on
+    working, up to ``BUSY_LIMITS`` times the limit.  A hung thread is left to finish on its
+    own (a daemon: it never holds the process open)."""
     outcome: dict[str, Any] = {}
 
     def run() -> None:
@@ -64,10 +81,26 @@ def probe(what: str, fn: Any) -> Any:
 
     seconds = _time_limit()
     worker = threading.Thread(target=run, name=f"anytile plugin probe: {what}", daemon=True)
+    start = time.monotonic()
     worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise ProbeFailed(f"{what} did not return within {seconds:g} s (ANYTILE_PLUGIN_TIMEOUT)")
+    samples: list[tuple[float, float]] = []       # (seconds since the start, CPU seconds)
+    while True:
+        worker.join(seconds / 4)
+        if not worker.is_alive():
+            break
+        waited, used = time.monotonic() - start, _cpu_seconds(worker)
+        if used is not None:
+            samples.append((waited, used))
+        if waited < seconds:
+            continue
+        before = [u for t, u in samples if t <= waited - seconds / 2]
+        working = used is not None and before and used - before[-1] >= 0.001
+        if not working:
+            raise ProbeFailed(f"{what} did not return within {seconds:g} s "
+                              f"(ANYTILE_PLUGIN_TIMEOUT)")
+        if waited >= BUSY_LIMITS * seconds:
+            raise ProbeFailed(f"{what} was still working after {waited:.0f} s, "
+                              f"{BUSY_LIMITS} times ANYTILE_PLUGIN_TIMEOUT")
     if "error" in outcome:
         exc = outcome["error"]
         if isinstance(exc, KeyboardInterrupt):

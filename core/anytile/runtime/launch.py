@@ -192,7 +192,9 @@ def _relauncher(fn: Any, options: dict[str, Any]) -> Any:
     """What ``CompiledKernel.launch`` does for a kernel compiled by a launch: launch ``fn``
     again with the options it was compiled with (later ones win)."""
     kept = dict(options)
-    return lambda grid, args, kwargs: fn.run(*args, grid=grid, **{**kept, **kwargs})
+    if not kept:        # the launch fast path, as ``fn[grid](...)`` takes it
+        return lambda grid, args, kwargs: fn[grid](*args, **kwargs)
+    return lambda grid, args, kwargs: fn[grid](*args, **{**kept, **kwargs})
 
 
 # -- step 6 --------------------------------------------------------------------------------------
