@@ -1,6 +1,7 @@
 """``anytile run --as-triton`` and ``anytile.triton_compat``: a program written for Triton runs
 unmodified; what anytile does not provide is said by name; the program's own errors keep its
 traceback, without anytile's frames."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -502,3 +503,30 @@ def test_a_spawned_pool_serves_triton_in_its_workers(tmp_path, method):
         """.replace("METHOD", method))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == str([(True, "anytile.triton_compat")] * 3)
+
+
+def test_child_interpreters_give_plugins_time_to_load(tmp_path):
+    """Workers started many at once (torch's compile workers: one a core), each loading a
+    GPU driver, give a plugin two minutes before it counts as hung; a limit the user set is
+    kept."""
+    body = """
+        import subprocess, sys
+        code = "import os, triton; print(os.environ.get('ANYTILE_PLUGIN_TIMEOUT'))"
+        print(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True).stdout.strip())
+        """
+    env = {k: v for k, v in os.environ.items() if k != "ANYTILE_PLUGIN_TIMEOUT"}
+    proc = subprocess.run([sys.executable, "-m", "anytile", "run", "--as-triton", "--device",
+                           "cpu", str(_write(tmp_path, body))], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env=env)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "120"), proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "anytile", "run", "--as-triton", "--device",
+                           "cpu", str(_write(tmp_path, body))], capture_output=True, text=True,
+                          timeout=300, cwd=tmp_path, env={**env, "ANYTILE_PLUGIN_TIMEOUT": "7"})
+    assert (proc.returncode, proc.stdout.strip()) == (0, "7"), proc.stderr
+
+
+def _write(tmp_path, body: str):
+    prog = tmp_path / "prog.py"
+    prog.write_text(textwrap.dedent(body))
+    return prog

@@ -49,6 +49,9 @@ def _next_sitecustomize():
 
 if os.environ.get("ANYTILE_AS_TRITON") and "triton" not in sys.modules:
     sys.meta_path.insert(0, _AnytileTritonOnFirstImport())
+    # workers start many at once (torch's compile workers: one a core), each loading its
+    # GPU driver: a plugin is given two minutes before it counts as hung
+    os.environ.setdefault("ANYTILE_PLUGIN_TIMEOUT", "120")
 _next_sitecustomize()
 '''
 
