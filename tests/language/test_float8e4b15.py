@@ -220,3 +220,18 @@ def test_reinterpret_reads_bytes_as_float8e4b15(device, rng):
 def _widen_f32(x_ptr, out_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))
+
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2", "f8e4b15"])
+def test_a_strided_float8_array_reads_back(device, rng, fmt):
+    """A transposed (strided) view of a float8 array on the device reads back whole (a torch
+    tensor's permuted view copied to a device comes back this way): NumPy rejects the
+    typestr of ml_dtypes' arrays when it rebuilds one from its interface."""
+    import ml_dtypes
+    dtype = f8e4b15.np if fmt == "f8e4b15" else np.dtype(getattr(ml_dtypes, fmt))
+    codes = rng.integers(0, 0x70, (8, 8)).astype(np.uint8)   # finite in all three formats
+    whole = at.asarray(codes.view(dtype), device=device)
+    view = at.Array(whole.buffer, (8, 8), whole.element_type, whole.device, strides=(1, 8),
+                    offset=whole.offset, keep=whole)             # strides in elements
+    np.testing.assert_array_equal(view.numpy().view(np.uint8), codes.T)
