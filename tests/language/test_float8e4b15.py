@@ -235,3 +235,19 @@ def test_a_strided_float8_array_reads_back(device, rng, fmt):
     view = at.Array(whole.buffer, (8, 8), whole.element_type, whole.device, strides=(1, 8),
                     offset=whole.offset, keep=whole)             # strides in elements
     np.testing.assert_array_equal(view.numpy().view(np.uint8), codes.T)
+
+
+@at.jit
+def _signs(x_ptr, abs_ptr, neg_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    tl.store(abs_ptr + offs, tl.abs(x))
+    tl.store(neg_ptr + offs, -x)
+
+
+def test_abs_and_negation_work_on_the_sign_bit(device, rng):
+    codes = rng.permutation(CODES)
+    absolute, negated = _poisoned_codes(device, 256), _poisoned_codes(device, 256)
+    _signs[(1,)](_codes_on(device, codes), absolute, negated, N=256)
+    _assert_codes(_read_codes(absolute), codes & 0x7F)
+    _assert_codes(_read_codes(negated), codes ^ 0x80)
