@@ -220,3 +220,59 @@ def test_reinterpret_reads_bytes_as_float8e4b15(device, rng):
 def _widen_f32(x_ptr, out_ptr, N: tl.constexpr):
     offs = tl.arange(0, N)
     tl.store(out_ptr + offs, tl.load(x_ptr + offs).to(tl.float32))
+
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2", "f8e4b15"])
+def test_a_strided_float8_array_reads_back(device, rng, fmt):
+    """A transposed (strided) view of a float8 array on the device reads back whole (a torch
+    tensor's permuted view copied to a device comes back this way): NumPy rejects the
+    typestr of ml_dtypes' arrays when it rebuilds one from its interface."""
+    import ml_dtypes
+    dtype = f8e4b15.np if fmt == "f8e4b15" else np.dtype(getattr(ml_dtypes, fmt))
+    codes = rng.integers(0, 0x70, (8, 8)).astype(np.uint8)   # finite in all three formats
+    whole = at.asarray(codes.view(dtype), device=device)
+    view = at.Array(whole.buffer, (8, 8), whole.element_type, whole.device, strides=(1, 8),
+                    offset=whole.offset, keep=whole)             # strides in elements
+    np.testing.assert_array_equal(view.numpy().view(np.uint8), codes.T)
+
+
+@at.jit
+def _signs(x_ptr, abs_ptr, neg_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    x = tl.load(x_ptr + offs)
+    tl.store(abs_ptr + offs, tl.abs(x))
+    tl.store(neg_ptr + offs, -x)
+
+
+def test_abs_and_negation_work_on_the_sign_bit(device, rng):
+    codes = rng.permutation(CODES)
+    absolute, negated = _poisoned_codes(device, 256), _poisoned_codes(device, 256)
+    _signs[(1,)](_codes_on(device, codes), absolute, negated, N=256)
+    _assert_codes(_read_codes(absolute), codes & 0x7F)
+    _assert_codes(_read_codes(negated), codes ^ 0x80)
+
+
+@at.jit
+def _print_float8(x_ptr):
+    offs = tl.arange(0, 4)
+    x = tl.load(x_ptr + offs)
+    tl.device_print("v", x)
+    tl.device_print("bits", x, hex=True)
+
+
+@pytest.mark.parametrize("fmt", ["float8_e4m3fn", "float8_e5m2", "f8e4b15"])
+def test_device_print_shows_float8_values(device, capfd, fmt):
+    import ml_dtypes
+    if "device_print" not in device.backend.capabilities:
+        pytest.skip(f"{device} has no device_print")
+    dtype = f8e4b15.np if fmt == "f8e4b15" else np.dtype(getattr(ml_dtypes, fmt))
+    codes = np.array([0x3A, 0xC1, 0x05, 0x28], np.uint8)
+    values = float8_values(codes, f8e4b15) if fmt == "f8e4b15" else \
+        codes.view(dtype).astype(np.float32)
+    _print_float8[(1,)](at.asarray(codes.view(dtype), device=device))
+    device.synchronize()
+    lines = capfd.readouterr().out.splitlines()
+    want = [f"pid (0, 0, 0) idx ({i}) v {float(v):.9g}" for i, v in enumerate(values)]
+    want += [f"pid (0, 0, 0) idx ({i}) bits 0x{c:x}" for i, c in enumerate(codes)]
+    assert sorted(lines) == sorted(want)

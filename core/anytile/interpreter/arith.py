@@ -289,6 +289,12 @@ def unary_fn(kind: str, t: Any) -> Fn:
     """``kind(src)`` on values of type ``t`` (see ``UnaryOp``)."""
     if isinstance(t, PointerType):
         raise UnsupportedOp(f"unary '{kind}' is not defined on pointers")
+    if stored_as_code(t) and kind in ("neg", "abs"):     # the sign is the code's top bit
+        flip = (lambda c: c ^ 0x80) if kind == "neg" else (lambda c: c & 0x7F)
+        return lambda x: flip(np.asarray(x).view(np.uint8)).view(t.np)[()]
+    if stored_as_code(t) and kind in _FLOAT_MATH:
+        math_fn = _FLOAT_MATH[kind]
+        return lambda x: round_f64_to(math_fn(float8_values(x, t).astype(F64)), t)
     if t.is_float:
         if kind == "neg":
             return _in_f32(np.negative, t)

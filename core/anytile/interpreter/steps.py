@@ -15,7 +15,8 @@ import numpy as np
 
 from ..ir import ops as O
 from ..ir.nodes import Block, Function, Op, Value
-from ..ir.types import PointerType, ScalarType, elem_type, shape_of
+from ..ir.types import (PointerType, ScalarType, elem_type, float8_values, shape_of,
+                        stored_as_code)
 from . import arith, atomics, tiles
 from .memory import AccessSite
 
@@ -468,6 +469,8 @@ def print_formatter(elem: Any, prefix: str, as_hex: bool) -> Callable[[Any], str
             n = int(np.asarray(x).view(raw)) if elem.is_float else int(x) & (2**bits - 1)
             return f"{head}0x{n:x}"
         return hex_digits
+    if stored_as_code(elem):           # a float8 format NumPy lacks: its value, from the code
+        return lambda x: f"{head}{float(float8_values(x, elem)[()]):.9g}"
     if elem.is_float:
         digits = 17 if elem.bits == 64 else 9
         return lambda x: f"{head}{float(x):.{digits}g}"

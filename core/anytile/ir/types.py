@@ -33,8 +33,7 @@ __all__ = [
     "i1", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32", "f64",
     "f8e4m3", "f8e5m2", "f8e4b15", "FLOAT8", "FLOAT8_SATURATING", "float8_codes",
     "float8_values", "round_to_type", "stored_as_code", "numpy_storage", "SCALAR_TYPES",
-    "scalar_type",
-    "from_numpy", "elem_type", "shape_of", "with_shape",
+    "scalar_type", "from_numpy", "elem_type", "shape_of", "with_shape",
     "parse_type", "parse_layout", "register_type_syntax", "register_layout_syntax",
     "split_top_level",
 ]
@@ -272,7 +271,7 @@ def numpy_storage(values: Any, t: ScalarType) -> np.ndarray:
 def round_to_type(value: float, t: ScalarType) -> float:
     """``value`` rounded to the nearest value of float type ``t`` (ties to even), as a Python
     float: what a constant of type ``t`` holds."""
-    if t.is_float8:
+    if stored_as_code(t):
         return float(float8_values(float8_codes(value, t), t)[()])
     return float(np.array(float(value), np.float64).astype(t.np))
 

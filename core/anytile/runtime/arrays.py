@@ -167,9 +167,12 @@ class Array:
         flat = np.empty(hi - lo, dtype=self.dtype)
         if flat.size:
             self.device.backend.copy_to_host(self._buffer, self._offset + lo * self.itemsize, flat)
+        # as_strided rebuilds the array from its interface, whose typestr NumPy cannot read
+        # back for ml_dtypes' types ("<f1"): stride over integers of the same size
+        raw = flat.view(np.dtype(f"u{self.itemsize}"))
         view = np.lib.stride_tricks.as_strided(
-            flat[-lo:] if lo else flat, shape=self.shape, strides=self.strides)
-        return view.copy()
+            raw[-lo:] if lo else raw, shape=self.shape, strides=self.strides)
+        return view.copy().view(self.dtype)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.numpy()

@@ -38,7 +38,7 @@ def print_argument(b: ir.IRBuilder, ew: Any, elem: Any, v: ir.Value, as_hex: boo
     assert isinstance(elem, ScalarType)
     if elem.is_float:
         if as_hex:
-            raw = ew.to_storage(elem, v) if elem.bits == 16 else v
+            raw = ew.to_storage(elem, v) if elem.bits < 32 else v   # f16, bf16, float8: bits
             if not isinstance(raw.type, ir.IntType):
                 raw = b.bitcast(raw, ir.IntType(elem.bits))
             return b.zext(raw, I64) if elem.bits < 64 else raw

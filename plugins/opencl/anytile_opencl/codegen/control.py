@@ -228,12 +228,12 @@ def emit_print(ctx: "EmitContext", op: PrintOp) -> None:
 
 
 def _printf_value(ctx: "EmitContext", elem: Any, value: str, as_hex: bool) -> str:
-    """``value`` as the argument ``_value_format`` expects (16-bit floats are held as
-    their bits)."""
+    """``value`` as the argument ``_value_format`` expects (16-bit and 8-bit floats are held
+    as their bits)."""
     if isinstance(elem, PointerType):
         return f"(ulong)({value})"
     if elem.is_float:
-        if elem.bits == 16:
+        if elem.bits < 32:
             return f"(ulong)({value})" if as_hex else \
                 f"(float)({ctx.arith.to_f32(value, elem, 1)})"
         if as_hex:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from anytile.ir import PointerType, ScalarType, float8_codes
+from anytile.ir import PointerType, ScalarType, float8_codes, stored_as_code
 
 __all__ = ["scalar_name", "vector_name", "unsigned_name", "signed_name", "memory_name",
            "literal", "vector_literal", "is_narrow_float", "size_of", "wrap_int"]
@@ -93,7 +93,7 @@ def _int_literal(value: int, t: Any) -> str:
 
 def _float_bits(value: float, t: ScalarType) -> int:
     import numpy as np
-    if t.is_float8:                    # the IR's float8 rounding (ml_dtypes has no e4b15)
+    if stored_as_code(t):              # a float8 format NumPy lacks (e4b15): the IR's rounding
         return int(float8_codes(value, t))
     with np.errstate(over="ignore", invalid="ignore"):
         return int(np.array(value, t.np).view(np.uint8 if t.bits == 8 else np.uint16)[()])
