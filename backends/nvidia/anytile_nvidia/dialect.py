@@ -28,8 +28,9 @@ from anytile.codegen.gpu.pipeline import PipelinedLoad
 from anytile.codegen.gpu.shared_ops import AsyncCommitOp, AsyncCopyOp, AsyncWaitOp
 from anytile.ir import ops
 from anytile.ir.dialects import Dialect
+from anytile.ir.ops.memory import check_box as check_core_box
 from anytile.ir.nodes import Value
-from anytile.ir.rules import expect, expect_type, is_int, is_ptr
+from anytile.ir.rules import expect, expect_type
 from anytile.ir.types import Type, elem_type, i1, shape_of
 
 __all__ = ["NVIDIA", "BoxLoadOp", "BoxCopyOp", "BoxStoreOp", "BoxCommitOp", "FencedWaitOp",
@@ -43,23 +44,11 @@ def check_box(box: list, array: list, rank: int, elem: Type, box_exact: list = (
     coordinate per dimension; the array its base (a scalar pointer to ``elem``), then integer
     sizes and strides, one of each per dimension; ``box_exact`` at most one ``i1`` scalar,
     and only with a box."""
-    expect(bool(box) == bool(array), "a box and its array go together")
     expect(len(box_exact) <= 1, "a box has at most one 'box_exact'")
     expect(not box_exact or bool(box), "'box_exact' needs a box")
     for v in box_exact:
         expect_type(v.type, i1, "box_exact")
-    if not box:
-        return
-    expect(len(box) == rank, f"a box of a {rank}-D tile needs {rank} coordinates, found {len(box)}")
-    expect(all(is_int(v.type) and not shape_of(v.type) for v in box),
-           "box coordinates must be integer scalars")
-    expect(len(array) == 2 * rank + 1, f"the array of a {rank}-D box is its base, {rank} sizes "
-                                       f"and {rank} strides, found {len(array)} values")
-    expect(is_ptr(array[0].type) and not shape_of(array[0].type) and
-           elem_type(array[0].type).pointee == elem,
-           f"the array's base must be a scalar pointer to {elem}, found {array[0].type}")
-    expect(all(is_int(v.type) and not shape_of(v.type) for v in array[1:]),
-           "the array's sizes and strides must be integer scalars")
+    check_core_box(box, array, rank, elem)
 
 
 @NVIDIA.op
