@@ -138,3 +138,9 @@ def test_compile_strings_are_checked():
                        "stride": "i32", "opt": "i32"}, {})
     with pytest.raises(ValueError, match="unknown type 'f33'"):
         sig.from_text({"x_ptr": "*f33"}, {})
+
+
+def test_tritons_float8e4b15_spelling_is_read():
+    from anytile.runtime.specialize import parse_signature_type
+    assert str(parse_signature_type("*fp8e4b15")) == "ptr<f8e4b15>"
+    assert str(parse_signature_type("float8e4b15")) == "f8e4b15"

@@ -126,7 +126,7 @@ _TRITON_NAMES = {"fp16": "f16", "fp32": "f32", "fp64": "f64", "bf16": "bf16", "i
                  "i8": "i8", "i16": "i16", "i32": "i32", "i64": "i64", "u1": "i1", "u8": "u8",
                  "u16": "u16", "u32": "u32", "u64": "u64", "int1": "i1", "bool": "i1",
                  "fp8e4nv": "f8e4m3", "fp8e5": "f8e5m2", "float8e4nv": "f8e4m3",
-                 "float8e5": "f8e5m2"}
+                 "float8e5": "f8e5m2", "fp8e4b15": "f8e4b15", "float8e4b15": "f8e4b15"}
 
 
 def parse_signature_type(text: str) -> Type:
