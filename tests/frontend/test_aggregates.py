@@ -74,11 +74,11 @@ def test_x_type_is_the_language_type():
 
 @jit
 def makes_fp8(x_ptr):
-    tl.store(x_ptr, tl.load(x_ptr).to(tl.float8e4b15))
+    tl.store(x_ptr, tl.load(x_ptr).to(tl.float8e4b8))
 
 
 def test_unsupported_fp8_dtypes_are_named_but_not_usable():
-    with pytest.raises(CompilationError, match="tl.float8e4b15 is a Triton dtype that anytile "
+    with pytest.raises(CompilationError, match="tl.float8e4b8 is a Triton dtype that anytile "
                                                "does not support"):
         compile_ir(makes_fp8, x_ptr=F32P)
 
