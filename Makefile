@@ -12,7 +12,7 @@ JOBS ?= auto
 # PoCL (the OpenCL CPU driver) keeps the kernels it compiled here, so repeated runs stay fast
 export POCL_CACHE_DIR ?= $(CURDIR)/.cache/pocl
 
-.PHONY: demo test setup clean conformance conformance-simulated bench-cpu bench-opencl test-distributed
+.PHONY: demo test test-all setup clean conformance conformance-simulated bench-cpu bench-opencl test-distributed
 
 setup: $(STAMP)
 
@@ -29,14 +29,27 @@ demo: $(STAMP)
 
 # the IR is verified after every pass and IR-producing stage (ANYTILE_VERIFY=0 make test: off)
 test: export ANYTILE_VERIFY ?= 1
+TEST_PATHS = tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
+PARALLEL = $(if $(filter 1,$(JOBS)),,-n $(JOBS))
+
+# under 15 minutes on 2 cores: every test but those marked slow (Hopper's copy unit and
+# warpgroup MMA on the host GPU simulator), and the quick conformance suite on every usable
+# backend; AMD's lowering on the simulator takes half the quick cases at each wave size
 test: $(STAMP)
-	$(BIN)/python -m pytest $(PYTEST_ARGS) $(if $(filter 1,$(JOBS)),,-n $(JOBS)) tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(PARALLEL) -m "not slow" $(TEST_PATHS)
 	$(MAKE) --no-print-directory -j2 -O conformance conformance-simulated
 
+# everything: the slow tests too, and the simulated suites whole (NVIDIA's widths as well)
+test-all: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(PARALLEL) $(TEST_PATHS)
+	$(MAKE) --no-print-directory -j2 -O conformance conformance-simulated SIMULATED_SHARDS=
+	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend gpusim --quick
+
 # the GPU lowerings on the host simulator (opt-in test devices): AMD's at waves of 64 and 32
+SIMULATED_SHARDS ?= yes
 conformance-simulated: $(STAMP)
-	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim64 --quick
-	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim32 --quick
+	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim64 --quick $(if $(SIMULATED_SHARDS),--shard 0/2)
+	ANYTILE_GPU_SIMULATOR=1 $(BIN)/anytile conformance --backend amdsim32 --quick $(if $(SIMULATED_SHARDS),--shard 1/2)
 
 # examples/distributed_layernorm.py under torchrun (gloo, two CPU ranks): needs torch, which
 # anytile does not depend on, so `make test` skips it; this target installs it first

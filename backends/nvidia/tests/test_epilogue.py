@@ -28,6 +28,9 @@ from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_simulated as ts  # noqa: E402
 
+#: minutes on the host GPU simulator: `make test-all` runs them
+pytestmark = pytest.mark.slow
+
 
 @at.jit
 def persistent_matmul(a_ptr, b_ptr, r_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,

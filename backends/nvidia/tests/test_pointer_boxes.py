@@ -18,6 +18,9 @@ from anytile_nvidia.passes.pointer_boxes import ROWS
 
 from tma_kit import box_maps, carried_matmul, lowered, run
 
+#: minutes on the host GPU simulator: `make test-all` runs them
+pytestmark = pytest.mark.slow
+
 
 @at.jit
 def tutorial_matmul(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_bk, stride_cm,

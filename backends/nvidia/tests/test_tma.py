@@ -29,6 +29,9 @@ from anytile_nvidia.warpgroup import SwizzledPanels
 from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 from tma_kit import Simulated, box_maps, lowered, map_records, run, tma_target
 
+#: minutes on the host GPU simulator: `make test-all` runs them
+pytestmark = pytest.mark.slow
+
 
 @at.jit
 def desc_matmul(a_desc, b_desc, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,

@@ -22,6 +22,9 @@ from anytile_nvidia.warpgroup_sim import simulated_hopper_target
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import test_simulated as ts  # noqa: E402
 
+#: minutes on the host GPU simulator: `make test-all` runs them
+pytestmark = pytest.mark.slow
+
 #: a wait of the emulated MMA (dot site, pending) leaving one group in flight
 WAIT_ONE = re.compile(r'@"anytile_sim_wgmma_wait"\(i32 \d+, i32 1,')
 
