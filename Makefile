@@ -27,8 +27,8 @@ demo: $(STAMP)
 	@echo
 	$(BIN)/anytile demo
 
-# the IR is verified after every pass and IR-producing stage (ANYTILE_VERIFY=0 make test: off)
-test: export ANYTILE_VERIFY ?= 1
+# make test-all verifies the IR after every pass and IR-producing stage (ANYTILE_VERIFY=1)
+test-all: export ANYTILE_VERIFY ?= 1
 TEST_PATHS = tests $(wildcard backends/*/tests plugins/*/tests conformance/tests)
 PARALLEL = $(if $(filter 1,$(JOBS)),,-n $(JOBS))
 

@@ -16,6 +16,9 @@ import anytile.language as tl
 from anytile.codegen.gpu.simulator import simulate_kernel
 from anytile_nvidia.simulated import simulated_nvidia_target
 
+#: minutes on the host GPU simulator: `make test-all` runs them
+pytestmark = pytest.mark.slow
+
 
 def ir_of(fn, signature, constexprs, **options):
     return at.compile(fn, target="nvidia:sm_90", signature=signature, constexprs=constexprs,

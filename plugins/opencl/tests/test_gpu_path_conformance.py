@@ -11,6 +11,9 @@ import pytest
 
 from ocl_kit import ARCHES, opencl_device
 
+#: minutes (every area through the GPU code path on PoCL): `make test-all` runs it
+pytestmark = pytest.mark.slow
+
 AREAS = "reductions or shapes or dot or kernels or atomics or control-flow or gather"
 
 
