@@ -6,6 +6,8 @@ import importlib.util
 
 import numpy as np
 
+import anytile as at
+
 from anytile_conformance.fuzz.campaign import fuzz_one, program_seed, run_campaign
 from anytile_conformance.fuzz.execute import differs, run_program
 from anytile_conformance.fuzz.generator import generate
@@ -235,3 +237,24 @@ def test_a_wrong_math_function_is_caught(sin_is_cos_device, interpreter, tmp_pat
         str(failure.difference)
     text = open(failure.path).read()
     assert "tl.sin(" in text and "MATH = {" in text
+
+
+def test_views_overlapping_at_a_shift_are_read_before_any_lane_writes(interpreter, monkeypatch):
+    """On a GPU the lanes of one program run in no set order, and the host simulator runs them
+    one after another: a kernel whose output view overlaps its input view at a shift needs a
+    barrier between its loads and its stores.  Two programs of a campaign (seeds 20261131 and
+    20261132) differed on the simulator without it."""
+    from anytile.runtime.discovery import discover
+    monkeypatch.setenv("ANYTILE_GPU_SIMULATOR", "1")
+    discover(refresh=True)
+    try:
+        for device_name in ("gpusim:0", "amdsim32:0"):
+            device = at.device(device_name)
+            for seed, index in ((20261131, 79), (20261132, 162)):
+                program = generate(program_seed(seed, index), device.backend.capabilities)
+                assert program.overlapping() and program.programs == 1
+                assert "tl.debug_barrier()" in program.source()
+                assert differs(program, device, interpreter) is None, device_name
+    finally:
+        monkeypatch.delenv("ANYTILE_GPU_SIMULATOR")
+        discover(refresh=True)

@@ -8,7 +8,8 @@ arguments, ``{t}`` the target) so the shrinker can drop or replace them and re-r
 Parameters may share memory (``Program.shares``): the same array passed twice, an output
 written in place over an input, outputs and inputs side by side in one allocation, or (in a
 one-program launch) views that overlap at a shift.  Each program touches only its own
-elements of a shared allocation, and a program's loads all come before its stores, so every
+elements of a shared allocation, and a program's loads all come before its stores (with
+``tl.debug_barrier()`` between them where views overlap at a shift, as a GPU needs), so every
 such kernel has one correct result."""
 from __future__ import annotations
 
@@ -138,6 +139,10 @@ class Program:
                 body.append(f"{v.name} = tl.load(in_{v.name})")
         for stmt in self.stmts:
             body.extend(stmt.render())
+        if self.overlapping():
+            # the lanes of a program run in no set order: a lane may store an element another
+            # lane has still to load, unless every load is done before the first store
+            body.append("tl.debug_barrier()")
         for v in self.stored():
             if v.kind == TILE:
                 body.append(f"tl.store(out_{v.name} + offs, {v.name}, mask=mask)")
