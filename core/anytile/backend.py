@@ -62,7 +62,8 @@ import numpy as np
 
 from .errors import BackendError, CompilationError, LaunchArgumentError, LaunchValueError
 from .ir.nodes import Module, Op
-from .ir.opsets import first_op_outside, ops_of_version, spelling_of, version_with
+from .ir.opsets import (DROPPABLE_OPS, drop_ops, first_op_outside, ops_of_version, spelling_of,
+                         version_with)
 from .ir.types import ScalarType, Type, from_numpy
 
 __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", "DeviceInfo",
@@ -563,13 +564,17 @@ def check_lowered_ops(backend: Backend, module: Module, kernel: str) -> None:
     """Raise ``CompilationError`` at the first op of ``module`` (the IR of the kernel named
     ``kernel``) that ``backend`` does not lower (``Backend.lowered_ops``): the message names
     the op as the user wrote it, the backend and what it lowers, and points at the op's
-    line.  A backend whose declaration cannot be read is a ``BackendError``."""
+    line.  Ops that only state facts (``DROPPABLE_OPS``: ``assume``) that the backend does not
+    lower are removed from ``module`` instead.  A backend whose declaration cannot be read is
+    a ``BackendError``."""
     try:
         lowered = frozenset(backend.lowered_ops())
     except Exception as exc:  # noqa: BLE001 -- a plugin's mistake, reported as its own
         raise BackendError(f"backend '{backend.name}' does not say which IR ops it lowers: "
                            f"{type(exc).__name__}: {exc} (op_set must be an op set version, "
                            f"lowered_ops() a set of op names)") from None
+    if DROPPABLE_OPS - lowered:
+        drop_ops(module, DROPPABLE_OPS - lowered)
     op = first_op_outside(module, lowered)
     if op is not None:
         raise _unlowered(backend, op, kernel)

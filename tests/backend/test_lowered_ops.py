@@ -218,3 +218,28 @@ def test_every_backend_here_declares_its_ops_truthfully():
     from anytile_minimal.evaluate import SUPPORTED
     minimal = next(c for c in classes if c.name == "minimal")
     assert minimal.lowered_ops(minimal.__new__(minimal)) == {c.NAME for c in SUPPORTED}
+
+
+@at.jit
+def doubles_with_promises(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    tl.assume(pid >= 0)
+    tl.assume(n > 0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    if n > 4:
+        tl.assume(n >= 5)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def test_promises_are_removed_for_a_backend_that_does_not_lower_them(registered, rng):
+    """``tl.assume`` is an ``assume`` op (op set 3): a backend of an earlier op set is handed
+    the kernel without it, nested ones included, and computes the same."""
+    x = rng.standard_normal(16).astype(np.float32)
+    out = np.zeros_like(x)
+    doubles_with_promises[(2,)](x, out, 13, BLOCK=8, device="firstrelease")
+    assert "assume" not in FirstRelease.handed["doubles_with_promises"]
+    np.testing.assert_array_equal(out[:13], x[:13] * 2)
+    ir_text = at.compile(doubles_with_promises, target="interpreter:reference",
+                         signature={"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"},
+                         constexprs={"BLOCK": 8}).asm["ir"]
+    assert ir_text.count("assume (") == 3        # the interpreter lowers every op

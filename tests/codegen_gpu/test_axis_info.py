@@ -62,3 +62,28 @@ def test_a_dividend_that_may_be_negative_keeps_no_runs():
     rem = next(op for op in walk(fn.body) if op.NAME == "binary" and op.kind == "rem")
     assert analyse_function(fn)[rem.result].contiguity == (1,)
     assert list(np.fmod(np.arange(-16, -12), 16)) == [0, -15, -14, -13]
+
+
+@at.jit
+def grouped_rows(x_ptr, M, N, PROMISE: tl.constexpr, BLOCK: tl.constexpr):
+    """Triton's tutorial matmul's grouped program order: ``pid_m`` may be negative as far as
+    its ops show (``N`` is any int), unless the kernel promises otherwise."""
+    pid = tl.program_id(0)
+    in_group = 8 * tl.cdiv(N, BLOCK)
+    first = (pid // in_group) * 8
+    size = tl.minimum(tl.cdiv(M, BLOCK) - first, 8)
+    pid_m = first + (pid % in_group) % size
+    if PROMISE:
+        tl.assume(pid_m >= 0)
+    rows = (pid_m * BLOCK + tl.arange(0, BLOCK)) % M
+    tl.store(x_ptr + rows, tl.load(x_ptr + rows))
+
+
+@pytest.mark.parametrize("promise", [False, True])
+def test_a_promise_that_the_dividend_is_not_negative_keeps_runs(promise):
+    module = at.compile(grouped_rows, target="nvidia:sm_90",
+                        constexprs={"BLOCK": 64, "PROMISE": promise},
+                        signature={"x_ptr": "*fp16:16", "M": "i32:16", "N": "i32:16"}).module
+    fn = module.kernel
+    rem = [op for op in walk(fn.body) if op.NAME == "binary" and op.kind == "rem"][-1]
+    assert analyse_function(fn)[rem.result].contiguity == ((16,) if promise else (1,))

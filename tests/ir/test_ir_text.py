@@ -23,7 +23,7 @@ KNOWN_OPS = {"constant", "program_id", "num_programs", "arange", "splat", "broad
              "expand_dims", "reshape", "permute", "binary", "compare", "unary", "fma",
              "umulhi", "select", "cast", "bitcast", "hint", "addptr", "load", "store",
              "atomic_rmw", "atomic_cas", "reduce", "scan", "dot", "yield", "condition",
-             "return", "for", "if", "while", "call", "assert", "barrier"}
+             "return", "for", "if", "while", "call", "assert", "barrier", "assume"}
 
 
 def test_every_op_kind_round_trips():

@@ -130,3 +130,12 @@ def test_the_public_surface_holds_what_backends_use():
             "OP_SETS", "Dialect", "parse_module", "verify_module", "BinaryKind"} <= names
     assert set(ir.types.__all__) <= names           # every type, new scalar types included
     assert "OP_REGISTRY" not in names                # core's registry, not an API
+
+
+def test_ops_that_state_facts_can_be_dropped():
+    from anytile.ir import DROPPABLE_OPS, drop_ops
+    assert version_with("assume") == 3 and "assume" in DROPPABLE_OPS
+    module = parse_verified(ALL_OPS)
+    assert first_op_outside(module, OP_SETS[2].ops).NAME == "assume"
+    assert drop_ops(module, DROPPABLE_OPS) == 1
+    assert first_op_outside(module, OP_SETS[2].ops) is None

@@ -12,6 +12,7 @@ from typing import Any
 
 from anytile.backend import CompiledKernel, CompileOptions, DeviceInfo, Stage, Target
 from anytile.errors import BackendError
+from anytile.ir import ops_of_version
 from anytile.gpu_host import DLPackDevice, DriverBackend
 
 from .archs import KNOWN_ARCHS, arch_of
@@ -37,6 +38,10 @@ class AmdBackend(DriverBackend):
     op_set = 1                       # the IR ops it lowers: no print (no device printf yet)
     disk_cacheable = True   # ``load`` needs only the code object, metadata and signature
     dlpack_device_type = DLPackDevice.ROCM
+
+    def lowered_ops(self) -> frozenset[str]:
+        """The first release's ops and ``assume`` (op set 3 without ``print``)."""
+        return ops_of_version(1) | {"assume"}
 
     # -- identity and availability --------------------------------------------------------------
     def device_description(self, props: dict[str, Any]) -> str:

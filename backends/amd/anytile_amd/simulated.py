@@ -21,6 +21,7 @@ from typing import Any, Callable
 from llvmlite import ir
 
 from anytile.codegen.gpu.simulated_backend import SimulatedBackend
+from anytile.ir import ops_of_version
 
 from .archs import KNOWN_ARCHS, AmdArch
 from .exchange import PERMLANE_IDENTITY, ROW_HALF_MIRROR, ROW_MIRROR, ROW_ROR, ROW_XMASK
@@ -111,6 +112,10 @@ class _SimulatedAmd(SimulatedBackend):
                               "device_assert", "bounds_check"})
     op_set = 1                       # the IR ops it lowers: no print (no device printf yet)
     arch = "gfx942"
+
+    def lowered_ops(self) -> frozenset[str]:
+        """The first release's ops and ``assume`` (op set 3 without ``print``)."""
+        return ops_of_version(1) | {"assume"}
 
     def simulated_target(self) -> Any:
         return simulated_amd_target(self.arch)

@@ -34,7 +34,7 @@ class NvidiaBackend(DriverBackend):
     triton_backend = "cuda"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert", "device_print", "bounds_check"})
-    op_set = 2                       # the IR ops it lowers: print too (anytile.ir.OP_SETS)
+    op_set = 3                       # the IR ops it lowers: print and assume (anytile.ir.OP_SETS)
     disk_cacheable = True   # ``load`` needs only the cubin (or PTX), metadata and signature
     dlpack_device_type = DLPackDevice.CUDA
 

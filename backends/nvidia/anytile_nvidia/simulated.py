@@ -45,7 +45,7 @@ class SimulatedGpuBackend(SimulatedBackend):
     device_prefix = "gpusim"
     capabilities = frozenset({"fp64", "fp16", "bf16", "fp8", "int64_atomics", "float_atomics", "dot_int8",
                               "device_assert", "device_print", "bounds_check"})
-    op_set = 2                       # the IR ops it lowers: print too (anytile.ir.OP_SETS)
+    op_set = 3                       # the IR ops it lowers: print and assume (anytile.ir.OP_SETS)
     warp_size = 32
 
     def simulated_target(self) -> Any:

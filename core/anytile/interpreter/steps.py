@@ -417,6 +417,9 @@ class FunctionCompiler:
     def barrier(self, op: O.BarrierOp) -> None:
         return None                           # programs and their ops already run in order
 
+    def assume(self, op: O.AssumeOp) -> None:
+        return None                           # a promise to optimise with: nothing to run
+
 
 def _signed_view(t: ScalarType) -> Callable[[Any], int]:
     """A loop bound as a Python int, read as signed (``for`` compares signed)."""
@@ -451,7 +454,7 @@ _BUILDERS: dict[type, Callable[[FunctionCompiler, Any], Optional[Step]]] = {
     O.ForOp: FunctionCompiler.for_, O.IfOp: FunctionCompiler.if_,
     O.WhileOp: FunctionCompiler.while_, O.CallOp: FunctionCompiler.call,
     O.AssertOp: FunctionCompiler.assert_, O.BarrierOp: FunctionCompiler.barrier,
-    O.PrintOp: FunctionCompiler.print_,
+    O.AssumeOp: FunctionCompiler.assume, O.PrintOp: FunctionCompiler.print_,
 }
 
 

@@ -14,7 +14,8 @@ from .nodes import (Block, Function, Loc, Module, Op, OP_REGISTRY, UNKNOWN_LOC, 
                     clone_block, walk)
 from .ops import *  # noqa: F401,F403
 from .uses import Uses
-from .opsets import LATEST_OP_SET, OP_SETS, OpSet, first_op_outside, ops_of_version
+from .opsets import (DROPPABLE_OPS, LATEST_OP_SET, OP_SETS, OpSet, drop_ops, first_op_outside,
+                     ops_of_version)
 from .builder import Builder
 from .dialects import Dialect
 from .printer import print_function, print_module
@@ -33,9 +34,9 @@ _OPS = ["ConstantOp", "ProgramIdOp", "NumProgramsOp", "ArangeOp", "SplatOp", "Br
         "AddPtrOp", "LoadOp", "StoreOp", "AtomicRMWOp", "AtomicCASOp",
         "ReduceOp", "ScanOp", "DotOp",
         "YieldOp", "ConditionOp", "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp", "AssertOp",
-        "BarrierOp", "PrintOp"]
-_VERSIONS = ["OpSet", "OP_SETS", "LATEST_OP_SET", "ops_of_version", "first_op_outside",
-             "Dialect"]
+        "AssumeOp", "BarrierOp", "PrintOp"]
+_VERSIONS = ["OpSet", "OP_SETS", "LATEST_OP_SET", "DROPPABLE_OPS", "ops_of_version", "drop_ops",
+             "first_op_outside", "Dialect"]
 _TOOLS = ["Builder", "print_module", "print_function", "parse_module", "IRParseError",
           "verify_module", "verify_function", "verify_if_enabled", "verification_enabled",
           "IRVerificationError"]

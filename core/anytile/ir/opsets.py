@@ -18,6 +18,8 @@ Each version holds every op of the one before (a backend of version 2 lowers tho
       ``load``/``store`` ``box`` and ``array`` (the block the frontend recorded: ``ptr``
       and ``mask`` still say what is read and written); and ``dot``'s ``input_precision``
       values ``bf16x3`` and ``bf16x6`` (exact products are always right)
+ 3    ``assume`` (``tl.assume``): a promise a backend may use or ignore; core removes it
+      from the IR of a backend of an earlier op set (``DROPPABLE_OPS``)
 ====  ==============================================================================
 
 A new op, a new field or a new attribute value is a new version here (and a test,
@@ -32,8 +34,8 @@ from typing import Iterable, Optional, Union
 
 from .nodes import Block, Function, Module, Op, walk
 
-__all__ = ["OpSet", "OP_SETS", "LATEST_OP_SET", "ops_of_version", "version_with",
-           "first_op_outside", "spelling_of"]
+__all__ = ["OpSet", "OP_SETS", "LATEST_OP_SET", "DROPPABLE_OPS", "ops_of_version",
+           "version_with", "first_op_outside", "drop_ops", "spelling_of"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,13 @@ OP_SETS: dict[int, OpSet] = {
                         "load.array", "store.box", "store.array",
                         "dot.input_precision=bf16x3", "dot.input_precision=bf16x6"}),
              "print (tl.device_print); fields and values a backend of version 1 may ignore"),
+    3: OpSet(3, _FIRST | {"print", "assume"}, frozenset(),
+             "assume (tl.assume), removed by core for a backend that does not lower it"),
 }
+
+#: ops that only state facts: removing one never changes a kernel's result, so core removes
+#: them from the IR of a backend that does not lower them instead of refusing the kernel
+DROPPABLE_OPS = frozenset({"assume"})
 
 #: the newest version: the op set of the IR core makes now
 LATEST_OP_SET = max(OP_SETS)
@@ -108,6 +116,20 @@ def first_op_outside(ir: Union[Module, Function, Block], names: Iterable[str]) -
             if op.NAME not in allowed:
                 return op
     return None
+
+
+def drop_ops(module: Module, names: Iterable[str]) -> int:
+    """Remove every op of ``module`` named in ``names`` (ops without results, such as those of
+    ``DROPPABLE_OPS``), in every region; how many were removed."""
+    drop = frozenset(names)
+
+    def in_block(block: Block) -> int:
+        kept = [op for op in block.ops if op.NAME not in drop]
+        removed = len(block.ops) - len(kept)
+        block.ops = kept
+        return removed + sum(in_block(region) for op in kept for region in op.regions)
+
+    return sum(in_block(fn.body) for fn in module.functions.values())
 
 
 def version_with(name: str) -> Optional[int]:

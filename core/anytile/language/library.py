@@ -279,11 +279,12 @@ def histogram(input: Any, num_bins: Any, mask: Any = None, _builder: Builder = N
 
 @builtin
 def assume(cond: Any, _builder: Builder = None) -> None:
-    """A promise that ``cond`` holds, which a compiler may optimise with; anytile checks that it
-    is a boolean and otherwise ignores it (a false promise is undefined behaviour in Triton)."""
+    """A promise that ``cond`` holds, which a compiler may optimise with (a false promise is
+    undefined behaviour, as in Triton): an ``assume`` op, which the GPU backends read
+    (``x >= 0`` of an integer: ``x`` is never negative) and the others drop."""
     c = unwrap(cond)
     if isinstance(c, tensor):
-        semantic.to_bool(c, _builder)
+        _builder.create(ops.AssumeOp, semantic.to_bool(c, _builder).handle)
 
 
 def _first_flagged(values: tensor, flags: tensor, b: Builder) -> tensor:

@@ -77,6 +77,7 @@ class _Analysis:
     def __init__(self) -> None:
         self.info: dict[Value, AxisInfo] = {}
         self.loops: dict = {}           # id of a loop's body -> the loop
+        self.assumed: frozenset = frozenset()   # values ``tl.assume`` says are never negative
 
     def get(self, v: Value) -> AxisInfo:
         found = self.info.get(v)
@@ -186,7 +187,8 @@ class _Analysis:
                 return self.add_like(a, b, 1, shape, subtract=True)
             if op.kind == "mul":
                 return self.mul(a, b, shape)
-            if op.kind == "rem" and shape and never_negative(op.lhs, self.loops):
+            if op.kind == "rem" and shape and never_negative(op.lhs, self.loops,
+                                                                 assumed=self.assumed):
                 return self.rem(a, b, shape)
             return self.only_constancy(a, b, shape=shape)
         if isinstance(op, ops.CompareOp):
@@ -267,16 +269,18 @@ class _Analysis:
         return AxisInfo((1,) * len(shape), (1,) * len(shape), tuple(const))
 
 
-def never_negative(v: Value, loops: dict, depth: int = 0) -> bool:
+def never_negative(v: Value, loops: dict, depth: int = 0,
+                   assumed: frozenset = frozenset()) -> bool:
     """Whether every element of the integer ``v`` is at least zero, as its ops show: unsigned
     values, non-negative constants and ranges, program ids and counts, the induction variable
-    of a loop from a non-negative start by a positive constant step, and sums, products,
-    quotients, remainders, minima and maxima, shifts and masks of such values (``loops``:
-    the id of each ``for`` loop's body -> the loop)."""
+    of a loop from a non-negative start by a positive constant step, values ``assumed`` so
+    (``assumed_non_negative``), and sums, products, quotients, remainders, minima and maxima,
+    shifts and masks of such values (``loops``: the id of each ``for`` loop's body -> the
+    loop)."""
     t = elem_type(v.type)
     if not isinstance(t, ScalarType) or not t.is_int:
         return False
-    if t.is_unsigned:
+    if t.is_unsigned or v in assumed:
         return True
     op = v.owner
     if depth > 16:
@@ -285,10 +289,10 @@ def never_negative(v: Value, loops: dict, depth: int = 0) -> bool:
         loop = loops.get(id(op))
         if isinstance(loop, ops.ForOp) and v is loop.body.args[0]:
             step = loop.step.owner
-            return never_negative(loop.lower, loops, depth + 1) and \
+            return never_negative(loop.lower, loops, depth + 1, assumed) and \
                 isinstance(step, ops.ConstantOp) and isinstance(step.value, int) and step.value > 0
         return False
-    again = lambda x: never_negative(x, loops, depth + 1)      # noqa: E731
+    again = lambda x: never_negative(x, loops, depth + 1, assumed)      # noqa: E731
     if isinstance(op, ops.ConstantOp):
         return isinstance(op.value, (int, float)) and op.value >= 0
     if isinstance(op, ops.ArangeOp):
@@ -311,9 +315,41 @@ def never_negative(v: Value, loops: dict, depth: int = 0) -> bool:
     return False
 
 
+def _constant(v: Value) -> Optional[float]:
+    """The value of a constant scalar or splat constant tile, else ``None``."""
+    op = v.owner
+    if isinstance(op, ops.SplatOp):
+        op = op.src.owner
+    if isinstance(op, ops.ConstantOp) and isinstance(op.value, (int, float)):
+        return op.value
+    return None
+
+
+def assumed_non_negative(block: Block) -> frozenset:
+    """The integers that an ``assume`` among ``block``'s own ops (reached by every program)
+    promises are never negative: ``x >= c`` with ``c >= 0``, ``x > c`` with ``c >= -1``, and
+    the same written the other way round (``0 <= x``)."""
+    found = set()
+    for op in block.ops:
+        if not isinstance(op, ops.AssumeOp) or not isinstance(op.cond.owner, ops.CompareOp):
+            continue
+        cmp = op.cond.owner
+        pred = str(getattr(cmp.pred, "value", cmp.pred))
+        flipped = {"le": "ge", "lt": "gt", "ge": "le", "gt": "lt"}
+        x, c = cmp.lhs, _constant(cmp.rhs)
+        if c is None:
+            x, c, pred = cmp.rhs, _constant(cmp.lhs), flipped.get(pred, pred)
+        if c is None:
+            continue
+        if (pred == "ge" and c >= 0) or (pred == "gt" and c >= -1):
+            found.add(x)
+    return frozenset(found)
+
+
 def analyse_function(fn: Function) -> dict[Value, AxisInfo]:
     """Axis facts for every value of ``fn`` (values absent from the result: nothing known)."""
     analysis = _Analysis()
+    analysis.assumed = assumed_non_negative(fn.body)
     for arg, attrs in zip(fn.args, fn.arg_attrs or [{}] * len(fn.args)):
         div = int((attrs or {}).get("divisibility", 1))
         analysis.info[arg] = analysis.scalar(div)

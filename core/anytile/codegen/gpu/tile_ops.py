@@ -246,6 +246,14 @@ def lower_assert(ctx: "KernelLowering", op: ops.AssertOp) -> None:
         ctx.target.atomic_cas(b, ctx.error_word, ir.Constant(I32, 0), number, "monotonic", "monotonic")
 
 
+def lower_assume(ctx: "KernelLowering", op: ops.AssumeOp) -> None:
+    """The axis analysis has read the promise (``axis_info.assumed_non_negative``); a scalar
+    one goes to LLVM as ``llvm.assume`` too."""
+    cond = ctx.operand(op.cond, None)
+    if not isinstance(cond, Regs):
+        ctx.b.assume(cond)
+
+
 def lower_call(ctx: "KernelLowering", op: ops.CallOp) -> None:
     ctx.fail(op, f"call to '{op.callee}' was not inlined before GPU lowering")
 
@@ -256,5 +264,6 @@ LOWERINGS = {
     ops.ArangeOp: lower_index, ops.SplatOp: lower_index, ops.ConstantOp: lower_constant,
     ops.ProgramIdOp: lower_program_id, ops.NumProgramsOp: lower_num_programs,
     ops.ReshapeOp: lower_reshape, ops.BarrierOp: lower_barrier, ops.AssertOp: lower_assert, ops.PrintOp: lower_print,
+    ops.AssumeOp: lower_assume,
     ops.CallOp: lower_call,
 }

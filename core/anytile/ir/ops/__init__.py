@@ -29,7 +29,7 @@ from ..kinds import (AtomicKind, BinaryKind, ComparePredicate, InputPrecision, M
 from ..types import PointerType, ScalarType, Type, elem_type
 from .arith import (PURE_EW, BinaryOp, BitcastOp, CastOp, CompareOp, FmaOp, HintOp, SelectOp,
                     UMulHiOp, UnaryOp)
-from .control import (AssertOp, BarrierOp, CallOp, ConditionOp, ForOp, IfOp, PrintOp,
+from .control import (AssertOp, AssumeOp, BarrierOp, CallOp, ConditionOp, ForOp, IfOp, PrintOp,
                       ReturnOp, WhileOp, YieldOp)
 from .memory import AddPtrOp, AtomicCASOp, AtomicRMWOp, LoadOp, StoreOp
 from .reductions import DotOp, ReduceOp, ScanOp
@@ -41,8 +41,8 @@ __all__ = [
     "ExpandDimsOp", "ReshapeOp", "PermuteOp", "BinaryOp", "CompareOp", "UnaryOp", "FmaOp",
     "UMulHiOp", "SelectOp", "CastOp", "BitcastOp", "HintOp", "AddPtrOp", "LoadOp", "StoreOp",
     "AtomicRMWOp", "AtomicCASOp", "ReduceOp", "ScanOp", "DotOp", "YieldOp", "ConditionOp",
-    "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp", "AssertOp", "BarrierOp",
-    "PrintOp", "BinaryKind", "UnaryKind", "ComparePredicate", "AtomicKind", "MemorySemantics",
+    "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp", "AssertOp", "AssumeOp",
+    "BarrierOp", "PrintOp", "BinaryKind", "UnaryKind", "ComparePredicate", "AtomicKind", "MemorySemantics",
     "MemoryScope", "InputPrecision", "Trait",
     "BINARY_KINDS", "COMMUTATIVE_BINARY", "UNARY_KINDS", "FLOAT_ONLY_UNARY",
     "COMPARE_PREDICATES", "ATOMIC_KINDS", "PURE", "PURE_EW", "is_float_type",

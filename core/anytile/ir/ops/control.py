@@ -1,4 +1,5 @@
-"""Structured control flow (for, if, while and their terminators), calls, assert, barrier."""
+"""Structured control flow (for, if, while and their terminators), calls, assert, assume,
+barrier."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from ..nodes import Module
 
 __all__ = ["YieldOp", "ConditionOp", "ReturnOp", "ForOp", "IfOp", "WhileOp", "CallOp",
-           "AssertOp", "BarrierOp", "PrintOp"]
+           "AssertOp", "AssumeOp", "BarrierOp", "PrintOp"]
 
 
 @dataclass(eq=False)
@@ -190,6 +191,23 @@ class AssertOp(Op):
     def verify(self) -> None:
         expect_type(self.cond.type, bool_like(self.cond.type), "assert condition")
         expect(isinstance(self.message, str), "assert message must be a string")
+
+
+@dataclass(eq=False)
+class AssumeOp(Op):
+    """``tl.assume``: a promise that every element of the ``i1`` ``cond`` is 1 wherever this
+    op is reached, which a backend may use to optimise (the GPU backends read ``x >= 0`` and
+    ``x > 0`` of an integer ``x`` as "``x`` is never negative") or ignore.  A false promise is
+    undefined behaviour.  Core removes it from the IR of a backend that does not lower it
+    (op set 3): dropping it never changes a result."""
+
+    NAME = "assume"
+    OPERANDS = ("cond",)
+    TRAITS = frozenset({TRAIT_SIDE_EFFECT})      # kept by dead-code elimination
+    cond: Value
+
+    def verify(self) -> None:
+        expect_type(self.cond.type, bool_like(self.cond.type), "assume condition")
 
 
 @dataclass(eq=False)
