@@ -30,3 +30,18 @@ def test_the_package_keeps_its_public_names():
                  "NOT_PROVIDED_HINT", "reinterpret", "TensorWrapper", "triton_compile"):
         assert name in triton_compat.__all__ and hasattr(triton_compat, name), name
     assert triton_compat.StandInModule.__module__ == "anytile.triton_compat"
+
+
+def test_a_child_without_the_chosen_device_says_why():
+    """torch's compile workers find no active driver when the chosen device cannot be used in
+    them ("Could not find an active GPU backend"): anytile says which device and why."""
+    proc = _served("import os, triton, triton.backends\n"
+                   "os.environ['ANYTILE_DEVICE'] = 'cuda:0'\n"
+                   "active = [n for n, b in triton.backends.backends.items()\n"
+                   "          if b.driver.is_active()]\n"
+                   "print(active)\n")
+    assert proc.returncode == 0, proc.stderr
+    assert "cuda" not in proc.stdout            # this machine has no NVIDIA GPU
+    lines = [line for line in proc.stderr.splitlines() if "chosen device cuda:0" in line]
+    assert len(lines) == 1, proc.stderr          # once, though every family was asked
+    assert "nvidia: " in lines[0] and "is not usable in this process" in lines[0]

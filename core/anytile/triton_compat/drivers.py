@@ -7,6 +7,7 @@ import abc
 import dataclasses
 import os
 import platform
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -149,6 +150,33 @@ def family_device(family: str) -> Any:
                           f"(`anytile backends` says why)")
 
 
+_SAID: set = set()
+
+
+def _say_why_the_chosen_device_is_missing() -> None:
+    """When the device chosen for this process (``ANYTILE_DEVICE``, which ``anytile run
+    --device`` hands to every child: torch's compile workers, a multiprocessing pool) has no
+    usable backend here, say why on stderr, once: the program itself only learns that no
+    driver is active (torch: "Could not find an active GPU backend")."""
+    from ..runtime.discovery import list_backends
+    chosen = os.environ.get("ANYTILE_DEVICE", "")
+    prefix = chosen.partition(":")[0]
+    if not prefix or prefix in _SAID:
+        return
+    reasons = []
+    for record in list_backends():
+        backend = record.backend
+        if backend is None:
+            reasons.append(f"{record.name}: {record.error}")
+        elif backend.device_prefix == prefix and not record.availability.usable:
+            reasons.append(f"{record.name}: {record.availability.reason}")
+        elif backend.device_prefix == prefix:
+            return                                  # it is there: another family was asked
+    _SAID.add(prefix)
+    sys.stderr.write(f"anytile: the chosen device {chosen} is not usable in this process "
+                     f"(pid {os.getpid()}): {'; '.join(reasons) or 'no backend has it'}\n")
+
+
 class _DriverUtils:
     """``driver.active.utils``: device properties under Triton's names, and Triton 3.2-3.3's
     host-filled TMA descriptors (``runtime/host_descriptors``)."""
@@ -213,7 +241,10 @@ class _FamilyDriver(GPUDriver):
     @classmethod
     def is_active(cls) -> bool:
         import anytile as at
-        return any(family_of(d) == cls.family for d in at.devices())
+        if any(family_of(d) == cls.family for d in at.devices()):
+            return True
+        _say_why_the_chosen_device_is_missing()
+        return False
 
     def get_current_target(self) -> "GPUTarget":
         return target_of(family_device(self.family))
