@@ -283,3 +283,27 @@ def test_a_warmed_up_kernel_launches_on_the_fast_path(gpu):
     compiled[(1, 1, 1)](x, out, 16, 3.0, 16)
     assert gpu.general_launches == launches and len(gpu.raw_launches) == 1
     np.testing.assert_array_equal(out.numpy(), 3.0 * np.arange(16, dtype=np.float32))
+
+
+@at.autotune(configs=[at.Config({"BLOCK": 16}, num_warps=4), at.Config({"BLOCK": 32}, num_warps=2)],
+             key=["n"], do_bench=lambda fn, quantiles: [1.0, 1.0, 1.0])
+@at.heuristics({"SCALE": lambda args: 2.0})
+@at.jit
+def tuned_axpy(x_ptr, out_ptr, n, SCALE: tl.constexpr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
+
+
+def test_an_autotuned_kernel_launches_on_the_fast_path(gpu):
+    """Once tuned for a key, ``kernel[grid](...)`` of an ``@autotune``/``@heuristics`` kernel
+    goes through the kernel's fast path as a plain launch does (Triton's tutorial matmul is
+    called so; the general path cost a small matmul as much as the kernel)."""
+    x = _array(np.arange(16))
+    out = _array(np.full(16, np.nan))
+    tuned_axpy[(1,)](x, out, 16)                  # tunes: every config runs
+    tuned_axpy[(1,)](x, out, 16)
+    launches = gpu.general_launches
+    tuned_axpy[lambda meta: (1,)](x, out, 16)
+    assert gpu.general_launches == launches and gpu.raw_launches
+    np.testing.assert_array_equal(out.numpy(), 2.0 * np.arange(16, dtype=np.float32))

@@ -84,6 +84,16 @@ class KernelInterface:
                            f"{self.__name__}[grid](...)")
 
 
+def _launch(fn: Any, grid: Any, args: tuple, kwargs: dict) -> Any:
+    """Launch the wrapped ``fn``: a ``@jit`` kernel through its fast path (``kernel[grid]``:
+    a repeated launch costs microseconds, not the general path's tens), a wrapper by its
+    ``run``."""
+    fast = getattr(fn, "_fast", None)
+    if fast is not None:
+        return fast(grid, *args, **kwargs)
+    return fn.run(*args, grid=grid, **kwargs)
+
+
 def _base_kernel(fn: Any) -> Any:
     while not hasattr(fn, "launch_signature"):
         fn = fn.fn
@@ -130,6 +140,7 @@ class Autotuner(KernelInterface):
                                           f"at.Config({config!r}))")
         # Triton's meaning of configs=[]: one config setting nothing, the launch passes all
         self.configs = list(configs) or [Config({})]
+        self._tuned_names = frozenset(k for c in self.configs for k in c.kwargs)
         base = _base_kernel(fn)
         self._required = [n for n in base.arg_names if n not in base.defaults and
                           n not in _computed_names(fn)]
@@ -163,7 +174,9 @@ class Autotuner(KernelInterface):
     # -- the tuning key -------------------------------------------------------------------------
     def _tuning_key(self, named: dict[str, Any]) -> tuple:
         key: list[Any] = [_hashable(named[k]) for k in self.keys if k in named]
-        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype") and
+        # the dtype objects themselves (NumPy's and torch's hash and compare by value, and
+        # print the same in every process): ``str`` of a NumPy dtype costs microseconds
+        key += [_hashable(v.dtype) for v in named.values() if hasattr(v, "dtype") and
                 not isinstance(v, (int, float, bool, np.generic))]
         return tuple(key)
 
@@ -171,12 +184,13 @@ class Autotuner(KernelInterface):
     @user_facing
     def run(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
         """Launch with the tuned config for these arguments (tuning first if it is new)."""
-        named = dict(zip(self.arg_names, args))
-        named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
-        clash = sorted(k for c in self.configs for k in c.kwargs if k in kwargs)
-        if clash:
-            raise LaunchArgumentError(f"'{self.__name__}' is autotuned over {sorted(set(clash))}; "
+        if kwargs and not self._tuned_names.isdisjoint(kwargs):
+            clash = sorted(self._tuned_names.intersection(kwargs))
+            raise LaunchArgumentError(f"'{self.__name__}' is autotuned over {clash}; "
                                       f"do not pass them to the launch")
+        named = dict(zip(self.arg_names, args))
+        if kwargs:
+            named.update({k: v for k, v in kwargs.items() if k in self.arg_names})
         if len(self.configs) > 1:
             key = self._tuning_key(named)
             config = self.cache.get(key)
@@ -188,10 +202,10 @@ class Autotuner(KernelInterface):
             config = self.configs[0]
             self._check_values(config, args, kwargs)
         self.best_config = config
-        full = {**named, **kwargs, **config.all_kwargs()}
+        chosen = config.all_kwargs()
         if config.pre_hook is not None:
-            config.pre_hook(full)
-        return self.fn.run(*args, grid=grid, **kwargs, **config.all_kwargs())
+            config.pre_hook({**named, **kwargs, **chosen})
+        return _launch(self.fn, grid, args, {**kwargs, **chosen})
 
     def _check_values(self, config: Config, args: tuple, kwargs: dict) -> None:
         """Raise when ``config`` and the launch leave a parameter of the kernel without a
@@ -352,7 +366,7 @@ class Heuristics(KernelInterface):
         named = {**dict(zip(self.arg_names, args)), **kwargs}
         for name, rule in self.values.items():
             kwargs[name] = named[name] = rule(named)
-        return self.fn.run(*args, grid=grid, **kwargs)
+        return _launch(self.fn, grid, args, kwargs)
 
 
 def heuristics(values: dict[str, Callable[[dict], Any]]) -> Callable[[Any], Heuristics]:
