@@ -263,7 +263,7 @@ class Autotuner(KernelInterface):
             if self.user_pre_hook is not None:
                 self.user_pre_hook(full)
             try:
-                self.fn.run(*args, grid=grid, **current)
+                _launch(self.fn, grid, args, current)
             except Exception as exc:
                 if self.user_post_hook is not None:
                     self.user_post_hook(full, exception=exc)
