@@ -307,3 +307,20 @@ def test_an_autotuned_kernel_launches_on_the_fast_path(gpu):
     tuned_axpy[lambda meta: (1,)](x, out, 16)
     assert gpu.general_launches == launches and gpu.raw_launches
     np.testing.assert_array_equal(out.numpy(), 2.0 * np.arange(16, dtype=np.float32))
+
+
+def test_warmup_after_a_launch_is_answered_from_the_fast_path(gpu, monkeypatch):
+    """Triton's tutorial softmax calls ``warmup`` before every launch: arguments a launch has
+    run with are answered from the fast path's cache, without the general path."""
+    import anytile.runtime.jit as jit_module
+    x = _array(np.arange(16))
+    out = _array(np.full(16, np.nan))
+    first = axpy.warmup(x, out, 16, 2.0, BLOCK=16, num_warps=2, grid=(1,))
+    first[(1,)](x, out, 16, 2.0, 16)
+
+    def general(*args, **kwargs):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(jit_module, "launch", general)
+    assert axpy.warmup(x, out, 16, 5.0, BLOCK=16, num_warps=2, grid=(1,)) is first
+    with pytest.raises(AssertionError, match="general path"):      # another specialisation
+        axpy.warmup(x, out, 16, 5.0, BLOCK=32, num_warps=2)

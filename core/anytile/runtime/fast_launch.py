@@ -148,7 +148,8 @@ def make_fast_launcher(fn: Any) -> Callable[..., Any]:
 def make_key_function(fn: Any) -> Callable[..., Any]:
     """The fast launcher's key computation alone, from the same generated lines:
     ``key_of(*args, **options)`` returns the key the launcher would look up, or ``None``
-    where it would go to the general path unconditionally (for tests)."""
+    where it would go to the general path unconditionally (``JITFunction.warmup`` reads the
+    cache with it)."""
     names = fn.arg_names
     p = _prefix(names)
     params = ", ".join(f"{n}={p}d[{n!r}]" if n in fn.defaults else n for n in names)

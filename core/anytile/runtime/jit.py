@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from ..errors import AnytileError, user_facing
 from ..language.source import KernelSource
 from .dependencies import scan
-from .fast_launch import binding_probe, make_binder, make_fast_launcher
+from .fast_launch import binding_probe, make_binder, make_fast_launcher, make_key_function
 from .launch import launch
 from .specialize import Signature
 
@@ -51,6 +51,7 @@ class JITFunction(KernelSource):
         self._probe: Optional[tuple] = None   # (probe, current): whether a name read was rebound
         self._binder = make_binder(self)
         self._fast = make_fast_launcher(self)
+        self._key_of: Optional[Callable[..., Any]] = None   # the fast key, built on first warmup
         functools.update_wrapper(self, fn, updated=())
 
     def _unsafe_update_src(self, new_src: str) -> None:
@@ -94,7 +95,17 @@ class JITFunction(KernelSource):
 
     @user_facing
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
-        """Compile for these arguments without running; returns the ``CompiledKernel``."""
+        """Compile for these arguments without running; returns the ``CompiledKernel``.
+        Arguments a launch has already run with are answered from the launch fast path's
+        cache (Triton's tutorial softmax calls ``warmup`` before every launch)."""
+        if self._key_of is None:
+            self._key_of = make_key_function(self)
+        try:
+            entry = self._fast_cache.get(self._key_of(*args, **kwargs))
+        except TypeError:               # wrong arguments or an unhashable key: said below
+            entry = None
+        if entry is not None and (entry[2] is None or entry[2]() is entry[3]):
+            return entry[1]
         return launch(self, args, kwargs, grid, warmup=True)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import functools
 import os
 import platform
 import sys
@@ -92,6 +93,7 @@ def host_registers(dev: Any) -> int:
 CORE_CACHE_FALLBACK = 256 * 1024
 
 
+@functools.lru_cache(maxsize=None)
 def core_cache_bytes() -> int:
     """The host's per-core L2 cache in bytes (``CORE_CACHE_FALLBACK`` where unknown)."""
     try:
