@@ -33,15 +33,21 @@ def test_the_package_keeps_its_public_names():
 
 
 def test_a_child_without_the_chosen_device_says_why():
-    """torch's compile workers find no active driver when the chosen device cannot be used in
-    them ("Could not find an active GPU backend"): anytile says which device and why."""
+    """torch's compile workers, forked after CUDA was initialised, cannot use the device chosen
+    for them (here: no NVIDIA driver at all), yet compile for it: its family's driver counts
+    as active (torch asks before compiling: "Could not find an active GPU backend"), and
+    anytile says once which device is unusable and why."""
     proc = _served("import os, triton, triton.backends\n"
                    "os.environ['ANYTILE_DEVICE'] = 'cuda:0'\n"
                    "active = [n for n, b in triton.backends.backends.items()\n"
                    "          if b.driver.is_active()]\n"
-                   "print(active)\n")
+                   "print(active)\n"
+                   "os.environ['ANYTILE_DEVICE'] = 'cpu:0'\n"
+                   "print([n for n, b in triton.backends.backends.items()\n"
+                   "       if b.driver.is_active()])\n")
     assert proc.returncode == 0, proc.stderr
-    assert "cuda" not in proc.stdout            # this machine has no NVIDIA GPU
+    with_cuda, with_cpu = proc.stdout.splitlines()
+    assert "nvidia" in with_cuda and "nvidia" not in with_cpu    # this machine has no GPU
     lines = [line for line in proc.stderr.splitlines() if "chosen device cuda:0" in line]
     assert len(lines) == 1, proc.stderr          # once, though every family was asked
     assert "nvidia: " in lines[0] and "is not usable in this process" in lines[0]

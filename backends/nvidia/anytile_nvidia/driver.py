@@ -71,6 +71,12 @@ class Driver:
         except Exception as exc:  # libcuda.so is absent: no driver on this machine
             self._error = f"no NVIDIA driver found: {exc}"
             return
+        if err == cu.CUresult.CUDA_ERROR_NOT_INITIALIZED:
+            # what cuInit answers in a process forked from one that had initialised CUDA
+            self._error = ("CUDA cannot be used in this process: it was forked from one that "
+                           "had initialised CUDA (cuInit failed with "
+                           "CUDA_ERROR_NOT_INITIALIZED); start it with the 'spawn' method")
+            return
         if err != cu.CUresult.CUDA_SUCCESS:
             self._error = f"no NVIDIA driver found: cuInit failed with {_error_name(cu, err)}"
             return

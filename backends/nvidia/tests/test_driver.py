@@ -109,3 +109,28 @@ def test_argument_without_device_address_is_a_launch_error():
     dev, args = arguments(address=None)
     with pytest.raises(LaunchError, match="not in CUDA device memory"):
         NvidiaBackend().launch(kernel, (1, 1, 1), args, dev)
+
+
+def test_a_process_forked_after_cuda_was_initialised_is_told_so(monkeypatch):
+    """cuInit in a child forked after its parent initialised CUDA answers
+    CUDA_ERROR_NOT_INITIALIZED: say that, not "no driver"."""
+    import sys
+    import types
+
+    class Forked:
+        class CUresult:
+            CUDA_SUCCESS = 0
+            CUDA_ERROR_NOT_INITIALIZED = 3
+
+        @staticmethod
+        def cuInit(flags):
+            return (Forked.CUresult.CUDA_ERROR_NOT_INITIALIZED,)
+
+    bindings = types.ModuleType("cuda.bindings")
+    bindings.driver = Forked
+    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", Forked)
+    drv = drvmod.Driver()
+    assert drv.availability_error() is not None
+    assert "forked from one that had initialised CUDA" in drv._error
+    assert "spawn" in drv._error

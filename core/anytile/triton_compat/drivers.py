@@ -155,28 +155,32 @@ def family_device(family: str) -> Any:
 _SAID: set = set()
 
 
-def _say_why_the_chosen_device_is_missing() -> None:
+def _say_why_the_chosen_device_is_missing() -> str:
     """When the device chosen for this process (``ANYTILE_DEVICE``, which ``anytile run
     --device`` hands to every child: torch's compile workers, a multiprocessing pool) has no
-    usable backend here, say why on stderr, once: the program itself only learns that no
-    driver is active (torch: "Could not find an active GPU backend")."""
+    usable backend here, say why on stderr, once (a program learns only that no driver is
+    active).  Returns the Triton family of that device's backend ("" when none is loaded or
+    the device is usable)."""
     from ..runtime.discovery import list_backends
     chosen = os.environ.get("ANYTILE_DEVICE", "")
     prefix = chosen.partition(":")[0]
-    if not prefix or prefix in _SAID:
-        return
-    reasons = []
+    if not prefix:
+        return ""
+    reasons, family = [], ""
     for record in list_backends():
         backend = record.backend
         if backend is None:
             reasons.append(f"{record.name}: {record.error}")
         elif backend.device_prefix == prefix and not record.availability.usable:
             reasons.append(f"{record.name}: {record.availability.reason}")
+            family = backend.triton_backend or "cpu"
         elif backend.device_prefix == prefix:
-            return                                  # it is there: another family was asked
-    _SAID.add(prefix)
-    sys.stderr.write(f"anytile: the chosen device {chosen} is not usable in this process "
-                     f"(pid {os.getpid()}): {'; '.join(reasons) or 'no backend has it'}\n")
+            return ""                               # it is there: another family was asked
+    if prefix not in _SAID:
+        _SAID.add(prefix)
+        sys.stderr.write(f"anytile: the chosen device {chosen} is not usable in this process "
+                         f"(pid {os.getpid()}): {'; '.join(reasons) or 'no backend has it'}\n")
+    return family
 
 
 class _DriverUtils:
@@ -242,11 +246,15 @@ class _FamilyDriver(GPUDriver):
 
     @classmethod
     def is_active(cls) -> bool:
+        """A device of the family is usable here, or the device chosen for this process
+        (``ANYTILE_DEVICE``) is of the family though this process cannot run kernels on it:
+        torch's compile workers, forked after CUDA was initialised, compile for a target
+        their parent gives them and never launch (``get_current_target`` then says why no
+        device answers)."""
         import anytile as at
         if any(family_of(d) == cls.family for d in at.devices()):
             return True
-        _say_why_the_chosen_device_is_missing()
-        return False
+        return _say_why_the_chosen_device_is_missing() == cls.family
 
     def get_current_target(self) -> "GPUTarget":
         return target_of(family_device(self.family))
