@@ -42,6 +42,8 @@ def test_a_child_without_the_chosen_device_says_why():
                    "active = [n for n, b in triton.backends.backends.items()\n"
                    "          if b.driver.is_active()]\n"
                    "print(active)\n"
+                   "driver = triton.runtime.driver.active\n"     # torch reads it next
+                   "assert type(driver).__name__ == 'CudaDriver', driver\n"
                    "os.environ['ANYTILE_DEVICE'] = 'cpu:0'\n"
                    "print([n for n, b in triton.backends.backends.items()\n"
                    "       if b.driver.is_active()])\n")

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from ..errors import BackendError
 from .standin import StandInModule
 
 __all__ = ["GPUTarget", "device_properties", "host_registers", "core_cache_bytes",
@@ -316,7 +317,15 @@ class DriverConfig(StandInModule):
 
     @property
     def default(self) -> DriverBase:
-        return self._of(family_of(default_device()))
+        try:
+            return self._of(family_of(default_device()))
+        except BackendError:
+            # the chosen device is unusable in this process (a compile worker forked after
+            # CUDA was initialised): its family's driver still answers what needs no device
+            family = _say_why_the_chosen_device_is_missing()
+            if not family:
+                raise
+            return self._of(family)
 
     @property
     def active(self) -> DriverBase:
