@@ -25,6 +25,9 @@ Rows (``--quick`` keeps the first shape or two of each):
   layernorm 05's ``LayerNorm.apply``, forward and backward, fp16
   attention 06's ``attention``, forward fp16 and fp8, backward fp16
   persistent 09's ``matmul``, ``matmul_persistent`` and ``matmul_descriptor_persistent``, fp16
+  configs   03's ``matmul_kernel`` at each config of its autotune menu, launched directly (the
+            autotuner's choice left out), fp16, three shapes; a config a side cannot compile
+            (Triton: out of shared memory) is reported missing on that side
 """
 from __future__ import annotations
 
@@ -40,7 +43,7 @@ import time
 import types
 from pathlib import Path
 
-GROUPS = ("softmax", "matmul", "layernorm", "attention", "persistent")
+GROUPS = ("softmax", "matmul", "layernorm", "attention", "persistent", "configs")
 
 
 # -- loading a tutorial without running its tests and benchmarks ---------------------------------
@@ -140,6 +143,36 @@ def rows_matmul(checkout: Path, quick: bool):
         ok = close(tut.matmul(a, b), ref, atol=0.05 * (k ** 0.5) / 8, rtol=1e-2)
         ms = bench(lambda: tut.matmul(a, b))
         yield f"03 matmul {dt} {m}x{n}x{k}", "TFLOP/s", 2 * m * n * k / ms * 1e-9, ok
+
+
+def rows_configs(checkout: Path, quick: bool):
+    import torch
+    import triton
+    tut = load_tutorial(checkout, "03")
+    kernel = tut.matmul_kernel
+    shapes = [(8192, 4096, 512), (333, 11008, 4096), (4000, 4000, 4000)]
+    for m, n, k in shapes[:1] if quick else shapes:
+        a = torch.randn(m, k, device="cuda", dtype=torch.float16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.float16)
+        ref = torch.matmul(a.float(), b.float())
+        for config in kernel.configs:
+            meta = dict(config.kwargs)
+            c = torch.empty(m, n, device="cuda", dtype=torch.float16)
+            grid = (triton.cdiv(m, meta["BLOCK_SIZE_M"]) * triton.cdiv(n, meta["BLOCK_SIZE_N"]),)
+
+            def run():
+                kernel.fn[grid](a, b, c, m, n, k, a.stride(0), a.stride(1), b.stride(0),
+                                b.stride(1), c.stride(0), c.stride(1), ACTIVATION="",
+                                num_warps=config.num_warps, num_stages=config.num_stages, **meta)
+            try:
+                run()
+            except Exception:          # this side cannot compile it (Triton: OutOfResources)
+                continue
+            ok = close(c, ref, atol=0.05 * (k ** 0.5) / 8, rtol=1e-2)
+            ms = bench(run, budget_ms=150)
+            label = (f"{meta['BLOCK_SIZE_M']}x{meta['BLOCK_SIZE_N']}x{meta['BLOCK_SIZE_K']} "
+                     f"w{config.num_warps} s{config.num_stages}")
+            yield f"03 kernel {label} fp16 {m}x{n}x{k}", "TFLOP/s", 2 * m * n * k / ms * 1e-9, ok
 
 
 def rows_layernorm(checkout: Path, quick: bool):
