@@ -204,3 +204,35 @@ def device_assert(ctx, violated):
     if violated:
         raise CaseFailure("an element violates tl.device_assert but the launch succeeded")
     ctx.check("x + 1", out, x + 1, "i32", EXACT)
+
+
+@at.jit
+def assume_kernel(x_ptr, out_ptr, M, GROUPS, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    in_group = 2 * GROUPS
+    first = (pid // in_group) * 2
+    size = tl.minimum(tl.cdiv(M, BLOCK) - first, 2)
+    pid_m = first + (pid % in_group) % size
+    tl.assume(pid_m >= 0)
+    tl.assume(M > 0)
+    tl.assume(0 <= pid)
+    rows = (pid_m * BLOCK + tl.arange(0, BLOCK)) % M
+    tl.store(out_ptr + pid * BLOCK + tl.arange(0, BLOCK), tl.load(x_ptr + rows))
+
+
+@family("control-flow", quick=dict(m=[40]), full=dict(m=[16, 40, 64]))
+def assume(ctx, m):
+    """``tl.assume`` promises (Triton's tutorial matmul makes them of its program ids): a
+    backend may optimise with them or drop them; the wrapped rows read are the same."""
+    block, groups = 16, 1
+    programs = -(-m // block)
+    x = ctx.random((m,), "i32", -1000, 1000)
+    out = ctx.output((programs * block,), "i32")
+    ctx.launch(assume_kernel, (programs,), ctx.input(x), out, m, groups, BLOCK=block)
+    expected = []
+    for pid in range(programs):
+        first = (pid // (2 * groups)) * 2
+        size = min(programs - first, 2)
+        pid_m = first + (pid % (2 * groups)) % size
+        expected.append(x[(pid_m * block + np.arange(block)) % m])
+    ctx.check("wrapped rows", out, np.concatenate(expected), "i32", EXACT)
