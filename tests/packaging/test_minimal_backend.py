@@ -140,6 +140,35 @@ def test_the_wheels_install_without_an_index(fresh_env):
     assert found["minimal"]["devices"][0].startswith("minimal:0")
 
 
+#: run in the fresh environment: the evaluator runs every op the backend declares, and core
+#: refuses one it does not declare (``print``) before the backend's ``load`` sees it
+_DECLARED_OPS_CHECK = """
+import numpy as np
+import anytile as at, anytile.language as tl
+from anytile_minimal.backend import MinimalBackend
+from anytile_minimal.evaluate import SUPPORTED
+
+assert {op.NAME for op in SUPPORTED} == set(MinimalBackend().lowered_ops())
+
+@at.jit
+def shows(x_ptr):
+    tl.device_print("x", tl.load(x_ptr))
+
+try:
+    shows[(1,)](at.asarray(np.ones(1, np.float32), device="minimal:0"))
+except at.CompilationError as err:
+    print(err.message)
+"""
+
+
+def test_core_refuses_the_ops_it_does_not_declare(fresh_env, tmp_path):
+    venv, env = fresh_env
+    script = tmp_path / "declared_ops.py"
+    script.write_text(_DECLARED_OPS_CHECK)
+    said = _run([venv / "bin" / "python", script], cwd=tmp_path, env=env).stdout
+    assert said.startswith("tl.device_print is not supported on backend 'minimal'"), said
+
+
 def test_the_quick_conformance_suite_certifies_it(fresh_env, tmp_path):
     venv, env = fresh_env
     report = tmp_path / "report.json"
