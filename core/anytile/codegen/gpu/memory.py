@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Callable, Optional
 from llvmlite import ir
 
 from ...ir import ops
-from ...ir.types import TileType, bf16, elem_type, shape_of
+from ...ir.types import TileType, elem_type, shape_of
 from ..llvm.atomics import cas_loop
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, coordinates, register_indices
