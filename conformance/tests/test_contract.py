@@ -20,7 +20,8 @@ def test_the_check_catches_private_imports(tmp_path):
     probe = tmp_path / "probe.py"
     probe.write_text("from anytile.runtime import launch\nimport anytile.language\n"
                      "from anytile import ir, interpreter\nimport anytile_opencl\n")
-    package = _package(tmp_path, probe.read_text() + "from anytile.ir import OP_REGISTRY\n")
+    package = _package(tmp_path, probe.read_text() + "from anytile.ir import OP_REGISTRY\n"
+                       "from anytile.errors import DIVISION_PREFIX\n")
     assert [m for _, m in imported_modules(probe)] == \
         ["anytile.runtime", "anytile.language", "anytile", "anytile.ir", "anytile.interpreter",
          "anytile_opencl"]
@@ -31,14 +32,17 @@ def test_the_check_catches_private_imports(tmp_path):
         "my_backend/codegen/emit.py:3: import anytile.interpreter",
         "my_backend/codegen/emit.py:4: import anytile_opencl",
         "my_backend/codegen/emit.py:5: from anytile.ir import OP_REGISTRY "
-        "(not in anytile.ir.__all__)"]
+        "(not in anytile.ir.__all__)",
+        "my_backend/codegen/emit.py:6: from anytile.errors import DIVISION_PREFIX "
+        "(not in anytile.errors.__all__)"]
 
 
 def test_the_contract_passes(tmp_path):
     package = _package(tmp_path, "import os\nimport numpy as np\nimport anytile.ir as ir\n"
                                  "from anytile.ir import Block, Uses, ops\n"
                                  "from anytile.ir.types import f32\n"
-                                 "from anytile.backend import Backend\n"
+                                 "from anytile.backend import Backend, numpy_view_of\n"
+                                 "from anytile.errors import BOUNDS_PREFIX, LaunchError\n"
                                  "from anytile.codegen.llvm.types import I32\n"
                                  "from . import backend\nfrom ..my_backend import memory\n")
     assert contract_violations(package, third_party={"numpy"}) == []
