@@ -42,6 +42,7 @@ def test_the_contract_passes(tmp_path):
                                  "from anytile.ir import Block, Uses, ops\n"
                                  "from anytile.ir.types import f32\n"
                                  "from anytile.backend import Backend, numpy_view_of\n"
+                                 "from anytile.gpu_host import DriverBackend\n"
                                  "from anytile.errors import BOUNDS_PREFIX, LaunchError\n"
                                  "from anytile.codegen.llvm.types import I32\n"
                                  "from . import backend\nfrom ..my_backend import memory\n")
