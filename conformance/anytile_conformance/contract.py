@@ -79,8 +79,9 @@ def _allowed(module: str, package: str, third_party: frozenset) -> bool:
 def contract_violations(package: Path, third_party: Iterable[str] = ()) -> list[str]:
     """``"file:line: ..."`` for each import in the sources under ``package`` (a backend's
     package folder) of anytile outside ``PUBLIC_MODULES``, of a name those modules do not
-    list as public (their ``__all__``), or of another package that is neither ``package`` itself, the standard
-    library nor one of ``third_party``; empty when the sources keep to the contract."""
+    list as public (their ``__all__``), or of another package that is neither ``package``
+    itself, the standard library nor one of ``third_party``; empty when the sources keep to
+    the contract."""
     allowed_third = frozenset(third_party)
     bad = []
     for path in sorted(package.rglob("*.py")):

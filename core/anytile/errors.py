@@ -2,8 +2,9 @@
 
 Every error that is the user's doing names the kernel's file:line.  ``CompilationError`` is
 raised by one choke point in the frontend; launch-time errors (out-of-bounds access, failed
-``device_assert``) come from the backend that detected them, with the op's location.  ``BOUNDS_PREFIX`` is for
-backends: it starts the message of the assertions checked mode adds around memory accesses."""
+``device_assert``) come from the backend that detected them, with the op's location.
+``BOUNDS_PREFIX`` is for backends: it starts the message of the assertions checked mode adds
+around memory accesses."""
 from __future__ import annotations
 
 import functools
