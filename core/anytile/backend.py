@@ -70,7 +70,7 @@ __all__ = ["API_VERSION", "SUPPORTED_API_VERSIONS", "Target", "CompileOptions", 
            "Buffer", "PointerArg", "KernelArg", "ImportedArray", "Stage", "KernelMetadata",
            "CompiledKernel",
            "Availability", "Backend", "DeviceTimer", "CAPABILITIES", "HostArrayView",
-           "host_array_view", "debug_default", "TUNING_HINTS"]
+           "host_array_view", "numpy_view_of", "debug_default", "TUNING_HINTS"]
 
 API_VERSION = 1
 SUPPORTED_API_VERSIONS = frozenset({1})

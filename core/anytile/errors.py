@@ -2,7 +2,9 @@
 
 Every error that is the user's doing names the kernel's file:line.  ``CompilationError`` is
 raised by one choke point in the frontend; launch-time errors (out-of-bounds access, failed
-``device_assert``) come from the backend that detected them, with the op's location."""
+``device_assert``) come from the backend that detected them, with the op's location.
+``BOUNDS_PREFIX`` is for backends: it starts the message of the assertions checked mode adds
+around memory accesses."""
 from __future__ import annotations
 
 import functools
@@ -13,7 +15,7 @@ from .ir.nodes import Loc
 __all__ = ["AnytileError", "CompilationError", "LaunchError", "LaunchArgumentError",
            "LaunchValueError", "LaunchOverflowError", "OutOfBoundsError",
            "DeviceAssertError", "BackendError", "format_source_excerpt", "device_assert_error",
-           "describe_place", "describe_lane", "for_the_user", "user_facing"]
+           "describe_place", "describe_lane", "for_the_user", "user_facing", "BOUNDS_PREFIX"]
 
 #: the exception chain Python prints (``raise ... from``), read and set past a subclass's
 #: ``__cause__``

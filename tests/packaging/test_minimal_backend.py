@@ -9,7 +9,6 @@ third-party packages they depend on (NumPy, ml_dtypes, stevedore, llvmlite) are 
 the running environment, put on its path by a ``.pth`` file, so nothing is downloaded."""
 from __future__ import annotations
 
-import ast
 import importlib.metadata
 import json
 import os
@@ -22,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from anytile_conformance.contract import contract_violations
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "docs" / "examples" / "minimal_backend"
 PACKAGE = EXAMPLE / "anytile_minimal"
@@ -31,48 +32,13 @@ PROJECTS = {"anytile": (ROOT, ["pyproject.toml", "README.md", "core/anytile"]),
                                     ["pyproject.toml", "README.md", "anytile_conformance"]),
             "anytile-minimal": (EXAMPLE, ["pyproject.toml", "README.md", "anytile_minimal"])}
 
-# -- the contract test a plugin copies (from plugins/opencl/tests/test_public_contract.py,
-# -- with its package, its third-party imports and no count of its files changed)
-PUBLIC = ("anytile.backend", "anytile.ir", "anytile.errors", "anytile.codegen")
-THIRD_PARTY = {"numpy"}
 
-
-def _imports(path: Path):
-    tree = ast.parse(path.read_text(), str(path))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield node.lineno, alias.name
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:                      # relative: inside the plugin
-                continue
-            yield node.lineno, node.module
-            if node.module == "anytile":        # `from anytile import ir` names modules
-                for alias in node.names:
-                    yield node.lineno, f"anytile.{alias.name}"
-
-
-def _allowed(module: str) -> bool:
-    top = module.split(".")[0]
-    if top == "anytile":
-        return any(module == p or module.startswith(p + ".") for p in PUBLIC)
-    return top == PACKAGE.name or top in THIRD_PARTY or top in sys.stdlib_module_names
-
-
+# -- the contract test of a plugin (plugins/opencl/tests/test_public_contract.py's, without
+# -- the entry point check: the backend is installed only into the fresh environment)
 def test_sources_import_only_the_public_contract():
-    sources = sorted(PACKAGE.rglob("*.py"))
-    assert PACKAGE / "backend.py" in sources
-    bad = [f"{p.relative_to(PACKAGE.parent)}:{line}: import {m}"
-           for p in sources for line, m in _imports(p) if not _allowed(m)]
+    assert PACKAGE / "backend.py" in sorted(PACKAGE.rglob("*.py"))
+    bad = contract_violations(PACKAGE, third_party={"numpy"})
     assert not bad, "the plugin reaches past the public contract:\n" + "\n".join(bad)
-
-
-def test_the_check_catches_private_imports(tmp_path):
-    probe = tmp_path / "probe.py"
-    probe.write_text("from anytile.runtime import launch\nfrom anytile import ir, interpreter\n"
-                     "import anytile_opencl\n")
-    found = [m for _, m in _imports(probe) if not _allowed(m)]
-    assert found == ["anytile.runtime", "anytile", "anytile.interpreter", "anytile_opencl"]
 
 
 # -- the wheel, a fresh environment, the certificate ------------------------------------------
@@ -172,6 +138,35 @@ def test_the_wheels_install_without_an_index(fresh_env):
     found = {b["name"]: b for b in listing}
     assert found["minimal"]["usable"] and found["minimal"]["api_version"] == 1, found
     assert found["minimal"]["devices"][0].startswith("minimal:0")
+
+
+#: run in the fresh environment: the evaluator runs every op the backend declares, and core
+#: refuses one it does not declare (``print``) before the backend's ``load`` sees it
+_DECLARED_OPS_CHECK = """
+import numpy as np
+import anytile as at, anytile.language as tl
+from anytile_minimal.backend import MinimalBackend
+from anytile_minimal.evaluate import SUPPORTED
+
+assert {op.NAME for op in SUPPORTED} == set(MinimalBackend().lowered_ops())
+
+@at.jit
+def shows(x_ptr):
+    tl.device_print("x", tl.load(x_ptr))
+
+try:
+    shows[(1,)](at.asarray(np.ones(1, np.float32), device="minimal:0"))
+except at.CompilationError as err:
+    print(err.message)
+"""
+
+
+def test_core_refuses_the_ops_it_does_not_declare(fresh_env, tmp_path):
+    venv, env = fresh_env
+    script = tmp_path / "declared_ops.py"
+    script.write_text(_DECLARED_OPS_CHECK)
+    said = _run([venv / "bin" / "python", script], cwd=tmp_path, env=env).stdout
+    assert said.startswith("tl.device_print is not supported on backend 'minimal'"), said
 
 
 def test_the_quick_conformance_suite_certifies_it(fresh_env, tmp_path):

@@ -240,7 +240,7 @@ class _Emitter:
         return self.select(bad, self.c(float("nan")), value)
 
     def log(self, x: ir.Value) -> ir.Value:
-        b, f = self.b, self.f
+        f = self.f
         e, ell = self._log_parts(x)
         ln2_hi, ln2_lo = f.const(ln2_scaled(), 2, first_bits=f.precision - 11)
         value = self.fma(e, self.c(ln2_hi), self.fma(e, self.c(ln2_lo), ell))

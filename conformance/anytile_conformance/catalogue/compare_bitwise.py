@@ -109,7 +109,6 @@ def mixed_signedness_shift(ctx, types):
     arithmetic for a signed ``x`` (Triton: int8 -8 >> uint16 1 is 65532), logical otherwise."""
     x_type, y_type, out_type = types
     block = 64
-    bits = bits_of(out_type)
     x = ctx.random((block,), x_type)
     y = np.array([int(v) % bits_of(x_type) for v in as_pyint(ctx.random((block,), y_type)).ravel()])
     out = ctx.output((block,), out_type)

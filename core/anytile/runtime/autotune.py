@@ -76,8 +76,8 @@ class KernelInterface:
         return functools.partial(self.run, grid=grid)
 
     def warmup(self, *args: Any, grid: Any = (1,), **kwargs: Any) -> Any:
-        raise AnytileError(f"warmup of an autotuned or heuristic kernel is not supported; "
-                           f"call warmup on the @jit kernel with a config's values")
+        raise AnytileError("warmup of an autotuned or heuristic kernel is not supported; "
+                           "call warmup on the @jit kernel with a config's values")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"'{self.__name__}' is an anytile kernel: launch it with a grid, "

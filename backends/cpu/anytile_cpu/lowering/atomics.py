@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Optional
 
 from llvmlite import ir
 
+from anytile.codegen.llvm.atomics import cas_loop
 from anytile.ir import AtomicCASOp, AtomicRMWOp, ScalarType, TileType, elem_type, shape_of
 
 from .values import Point
@@ -112,31 +113,10 @@ def atomic_rmw(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Valu
 def _cas_loop(ctx: "ProgramLowering", kind: str, elem: ScalarType, ptr: ir.Value,
               val: ir.Value, ordering: str) -> ir.Value:
     """``kind`` applied by a compare-and-swap loop on ``elem``'s bit pattern; the old value."""
-    b = ctx.b
-    bits, storage = ir.IntType(elem.bits), ctx.stype(elem)
-
-    def value_of(pattern: ir.Value) -> ir.Value:
-        raw = pattern if storage == bits else b.bitcast(pattern, storage)
-        return ctx.ew.from_storage(elem, raw)
-
-    def pattern_of(value: ir.Value) -> ir.Value:
-        raw = ctx.ew.to_storage(elem, value)
-        return raw if storage == bits else b.bitcast(raw, bits)
-    start = b.load(ptr, typ=bits, align=elem.nbytes)
-    pre = b.block
-    loop = b.append_basic_block("cas")
-    done = b.append_basic_block("cas.end")
-    b.branch(loop)
-    b.position_at_end(loop)
-    old = b.phi(bits)
-    old.add_incoming(start, pre)
-    current = value_of(old)
-    new = val if kind == "xchg" else ctx.ew.binary(kind, elem, current, val)
-    pair = b.cmpxchg(ptr, old, pattern_of(new), ordering, FAIL_ORDERINGS[ordering])
-    old.add_incoming(b.extract_value(pair, 0), b.block)
-    b.cbranch(b.extract_value(pair, 1), done, loop)
-    b.position_at_end(done)
-    return current
+    def swap(at: ir.Value, old: ir.Value, new: ir.Value) -> tuple[ir.Value, ir.Value]:
+        pair = ctx.b.cmpxchg(at, old, new, ordering, FAIL_ORDERINGS[ordering])
+        return ctx.b.extract_value(pair, 0), ctx.b.extract_value(pair, 1)
+    return cas_loop(ctx.ew, ctx.types, kind, elem, ptr, val, swap)
 
 
 LOWERINGS = {AtomicRMWOp: lower_atomic_rmw, AtomicCASOp: lower_atomic_cas}

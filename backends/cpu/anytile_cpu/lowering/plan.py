@@ -18,12 +18,10 @@ overlap in memory at shifted offsets.
 """
 from __future__ import annotations
 
-from collections import defaultdict
-
 from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, BitcastOp,
                         Block, BroadcastOp, CastOp, CompareOp, ConstantOp, DotOp, ExpandDimsOp,
                         FmaOp, ForOp, Function, HintOp, LoadOp, Op, PermuteOp, ReshapeOp, ScalarType,
-                        SelectOp, SplatOp, StoreOp, TileType, UMulHiOp, UnaryOp, Value,
+                        SelectOp, SplatOp, StoreOp, TileType, UMulHiOp, UnaryOp, Uses, Value,
                         YieldOp)
 from anytile.ir.nodes import TRAIT_CONTROL, TRAIT_MEMORY, TRAIT_SIDE_EFFECT
 
@@ -42,10 +40,7 @@ class FusionPlan:
 
     def __init__(self, fn: Function) -> None:
         self._param_index = param_indices(fn)
-        self.uses: dict[Value, list[Op]] = defaultdict(list)
-        self.block_of: dict[int, Block] = {}
-        self._index_in_block: dict[int, int] = {}
-        self._collect(fn.body)
+        self.uses = Uses(fn)
         self.cheap: set[int] = set()
         self.fused_once: set[int] = set()
         # id(dot) -> (add, x) for ``x + dot(a, b, 0)``: the dot accumulates onto x directly
@@ -58,15 +53,6 @@ class FusionPlan:
 
     def is_lazy(self, op: Op) -> bool:
         return id(op) in self.cheap or id(op) in self.fused_once
-
-    def _collect(self, block: Block) -> None:
-        for i, op in enumerate(block.ops):
-            self.block_of[id(op)] = block
-            self._index_in_block[id(op)] = i
-            for v in op.operands:
-                self.uses[v].append(op)
-            for region in op.regions:
-                self._collect(region)
 
     def _classify(self, block: Block) -> None:
         for op in block.ops:
@@ -103,19 +89,18 @@ class FusionPlan:
     def _can_fuse_once(self, op: Op) -> bool:
         if not isinstance(op, ELEMENTWISE_OPS + (LoadOp,)):
             return False
-        users = self.uses.get(op.result, [])
-        if len(users) != 1:
+        user = self.uses.only_user(op.result)
+        if user is None:
             return False
-        user = users[0]
         if isinstance(user, NEEDS_BUFFER_CONSUMERS) or id(user) in self.cheap:
             return False
-        block = self.block_of[id(op)]
-        if self.block_of.get(id(user)) is not block:
+        block = self.uses.block_of(op)
+        if self.uses.block_of(user) is not block:
             return False
         if isinstance(op, LoadOp):
             if not self._store_cannot_alias(op):
                 return False
-            start, end = self._index_in_block[id(op)], self._index_in_block[id(user)]
+            start, end = self.uses.position(op), self.uses.position(user)
             for between in block.ops[start + 1:end]:
                 if between.TRAITS & {TRAIT_SIDE_EFFECT, TRAIT_CONTROL} or (
                         TRAIT_MEMORY in between.TRAITS and not isinstance(between, LoadOp)):
@@ -127,10 +112,9 @@ class FusionPlan:
         the load's (different pointer arguments), following single-use elementwise users."""
         op: Op = load
         while True:
-            users = self.uses.get(op.results[0], []) if op.results else []
-            if len(users) != 1:
+            user = self.uses.only_user(op.results[0]) if op.results else None
+            if user is None:
                 return True
-            user = users[0]
             if isinstance(user, (StoreOp, AtomicRMWOp, AtomicCASOp)):
                 mine = pointer_origins(load.ptr, self._param_index)
                 theirs = pointer_origins(user.ptr, self._param_index)
@@ -145,17 +129,16 @@ class FusionPlan:
         zero = dot.acc.owner
         if not (isinstance(zero, ConstantOp) and zero.value == 0):
             return
-        users = self.uses.get(dot.result, [])
-        if len(users) != 1 or not isinstance(users[0], BinaryOp) or users[0].kind != "add":
+        add = self.uses.only_user(dot.result)
+        if not isinstance(add, BinaryOp) or add.kind != "add":
             return
-        add = users[0]
-        if self.block_of.get(id(add)) is not block or add.lhs is add.rhs:
+        if self.uses.block_of(add) is not block or add.lhs is add.rhs:
             return
         x = add.rhs if add.lhs is dot.result else add.lhs
         owner = x.owner
         defined_before = not isinstance(owner, Op) or (
-            self.block_of.get(id(owner)) is not block or
-            self._index_in_block[id(owner)] < self._index_in_block[id(dot)])
+            self.uses.block_of(owner) is not block or
+            self.uses.position(owner) < self.uses.position(dot))
         if defined_before and x.type == dot.result.type:
             self.dot_accumulates[id(dot)] = (add, x)
 
@@ -166,10 +149,10 @@ class FusionPlan:
         term = block.ops[-1] if block.ops else None
         if id(block) not in self._for_bodies or not isinstance(term, YieldOp):
             return
-        if acc.owner is not block or self.uses.get(acc, []) != [consumer]:
+        if acc.owner is not block or self.uses.only_user(acc) is not consumer:
             return
         slot = block.args.index(acc) - 1          # body args are (iv, *carried)
         if slot >= 0 and len(term.values) > slot and term.values[slot] is result and \
                 sum(v is result for v in term.values) == 1 and \
-                self.uses.get(result, []) == [term]:
+                self.uses.only_user(result) is term:
             self.dot_in_place.add(id(dot))

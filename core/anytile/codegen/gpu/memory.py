@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 from llvmlite import ir
 
 from ...ir import ops
-from ...ir.types import TileType, bf16, elem_type, shape_of
+from ...ir.types import TileType, elem_type, shape_of
+from ..llvm.atomics import cas_loop
 from ..llvm.types import I32
 from .layouts import BlockedLayout, Layout, coordinates, register_indices
 from .registers import Regs, first_thread, owner_predicate, register_is_replica
@@ -302,34 +303,14 @@ def lower_atomic_rmw(ctx: "KernelLowering", op: ops.AtomicRMWOp) -> None:
 
 def _float_cas_loop(ctx: "KernelLowering", kind: str, elem, ptr: ir.Value, value: ir.Value,
                     order: str, scope: str) -> ir.Value:
-    """A float atomic computed by the IR's own ``kind`` (bf16 has no LLVM type to give
-    ``atomicrmw``; max and min order signed zeros): compare-and-swap of the bit pattern until
-    no other thread wrote between the read and the swap (LLVM widens a 16-bit swap to the
-    32-bit word where the target has none); returns the old value."""
-    b = ctx.b
-    bits = ir.IntType(elem.bits)
-    if not getattr(ptr.type, "is_opaque", True) and ptr.type.pointee != bits:
-        ptr = b.bitcast(ptr, bits.as_pointer(ptr.type.addrspace))
-    storage = ctx.ew.to_storage(elem, value)        # only for its LLVM type
-    start = b.load(ptr, typ=bits, align=elem.bits // 8)
-    before = b.block
-    loop = b.append_basic_block("float.cas")
-    done = b.append_basic_block("float.cas.end")
-    b.branch(loop)
-    b.position_at_end(loop)
-    old = b.phi(bits)
-    old.add_incoming(start, before)
-    raw = old if storage.type == bits else b.bitcast(old, storage.type)
-    current = ctx.ew.from_storage(elem, raw)
-    new = value if kind == "xchg" else ctx.ew.binary(kind, elem, current, value)
-    new_raw = ctx.ew.to_storage(elem, new)
-    new_bits = new_raw if new_raw.type == bits else b.bitcast(new_raw, bits)
+    """A float atomic computed by the IR's own ``kind`` (``cas_loop``), each swap through the
+    target's ``atomic_cas`` hook; returns the old value."""
     failure = {"acq_rel": "acquire", "release": "monotonic"}.get(order, order)
-    seen = ctx.target.atomic_cas(b, ptr, old, new_bits, order, failure, scope)
-    old.add_incoming(seen, b.block)
-    b.cbranch(b.icmp_unsigned("==", seen, old), done, loop)
-    b.position_at_end(done)
-    return current
+
+    def swap(at: ir.Value, old: ir.Value, new: ir.Value) -> tuple[ir.Value, ir.Value]:
+        seen = ctx.target.atomic_cas(ctx.b, at, old, new, order, failure, scope)
+        return seen, ctx.b.icmp_unsigned("==", seen, old)
+    return cas_loop(ctx.ew, ctx.types, kind, elem, ptr, value, swap)
 
 
 def lower_atomic_cas(ctx: "KernelLowering", op: ops.AtomicCASOp) -> None:

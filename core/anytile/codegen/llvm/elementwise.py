@@ -13,12 +13,15 @@ minimumNumber/maximumNumber (a NaN operand gives the other; -0 < +0).
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from llvmlite import ir
 
 from ...ir.types import FLOAT8, FLOAT8_SATURATING, PointerType, ScalarType
 from .types import F16, F32, F64, I1, I8, I16, I32, I64, const_like, intrinsic, vector_width
+
+if TYPE_CHECKING:
+    from .math import MathLowering    # math.py imports this module
 
 __all__ = ["ElementwiseLowering", "like"]
 
@@ -47,8 +50,7 @@ class ElementwiseLowering:
     (``CompileOptions.enable_fp_fusion``); arithmetic the lowering itself emits (rounding
     to narrow floats, the math functions) never does."""
 
-    def __init__(self, b: ir.IRBuilder, math: "MathLowering",  # noqa: F821
-                 contract: bool = False) -> None:
+    def __init__(self, b: ir.IRBuilder, math: "MathLowering", contract: bool = False) -> None:
         self.b = b
         self.math = math
         self.contract = contract

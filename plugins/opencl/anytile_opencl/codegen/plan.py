@@ -15,14 +15,13 @@ pointer from the same kernel argument): a tile op reads every element before wri
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Optional
 
 from anytile.ir import (AddPtrOp, ArangeOp, AtomicCASOp, AtomicRMWOp, BinaryOp, BitcastOp, Block,
                         BroadcastOp, CallOp, CastOp, CompareOp, ConditionOp, ConstantOp,
                         ExpandDimsOp, FmaOp, ForOp, Function, HintOp, IfOp, LoadOp, Op,
                         PermuteOp, PointerType, ReshapeOp, ScalarType, SelectOp, SplatOp,
-                        StoreOp, TileType, UMulHiOp, UnaryOp, Value, WhileOp, YieldOp,
+                        StoreOp, TileType, UMulHiOp, UnaryOp, Uses, Value, WhileOp, YieldOp,
                         elem_type)
 from anytile.ir import Trait
 
@@ -50,10 +49,7 @@ class Plan:
 
     def __init__(self, fn: Function, work_items: int) -> None:
         self.work_items = work_items
-        self.uses: dict[Value, list[Op]] = defaultdict(list)
-        self.block_of: dict[int, Block] = {}
-        self.position: dict[int, int] = {}
-        self._index(fn.body)
+        self.uses = Uses(fn)
         self._trace_pointers(fn)
         self.kinds: dict[int, str] = {}
         self._classify(fn.body)
@@ -65,15 +61,6 @@ class Plan:
         return self.kind(op) in (CHEAP, FUSED, VIEW)
 
     # -- analysis --------------------------------------------------------------------------
-    def _index(self, block: Block) -> None:
-        for i, op in enumerate(block.ops):
-            self.block_of[id(op)] = block
-            self.position[id(op)] = i
-            for v in op.operands:
-                self.uses[v].append(op)
-            for region in op.regions:
-                self._index(region)
-
     def _classify(self, block: Block) -> None:
         for op in block.ops:
             for region in op.regions:
@@ -107,10 +94,9 @@ class Plan:
     def final_user(self, value: Value) -> Optional[Op]:
         """The op that computes ``value``'s chunks when it is fused: its single user, seen
         through views and other fused single-use tiles; ``None`` if there is no such op."""
-        users = self.uses.get(value, [])
-        if len(users) != 1:
+        user = self.uses.only_user(value)
+        if user is None:
             return None
-        user = users[0]
         if isinstance(user, VIEWS) or self.kinds.get(id(user)) == FUSED:
             return self.final_user(user.result)
         return user
@@ -118,17 +104,16 @@ class Plan:
     def _can_fuse(self, op: Op) -> bool:
         if not isinstance(op, ELEMENTWISE + (LoadOp,)):
             return False
-        users = self.uses.get(op.result, [])
         final = self.final_user(op.result)
-        if len(users) != 1 or final is None or isinstance(final, _CONTROL + _REMAPS) or \
-                self.block_of.get(id(final)) is not self.block_of[id(op)]:
+        if final is None or isinstance(final, _CONTROL + _REMAPS) or \
+                self.uses.block_of(final) is not self.uses.block_of(op):
             return False
         return not isinstance(op, LoadOp) or self._load_may_move(op, final)
 
     def _load_may_move(self, load: LoadOp, final: Op) -> bool:
         """Whether ``load`` may be computed in ``final`` (see the module docstring)."""
-        block = self.block_of[id(load)]
-        start, end = self.position[id(load)], self.position[id(final)]
+        block = self.uses.block_of(load)
+        start, end = self.uses.position(load), self.uses.position(final)
         for between in block.ops[start + 1:end]:
             if Trait.SIDE_EFFECT in between.TRAITS or isinstance(between, _CONTROL) or (
                     Trait.MEMORY in between.TRAITS and not isinstance(between, LoadOp)):
