@@ -44,7 +44,7 @@ __all__ = ["DLPackDevice", "dlpack_device", "import_device_array", "device_of", 
            "framework_stream", "stream_handle", "STREAM_GETTERS", "SCALAR_CTYPES", "STRUCT_CODES",
            "RecordParameter",
            "scalar_bits", "argument_slots", "fill_slots", "ArgumentBlock", "compile_launcher",
-           "LoadedGpuKernel", "ERROR_WORD", "DriverBackend"]
+           "LoadedGpuKernel", "ERROR_WORD", "DriverBackend", "hidden_parameters"]
 
 
 class DLPackDevice(enum.IntEnum):

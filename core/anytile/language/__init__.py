@@ -49,7 +49,7 @@ __all__ = [
     "associative_scan",
     "make_block_ptr", "advance", "make_tensor_descriptor", "tensor_descriptor",
     "load_tensor_descriptor", "store_tensor_descriptor", "softmax", "swizzle2d", "join", "split", "interleave", "dot_scaled", "sort",
-    "topk", "flip", "histogram", "assume", "gather",
+    "topk", "flip", "histogram", "assume", "gather", "cat", "pi32_t", "nv_tma_desc_type",
     "randint", "randint4x", "rand", "rand4x", "randn", "randn4x", "philox",
     "uint_to_uniform_float", "pair_uniform_to_normal", "str_to_ty",
 ]
