@@ -60,8 +60,16 @@ def _kept(stmt: ast.stmt) -> bool:
     return False
 
 
-def load_tutorial(checkout: Path, stem: str) -> types.ModuleType:
-    """The tutorial ``python/tutorials/<stem>*.py`` of ``checkout`` as a module."""
+def _calls_own_function(stmt: ast.stmt, defined: set[str]) -> bool:
+    """Whether an assignment calls a function the tutorial defines (``y = softmax(x)``: the
+    tutorial checking itself at its own shapes)."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and
+               node.func.id in defined for node in ast.walk(stmt))
+
+
+def load_tutorial(checkout: Path, stem: str, own_checks: bool = True) -> types.ModuleType:
+    """The tutorial ``python/tutorials/<stem>*.py`` of ``checkout`` as a module
+    (``own_checks=False``: without the assignments that call its own functions either)."""
     folder = checkout / "python" / "tutorials"
     matches = sorted(folder.glob(f"{stem}*.py"))
     if not matches:
@@ -69,6 +77,19 @@ def load_tutorial(checkout: Path, stem: str) -> types.ModuleType:
     path = matches[0]
     tree = ast.parse(path.read_text(), str(path))
     tree.body = [s for s in tree.body if _kept(s)]
+    if not own_checks:      # and what reads their results (``if torch.allclose(y_triton...``)
+        defined = {s.name for s in tree.body if isinstance(s, (ast.FunctionDef, ast.ClassDef))}
+        dropped: set[str] = set()
+        kept = []
+        for s in tree.body:
+            reads = {n.id for n in ast.walk(s) if isinstance(n, ast.Name)}
+            if isinstance(s, (ast.Assign, ast.AnnAssign, ast.If)) and \
+                    (_calls_own_function(s, defined) or reads & dropped):
+                dropped |= {n.id for n in ast.walk(s)
+                            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+                continue
+            kept.append(s)
+        tree.body = kept
     module = types.ModuleType(f"tutorial_{stem}")
     module.__file__ = str(path)
     sys.modules[module.__name__] = module
