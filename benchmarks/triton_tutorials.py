@@ -61,10 +61,12 @@ def _kept(stmt: ast.stmt) -> bool:
 
 
 def _calls_own_function(stmt: ast.stmt, defined: set[str]) -> bool:
-    """Whether an assignment calls a function the tutorial defines (``y = softmax(x)``: the
-    tutorial checking itself at its own shapes)."""
+    """Whether a statement calls a function the tutorial defines on arguments (``y =
+    softmax(x)``: the tutorial checking itself at its own shapes; ``is_cuda()``, a question
+    about the machine, is no such call)."""
     return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and
-               node.func.id in defined for node in ast.walk(stmt))
+               node.func.id in defined and (node.args or node.keywords)
+               for node in ast.walk(stmt))
 
 
 def load_tutorial(checkout: Path, stem: str, own_checks: bool = True) -> types.ModuleType:
