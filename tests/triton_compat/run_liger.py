@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -83,6 +84,11 @@ def run_file(checkout: Path, test_file: Path, device: str, timeout: float,
                                   timeout=timeout)
             tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
             status = proc.returncode
+            if status < 0:          # its last line says nothing of why it stopped
+                name = signal.Signals(-status).name if -status in signal.valid_signals() \
+                    else str(-status)
+                tail = [f"killed by {name}" + (" (the out-of-memory killer sends it)"
+                                               if name == "SIGKILL" else "")]
         except subprocess.TimeoutExpired:
             tail, status = [f"timed out after {timeout:.0f} s"], None
         seconds = round(time.monotonic() - start, 1)

@@ -31,6 +31,13 @@ FILES = {
         def test_gpu_only():
             pass
         """,
+    "test_killed.py": """
+        import os
+        import signal
+
+        def test_the_process_dies():
+            os.kill(os.getpid(), signal.SIGKILL)     # as the out-of-memory killer does
+        """,
     "test_internals.py": """
         from triton._C.libtriton import ir
 
@@ -89,8 +96,15 @@ def test_a_file_that_cannot_be_collected_is_an_error_with_the_reason(report):
     assert "anytile does not provide it" in internals["failures"][0]["message"]
 
 
+def test_a_file_whose_process_is_killed_says_by_what(report):
+    proc, rows = report
+    killed = rows["test_killed.py"]
+    assert killed["broken"].startswith("killed by SIGKILL"), killed
+    assert "out-of-memory" in killed["broken"]
+
+
 def test_the_summary_adds_up_and_the_status_says_failed(report):
     proc, _ = report
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "device interpreter:0: 2 passed, 1 failed, 1 errors, 1 skipped, 0 xfailed in 2 " \
-           "files" in proc.stdout, proc.stdout
+    assert "device interpreter:0: 2 passed, 1 failed, 1 errors, 1 skipped, 0 xfailed in 3 " \
+           "files (1 did not finish)" in proc.stdout, proc.stdout
