@@ -21,9 +21,9 @@ from typing import Any, Callable
 from llvmlite import ir
 
 from anytile.codegen.gpu.simulated_backend import SimulatedBackend
-from anytile.ir import ops_of_version
 
 from .archs import KNOWN_ARCHS, AmdArch
+from .backend import AmdBackend
 from .exchange import PERMLANE_IDENTITY, ROW_HALF_MIRROR, ROW_MIRROR, ROW_ROR, ROW_XMASK
 
 __all__ = ["SimulatedWave64Backend", "SimulatedWave32Backend", "simulated_amd_target"]
@@ -112,10 +112,7 @@ class _SimulatedAmd(SimulatedBackend):
                               "device_assert", "bounds_check"})
     op_set = 1                       # the IR ops it lowers: no print (no device printf yet)
     arch = "gfx942"
-
-    def lowered_ops(self) -> frozenset[str]:
-        """The first release's ops and ``assume`` (op set 3 without ``print``)."""
-        return ops_of_version(1) | {"assume"}
+    lowered_ops = AmdBackend.lowered_ops    # the same ops as the real devices'
 
     def simulated_target(self) -> Any:
         return simulated_amd_target(self.arch)

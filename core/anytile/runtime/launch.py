@@ -191,9 +191,7 @@ def plan_for(fn: Any, dev: Device, specs: tuple[ArgSpec, ...], options: dict[str
 def _relauncher(fn: Any, options: dict[str, Any]) -> Any:
     """What ``CompiledKernel.launch`` does for a kernel compiled by a launch: launch ``fn``
     again with the options it was compiled with (later ones win)."""
-    kept = dict(options)
-    if not kept:        # the launch fast path, as ``fn[grid](...)`` takes it
-        return lambda grid, args, kwargs: fn[grid](*args, **kwargs)
+    kept = dict(options)      # through the launch fast path, as ``fn[grid](...)`` takes it
     return lambda grid, args, kwargs: fn[grid](*args, **{**kept, **kwargs})
 
 

@@ -23,6 +23,7 @@ from typing import Optional
 from ...ir import ops
 from ...ir.nodes import Block, Function, Value
 from ...ir.types import PointerType, ScalarType, elem_type, shape_of
+from ...passes.rewrite import constant_of
 
 __all__ = ["AxisInfo", "analyse_function", "vector_width_of_access"]
 
@@ -315,14 +316,8 @@ def never_negative(v: Value, loops: dict, depth: int = 0,
     return False
 
 
-def _constant(v: Value) -> Optional[float]:
-    """The value of a constant scalar or splat constant tile, else ``None``."""
-    op = v.owner
-    if isinstance(op, ops.SplatOp):
-        op = op.src.owner
-    if isinstance(op, ops.ConstantOp) and isinstance(op.value, (int, float)):
-        return op.value
-    return None
+#: ``c < x`` read as ``x > c``
+_MIRRORED = {"le": "ge", "lt": "gt", "ge": "le", "gt": "lt"}
 
 
 def assumed_non_negative(block: Block) -> frozenset:
@@ -335,11 +330,10 @@ def assumed_non_negative(block: Block) -> frozenset:
             continue
         cmp = op.cond.owner
         pred = str(getattr(cmp.pred, "value", cmp.pred))
-        flipped = {"le": "ge", "lt": "gt", "ge": "le", "gt": "lt"}
-        x, c = cmp.lhs, _constant(cmp.rhs)
+        x, c = cmp.lhs, constant_of(cmp.rhs)
         if c is None:
-            x, c, pred = cmp.rhs, _constant(cmp.lhs), flipped.get(pred, pred)
-        if c is None:
+            x, c, pred = cmp.rhs, constant_of(cmp.lhs), _MIRRORED.get(pred, pred)
+        if not isinstance(c, (int, float)):
             continue
         if (pred == "ge" and c >= 0) or (pred == "gt" and c >= -1):
             found.add(x)
