@@ -171,7 +171,7 @@ def rows_matmul(checkout: Path, quick: bool):
 def rows_configs(checkout: Path, quick: bool):
     import torch
     import triton
-    tut = load_tutorial(checkout, "03")
+    tut = load_tutorial(checkout, "03", own_checks=False)
     kernel = tut.matmul_kernel
     shapes = [(8192, 4096, 512), (333, 11008, 4096), (4000, 4000, 4000)]
     for m, n, k in shapes[:1] if quick else shapes:
