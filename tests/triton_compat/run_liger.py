@@ -4,6 +4,7 @@ anytile standing in for Triton, and print pass/fail/skip counts per test file.
 
     python tests/triton_compat/run_liger.py CHECKOUT [--device cpu] [--tests test/transformers]
         [--only rms_norm,swiglu] [--timeout 1800] [--json out.json] [-k EXPR]
+        [--real-triton] [--against PEER.json]
 
 CHECKOUT is a checkout of the library (``github:linkedin/Liger-Kernel``): its tests run where
 they are, unmodified, and nothing of them is copied or stored.  Each test file runs in its own
@@ -12,6 +13,8 @@ process, from the checkout's root (so its ``pyproject.toml`` puts ``src`` on the
 ``ANYTILE_DEVICE`` is set for the library's own processes too).  The library's dependencies
 (torch, transformers...) must be installed in this interpreter.  Counts come from pytest's
 JUnit XML; ``--json`` also writes every failure's test id and the last line of its message.
+``--real-triton`` runs the same files under the installed Triton instead (the peer, on a GPU
+machine); ``--against PEER.json`` then lists the tests the peer passed and this run did not.
 A developer tool, not a test: its exit status is 1 when a test failed or a file timed out."""
 from __future__ import annotations
 
@@ -69,13 +72,15 @@ def _reason(outcome: ET.Element) -> str:
     return (said[0] if said else raised[-1] if raised else "")[:300]
 
 
-def run_file(checkout: Path, test_file: Path, device: str, timeout: float,
+def run_file(checkout: Path, test_file: Path, device: str | None, timeout: float,
              extra: list[str]) -> dict:
-    """One test file under ``anytile run --as-triton``: counts, failures, seconds."""
+    """One test file under ``anytile run --as-triton`` (``device`` None: under the installed
+    Triton): counts, failures, seconds."""
     with tempfile.TemporaryDirectory(prefix="anytile-library-") as scratch:
         report = Path(scratch) / "junit.xml"
-        cmd = [sys.executable, "-m", "anytile", "run", "--as-triton", "--device", device,
-               pytest_script(), str(test_file.relative_to(checkout)), "-q", "-p", "no:randomly",
+        runner = [sys.executable, "-m", "anytile", "run", "--as-triton", "--device", device,
+                  pytest_script()] if device else [sys.executable, "-m", "pytest"]
+        cmd = [*runner, str(test_file.relative_to(checkout)), "-q", "-p", "no:randomly",
                "-p", "no:cacheprovider", "-o", "log_cli=false", f"--junitxml={report}", *extra]
         env = dict(os.environ, MPLBACKEND="Agg", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         start = time.monotonic()
@@ -103,6 +108,29 @@ def run_file(checkout: Path, test_file: Path, device: str, timeout: float,
             "broken": tail[0][:200] if broken else "", "failures": failures}
 
 
+def read_peer(path: Path) -> dict[str, set[str]]:
+    """A peer run's passed tests, by file (a failed or errored test is named in its
+    failures; every other counted test passed, skipped or xfailed)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"run_liger: --against {path}: {exc}")
+    return {row["file"]: {f["test"] for f in row["failures"]} | ({"*"} if row["broken"] else set())
+            for row in data["rows"]}
+
+
+def print_against(peer: dict[str, set[str]], rows: list[dict]) -> None:
+    """The tests that failed here in files where the peer ran and did not fail them."""
+    worse = [(row["file"], f) for row in rows if row["file"] in peer and "*" not in peer[row["file"]]
+             for f in row["failures"] if f["test"] not in peer[row["file"]]]
+    better = sum(len(peer[row["file"]] - {f["test"] for f in row["failures"]} - {"*"})
+                 for row in rows if row["file"] in peer and not row["broken"])
+    print(f"\nagainst the peer: {len(worse)} failed here and not there, "
+          f"{better} failed there and not here")
+    for file, failure in worse:
+        print(f"  {failure['test']}: {failure['message'][:160]}")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkout", type=Path, help="the library's checkout (its root)")
@@ -113,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="seconds per test file")
     ap.add_argument("--json", type=Path, help="also write the rows (and failures) here")
     ap.add_argument("-k", dest="keyword", help="pytest -k expression, for every file")
+    ap.add_argument("--real-triton", action="store_true",
+                    help="run under the installed Triton, not anytile (the peer's counts)")
+    ap.add_argument("--against", type=Path,
+                    help="a peer run's --json: list the tests it passed and this run did not")
     args = ap.parse_args(argv)
     folder = args.checkout / args.tests
     if not folder.is_dir():
@@ -123,12 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         files = [f for f in files if any(w in f.name for w in wanted)]
     if not files:
         ap.error(f"no test files to run in {folder}")
-    import anytile as at
-    device = args.device or at.default_device().name
-    try:
-        device = at.device(device).name
-    except at.AnytileError as exc:
-        ap.error(str(exc))
+    peer = read_peer(args.against) if args.against else None
+    device = None
+    if not args.real_triton:
+        import anytile as at
+        device = args.device or at.default_device().name
+        try:
+            device = at.device(device).name
+        except at.AnytileError as exc:
+            ap.error(str(exc))
     extra = ["-k", args.keyword] if args.keyword else []
     rows = []
     print(f"{'file':<52} {'pass':>5} {'fail':>5} {'err':>4} {'skip':>5} {'xfail':>5} {'s':>7}")
@@ -140,10 +175,13 @@ def main(argv: list[str] | None = None) -> int:
               f"{row['errors']:>4} {row['skipped']:>5} {row['xfailed']:>5} {row['seconds']:>7}"
               + (f"  {row['broken']}" if row["broken"] else ""), flush=True)
         if args.json:   # rewritten after every file, so a long run can be read while it goes
-            args.json.write_text(json.dumps({"device": device, "rows": rows}, indent=1))
+            args.json.write_text(json.dumps({"device": device or "triton", "rows": rows},
+                                            indent=1))
     total = {k: sum(r[k] for r in rows) for k in KINDS}
     broken = sum(bool(r["broken"]) for r in rows)
-    print(f"\ndevice {device}: {total['passed']} passed, {total['failed']} failed, "
+    if peer is not None:
+        print_against(peer, rows)
+    print(f"\n{'device ' + device if device else 'Triton'}: {total['passed']} passed, {total['failed']} failed, "
           f"{total['errors']} errors, {total['skipped']} skipped, {total['xfailed']} xfailed "
           f"in {len(rows)} files" + (f" ({broken} did not finish)" if broken else ""))
     return 1 if total["failed"] or total["errors"] or broken else 0

@@ -108,3 +108,23 @@ def test_the_summary_adds_up_and_the_status_says_failed(report):
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "device interpreter:0: 2 passed, 1 failed, 1 errors, 1 skipped, 0 xfailed in 3 " \
            "files (1 did not finish)" in proc.stdout, proc.stdout
+
+
+def test_against_a_peer_lists_what_only_this_side_failed(report, tmp_path):
+    """A peer run (under real Triton on a GPU machine) that passed the test failing here, and
+    failed another one that passes here: the first is listed with its message, the second
+    counted."""
+    proc, rows = report
+    scale = rows["test_scale.py"]
+    passed_here = "tests.test_scale::test_scale_matches[10]"
+    peer = {"device": "triton", "rows": [dict(scale, failures=[
+        {"test": passed_here, "kind": "failure", "message": "off"}])]}
+    (tmp_path / "peer.json").write_text(json.dumps(peer))
+    library = Path(proc.args[2])
+    again = subprocess.run([sys.executable, str(RUNNER), str(library), "--tests", "tests",
+                            "--device", "interpreter", "--only", "scale",
+                            "--against", str(tmp_path / "peer.json")],
+                           capture_output=True, text=True, timeout=900)
+    assert "against the peer: 1 failed here and not there, 1 failed there and not here" \
+        in again.stdout, again.stdout + again.stderr
+    assert "test_wrong_on_purpose: " in again.stdout and "the library's own check" in again.stdout
