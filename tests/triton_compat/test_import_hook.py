@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import anytile.triton_compat as triton_compat
 
 
@@ -53,3 +55,33 @@ def test_a_child_without_the_chosen_device_says_why():
     lines = [line for line in proc.stderr.splitlines() if "chosen device cuda:0" in line]
     assert len(lines) == 1, proc.stderr          # once, though every family was asked
     assert "nvidia: " in lines[0] and "is not usable in this process" in lines[0]
+
+
+def test_a_child_without_the_chosen_device_compiles_for_the_target_it_is_given(tmp_path):
+    """What torch's compile workers do next: ``triton.compile(ASTSource(...), target)`` for
+    the parent's target compiles ahead of time (PTX here, where no NVIDIA driver is), as a
+    kernel of the chosen device; a target of another family is refused with the reason."""
+    pytest.importorskip("anytile_nvidia")
+    (tmp_path / "kern.py").write_text(
+        "import triton\nimport triton.language as tl\n\n@triton.jit\n"
+        "def add_one(x_ptr, n, BLOCK: tl.constexpr):\n"
+        "    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)\n"
+        "    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) + 1, mask=offs < n)\n")
+    proc = _served("import os, sys\n"
+                   f"sys.path.insert(0, {str(tmp_path)!r})\n"
+                   "os.environ['ANYTILE_DEVICE'] = 'cuda:0'\n"
+                   "import triton\nfrom triton.backends.compiler import GPUTarget\n"
+                   "from triton.compiler import ASTSource\nimport kern\n"
+                   "src = ASTSource(kern.add_one, {'x_ptr': '*fp32', 'n': 'i32', 'BLOCK': "
+                   "'constexpr'}, {'BLOCK': 128}, {(0,): [['tt.divisibility', 16]]})\n"
+                   "k = triton.compile(src, target=GPUTarget('cuda', 90, 32),\n"
+                   "                   options={'num_warps': 4})\n"
+                   "print(k.device, '.target sm_90' in k.asm['ptx'], k.metadata.num_warps)\n"
+                   "try:\n"
+                   "    triton.compile(src, target=GPUTarget('hip', 'gfx942', 64))\n"
+                   "except Exception as exc:\n"
+                   "    print(type(exc).__name__, exc)\n")
+    assert proc.returncode == 0, proc.stderr
+    first, second = proc.stdout.splitlines()[:2]
+    assert first == "cuda:0 True 4", proc.stdout
+    assert "not usable in this process" in second, second

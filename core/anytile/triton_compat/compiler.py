@@ -181,13 +181,13 @@ class CompiledKernel:
     (``shared``, ``num_warps``...), ``asm``, ``n_regs``, ``n_spills`` and ``hash`` are the
     compile's.  It pickles without its handles; ``_init_handles()`` makes them again."""
 
-    def __init__(self, src: ASTSource, device: Any, options: dict, compiled: Any) -> None:
+    def __init__(self, src: ASTSource, device: str, options: dict, compiled: Any) -> None:
         import hashlib
-        self.src, self.name, self.device = src, compiled.name, device.name
+        self.src, self.name, self.device = src, compiled.name, device
         self.options = options
         self.asm, self.metadata = dict(compiled.asm), compiled.metadata
         self.n_regs, self.n_spills = compiled.n_regs, compiled.n_spills
-        self.hash = hashlib.sha256(f"{src.hash()}-{device.name}-{sorted(options.items())}"
+        self.hash = hashlib.sha256(f"{src.hash()}-{device}-{sorted(options.items())}"
                                    .encode()).hexdigest()
         self._init_handles()
 
@@ -236,12 +236,39 @@ def triton_compile(src: Any, target: Optional["GPUTarget"] = None,
     family = target.backend if target is not None else family_of(default_device())
     if family not in DRIVERS:
         raise at.AnytileError(f"triton.compile: no anytile device family for target {target}")
-    dev = family_device(family)
     launch = _launch_options(options or {})
     signature, constexprs = src.spec_text()
+    try:
+        dev = family_device(family)
+    except at.AnytileError:
+        chosen = os.environ.get("ANYTILE_DEVICE", "")
+        if target is None or not chosen:
+            raise
+        # a process that cannot use the chosen device (torch's compile workers, forked after
+        # CUDA was initialised) compiles for the target ahead of time; its parent launches
+        return _compile_ahead(src, target, chosen, signature, constexprs, launch)
     specs = src.fn.launch_signature.from_text(signature, constexprs)
     compiled = plan_for(src.fn, dev, specs, launch, warmup=True).compiled
-    return CompiledKernel(src, dev, launch, compiled)
+    return CompiledKernel(src, dev.name, launch, compiled)
+
+
+def _compile_ahead(src: ASTSource, target: "GPUTarget", chosen: str, signature: dict,
+                   constexprs: dict, launch: dict) -> CompiledKernel:
+    """``triton.compile`` for ``target`` with ``at.compile`` (no device needed), by the
+    backend of the chosen device (``ANYTILE_DEVICE``), as a kernel of that device."""
+    import anytile as at
+    from ..runtime.discovery import list_backends
+    prefix = chosen.partition(":")[0]
+    backend = next((r.backend for r in list_backends()
+                    if r.backend is not None and r.backend.device_prefix == prefix), None)
+    if backend is None or (backend.triton_backend or "cpu") != target.backend:
+        raise at.BackendError(f"triton.compile for {target}: the chosen device {chosen} is "
+                              f"not usable in this process and its backend does not compile "
+                              f"for that target")
+    arch = f"sm_{target.arch}" if target.backend == "cuda" else str(target.arch)
+    compiled = at.compile(src.fn, target=f"{backend.name}:{arch}", signature=signature,
+                          constexprs=constexprs, **launch)
+    return CompiledKernel(src, chosen, launch, compiled)
 
 
 class BaseBackend(abc.ABC):
