@@ -4,7 +4,7 @@ anytile standing in for Triton, and print pass/fail/skip counts per test file.
 
     python tests/triton_compat/run_liger.py CHECKOUT [--device cpu] [--tests test/transformers]
         [--only rms_norm,swiglu] [--timeout 1800] [--json out.json] [-k EXPR]
-        [--real-triton] [--against PEER.json]
+        [--real-triton] [--against PEER.json] [--jobs 4]
 
 CHECKOUT is a checkout of the library (``github:linkedin/Liger-Kernel``): its tests run where
 they are, unmodified, and nothing of them is copied or stored.  Each test file runs in its own
@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 KINDS = ("passed", "failed", "errors", "skipped", "xfailed")
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-k", dest="keyword", help="pytest -k expression, for every file")
     ap.add_argument("--real-triton", action="store_true",
                     help="run under the installed Triton, not anytile (the peer's counts)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="test files run at once, each in its own process (default 1)")
     ap.add_argument("--against", type=Path,
                     help="a peer run's --json: list the tests it passed and this run did not")
     args = ap.parse_args(argv)
@@ -167,10 +170,13 @@ def main(argv: list[str] | None = None) -> int:
     extra = ["-k", args.keyword] if args.keyword else []
     rows = []
     print(f"{'file':<52} {'pass':>5} {'fail':>5} {'err':>4} {'skip':>5} {'xfail':>5} {'s':>7}")
-    for test_file in files:
-        row = run_file(args.checkout.resolve(), test_file.resolve(), device, args.timeout,
-                       extra)
+    pool = ThreadPoolExecutor(max(1, args.jobs))
+    runs = [pool.submit(run_file, args.checkout.resolve(), test_file.resolve(), device,
+                        args.timeout, extra) for test_file in files]
+    for done in as_completed(runs):     # printed as they finish, kept in file order
+        row = done.result()
         rows.append(row)
+        rows.sort(key=lambda r: r["file"])
         print(f"{Path(row['file']).name:<52} {row['passed']:>5} {row['failed']:>5} "
               f"{row['errors']:>4} {row['skipped']:>5} {row['xfailed']:>5} {row['seconds']:>7}"
               + (f"  {row['broken']}" if row["broken"] else ""), flush=True)

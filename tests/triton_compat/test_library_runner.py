@@ -75,7 +75,7 @@ def report(tmp_path_factory):
         (checkout / "tests" / name).write_text(textwrap.dedent(body))
     out = checkout / "report.json"
     proc = subprocess.run([sys.executable, str(RUNNER), str(checkout), "--tests", "tests",
-                           "--device", "interpreter", "--json", str(out)],
+                           "--device", "interpreter", "--json", str(out), "--jobs", "2"],
                           capture_output=True, text=True, timeout=900)
     return proc, {Path(r["file"]).name: r for r in json.loads(out.read_text())["rows"]}
 
