@@ -247,38 +247,45 @@ def test_int8_dot_on_tensor_cores(rng, M, N, K, num_warps):
 
 @at.jit
 def dot_store16_kernel(a_ptr, b_ptr, c_ptr, M_LIM, N_LIM, M: tl.constexpr, N: tl.constexpr,
-                       K: tl.constexpr, MASKED: tl.constexpr):
+                       K: tl.constexpr, MASKED: tl.constexpr, SHIFT: tl.constexpr):
     rm = tl.arange(0, M)
     rn = tl.arange(0, N)
     rk = tl.arange(0, K)
     acc = tl.dot(tl.load(a_ptr + rm[:, None] * K + rk[None, :]), tl.load(b_ptr + rk[:, None] * N + rn[None, :]))
     mask = (rm[:, None] < M_LIM) & (rn[None, :] < N_LIM) if MASKED else None
-    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=mask)
+    tl.store(c_ptr + SHIFT + rm[:, None] * N + rn[None, :], acc.to(tl.float16), mask=mask)
 
 
+@pytest.mark.parametrize("shift,run", [(0, "v4"), (4, "v2")])
 @pytest.mark.parametrize("masked", [False, True])
 @pytest.mark.parametrize("num_warps", [1, 4])
-def test_16_bit_dot_results_are_stored_8_bytes_a_lane(rng, masked, num_warps):
+def test_16_bit_dot_results_are_stored_in_whole_runs(rng, masked, num_warps, shift, run):
     """A 16-bit result in the accumulator layout (two elements a lane, four lanes over 16
-    bytes of a row): neighbour lanes trade one word so each stores 8 contiguous bytes, and a
-    warp's stores fill whole 32-byte sectors; masks travel with the words."""
+    bytes of a row): where the rows' runs are 16-byte aligned, the four lanes of a quad
+    transpose their words and each stores 16 contiguous bytes (``st.global.v4``, as Triton);
+    where they are only 8-byte aligned, neighbour lanes trade one word and each stores 8.
+    A warp's stores fill whole 32-byte sectors either way; masks hold for each run."""
     M, N, K, m_lim, n_lim = 64, 64, 32, 40, 48
     a = rng.standard_normal((M, K)).astype(np.float16)
     b = rng.standard_normal((K, N)).astype(np.float16)
-    c = np.full((M, N), -7.0, np.float16)
+    flat = np.full(M * N + shift, -7.0, np.float16)
     sig = {"a_ptr": "*fp16:16", "b_ptr": "*fp16:16", "c_ptr": "*fp16:16", "M_LIM": "i32:16",
            "N_LIM": "i32:16"}
-    consts = {"M": M, "N": N, "K": K, "MASKED": masked}
+    consts = {"M": M, "N": N, "K": K, "MASKED": masked, "SHIFT": shift}
     module = ir_of(dot_store16_kernel, sig, consts, num_warps=num_warps)
-    simulate(module, (1,), [a, b, c, m_lim, n_lim], num_warps)
+    simulate(module, (1,), [a, b, flat, m_lim, n_lim], num_warps)
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
     if masked:
         keep = (np.arange(M)[:, None] < m_lim) & (np.arange(N)[None, :] < n_lim)
         want = np.where(keep, want, np.float16(-7.0))
-    np.testing.assert_allclose(c.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+    assert (flat[:shift] == np.float16(-7.0)).all()
+    np.testing.assert_allclose(flat[shift:].reshape(M, N).astype(np.float32), want.astype(np.float32),
+                               rtol=2e-3, atol=2e-3)
     ptx = at.compile(dot_store16_kernel, target="nvidia:sm_80", signature=sig, constexprs=consts,
                      num_warps=num_warps).asm["ptx"]
-    assert "st.global.v2.b32" in ptx and "shfl.sync.bfly" in ptx and "st.global.b32" not in ptx
+    other = {"v4": "v2", "v2": "v4"}[run]
+    assert f"st.global.{run}.b32" in ptx and "shfl.sync.bfly" in ptx
+    assert f"st.global.{other}.b32" not in ptx and "st.global.b32" not in ptx
 
 
 def _tf32(x):

@@ -150,6 +150,10 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
     owner = owner_predicate(ctx, layout, shape)
     width, groups = access_groups(ctx, op, layout, shape)
     indices = register_indices(layout, shape)
+    quads = _lane_quads(ctx, op, layout, shape, width, groups) if owner is None else None
+    if quads is not None:
+        _store_lane_quads(ctx, quads, groups, ptrs, vals, masks, pointee)
+        return
     pairs = _lane_pairs(ctx, op, layout, shape, width, groups) if owner is None else None
     if pairs is not None:
         _store_lane_pairs(ctx, pairs, groups, ptrs, vals, masks, pointee)
@@ -241,6 +245,91 @@ def _store_lane_pairs(ctx: "KernelLowering", pairs: list, groups: list, ptrs: li
             vec = b.insert_element(ir.Constant(vt, ir.Undefined), first, ir.Constant(I32, 0))
             vec = b.insert_element(vec, second, ir.Constant(I32, 1))
             b.store(vec, ptr).align = 8
+            return []
+        guarded(ctx, pred, emit, [])
+
+
+def _lane_quads(ctx: "KernelLowering", op: ops.StoreOp, layout: Layout, shape: tuple,
+                width: int, groups: list) -> Optional[list[tuple[int, ...]]]:
+    """Fours of a thread's 4-byte runs (two 16-bit elements each) that the four lanes of a
+    quad store as four 16-byte runs (``_store_lane_quads``), when the access may be 8
+    elements wide (so one mask holds for a whole 16-byte run) and, in every warp, lane
+    ``4i + p``'s run ``g`` is 2p elements after lane ``4i``'s, which starts a 16-byte run (a
+    tensor-core accumulator's layout); else ``None``."""
+    pointee = elem_type(op.ptr.type).pointee
+    if width != 2 or pointee.nbytes != 2 or ctx.laid.vector.get(op, 1) < 8 or len(groups) % 4 \
+            or not isinstance(layout, BlockedLayout) or layout.order[0] != len(shape) - 1 \
+            or ctx.laid.warp_size % 4:
+        return None
+    if not _continues_across_lane_quads(layout, tuple(shape), ctx.laid.num_warps,
+                                        ctx.laid.warp_size, tuple(g[0] for g in groups)):
+        return None
+    return [tuple(range(a, a + 4)) for a in range(0, len(groups), 4)]
+
+
+@lru_cache(maxsize=256)
+def _continues_across_lane_quads(layout: Layout, shape: tuple, warps: int, lanes: int,
+                                 firsts: tuple) -> bool:
+    """Whether each run (starting at register ``firsts[k]``) of lane ``4i + p`` starts 2p
+    elements after the same run of lane ``4i``, in its row, from an element 8-aligned along
+    the last dimension."""
+    last = len(shape) - 1
+    for warp in range(warps):
+        for lane in range(0, lanes, 4):
+            base = coordinates(layout, shape, lane, warp)
+            for p in range(1, 4):
+                there = coordinates(layout, shape, lane + p, warp)
+                for first in firsts:
+                    a, b = base[first], there[first]
+                    if b[:last] != a[:last] or b[last] != a[last] + 2 * p or a[last] % 8:
+                        return False
+    return True
+
+
+def _store_lane_quads(ctx: "KernelLowering", quads: list, groups: list, ptrs: list, vals: list,
+                      masks: Optional[list], pointee) -> None:
+    """Store the runs of each of ``quads`` as a 4 x 4 transpose of words over the lanes of a
+    quad: lane ``q`` ends with the four lanes' words of its run ``q`` (two exchanges, with
+    lane ``q ^ 2`` then ``q ^ 1``, two words each) and stores them as one 16-byte run, under
+    its own mask (uniform over the run) -- a warp's stores fill whole 32-byte sectors with
+    half the instructions of 8-byte runs."""
+    b = ctx.b
+    storage = ctx.types.storage(pointee)
+    quad = b.and_(ctx.lane, ir.Constant(I32, 3))
+    low = b.trunc(quad, ir.IntType(1))
+    high = b.trunc(b.lshr(quad, ir.Constant(I32, 1)), ir.IntType(1))
+
+    def word(group: list) -> ir.Value:
+        return b.bitcast(ctx.ew.pack_storage(pointee, [vals[i] for i in group]), I32)
+
+    def pick(index: list, options: list) -> ir.Value:
+        """``options[q]`` for this lane's ``q`` (``index``: its bits, low first)."""
+        if len(options) == 1:
+            return options[0]
+        half = len(options) // 2
+        return b.select(index[-1], pick(index[:-1], options[half:]), pick(index[:-1], options[:half]))
+    for four in quads:
+        w = [word(groups[g]) for g in four]
+        # with lane q ^ 2: keep the half of the runs this lane's q names, trade the other
+        got = [ctx.target.shuffle_xor(b, b.select(high, w[t], w[2 + t]), 2) for t in (0, 1)]
+        own = [b.select(high, w[2 + t], w[t]) for t in (0, 1)]
+        # with lane q ^ 1: keep run q itself (this lane's and lane q ^ 2's word), trade the other
+        keep_own, keep_got = b.select(low, own[1], own[0]), b.select(low, got[1], got[0])
+        from_next = ctx.target.shuffle_xor(b, b.select(low, own[0], own[1]), 1)
+        from_far = ctx.target.shuffle_xor(b, b.select(low, got[0], got[1]), 1)
+        by_distance = [keep_own, from_next, keep_got, from_far]      # the word of lane q ^ d
+        vt = ir.VectorType(I32, 4)
+        vec = ir.Constant(vt, ir.Undefined)
+        for p in range(4):
+            bits = [b.xor(low, ir.Constant(ir.IntType(1), p & 1)),
+                    b.xor(high, ir.Constant(ir.IntType(1), p >> 1))]
+            vec = b.insert_element(vec, pick(bits, by_distance), ir.Constant(I32, p))
+        mine = pick([low, high], [ptrs[groups[g][0]] for g in four])
+        ptr = b.gep(mine, [b.mul(quad, ir.Constant(I32, -2))], source_etype=storage)
+        pred = pick([low, high], [masks[groups[g][0]] for g in four]) if masks is not None else None
+
+        def emit(vec=vec, ptr=ptr) -> list:
+            b.store(vec, ptr).align = 16
             return []
         guarded(ctx, pred, emit, [])
 
