@@ -21,7 +21,7 @@ from llvmlite import ir
 from anytile.codegen.gpu.dialects import KernelExtension
 from anytile.codegen.gpu.memory import lower_store
 from anytile.codegen.gpu.shared import copy_by_thread, slot_address
-from anytile.ir.nodes import walk
+from anytile.ir import walk
 from anytile.ir.types import TileType
 
 from .box_maps import BoxMap, box_map_metadata

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from anytile.ir import ops
-from anytile.ir.nodes import walk
+from anytile.ir import walk
 from anytile.ir.rules import is_int, is_ptr
 from anytile.ir.types import elem_type
 

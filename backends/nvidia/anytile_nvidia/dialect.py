@@ -29,7 +29,7 @@ from anytile.codegen.gpu.shared_ops import AsyncCommitOp, AsyncCopyOp, AsyncWait
 from anytile.ir import ops
 from anytile.ir.dialects import Dialect
 from anytile.ir.ops.memory import check_box as check_core_box
-from anytile.ir.nodes import Value
+from anytile.ir import Value
 from anytile.ir.rules import expect, expect_type
 from anytile.ir.types import Type, elem_type, i1, shape_of
 

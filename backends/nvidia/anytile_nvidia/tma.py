@@ -49,7 +49,7 @@ from anytile.codegen.gpu.memory import access_groups, guarded
 from anytile.codegen.gpu.registers import coords, register_is_replica
 from anytile.codegen.gpu.scratch import aligned_scratch
 from anytile.codegen.gpu.shared_ops import AsyncWaitOp
-from anytile.ir.nodes import walk
+from anytile.ir import walk
 from anytile.errors import LaunchError
 from anytile.ir.types import elem_type, scalar_type, shape_of
 

@@ -14,6 +14,7 @@ from .nodes import (Block, Function, Loc, Module, Op, OP_REGISTRY, UNKNOWN_LOC, 
                     clone_block, walk)
 from .ops import *  # noqa: F401,F403
 from .uses import Uses
+from .dce import dce_function
 from .opsets import (DROPPABLE_OPS, LATEST_OP_SET, OP_SETS, OpSet, drop_ops, first_op_outside,
                      ops_of_version)
 from .builder import Builder
@@ -37,7 +38,7 @@ _OPS = ["ConstantOp", "ProgramIdOp", "NumProgramsOp", "ArangeOp", "SplatOp", "Br
         "AssumeOp", "BarrierOp", "PrintOp"]
 _VERSIONS = ["OpSet", "OP_SETS", "LATEST_OP_SET", "DROPPABLE_OPS", "ops_of_version", "drop_ops",
              "first_op_outside", "Dialect"]
-_TOOLS = ["Builder", "print_module", "print_function", "parse_module", "IRParseError",
+_TOOLS = ["dce_function", "Builder", "print_module", "print_function", "parse_module", "IRParseError",
           "verify_module", "verify_function", "verify_if_enabled", "verification_enabled",
           "IRVerificationError"]
 

@@ -12,7 +12,7 @@ from ..ir.verifier import IRVerificationError, verification_enabled, verify_modu
 from .broadcast_dot import broadcast_products_to_dots
 from .canonicalize import canonicalize
 from .cse import cse
-from .dce import dce
+from ..ir.dce import dce
 from .dot_accumulate import fuse_dot_accumulate
 from .fold import fold_constants
 from .inline import inline_calls

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from anytile.codegen.gpu.shared_ops import AsyncCommitOp, AsyncWaitOp, SharedLoadOp
 from anytile.ir import ops
-from anytile.ir.nodes import Function, walk
+from anytile.ir import Function, walk
 
 from ..dialect import BoxCommitOp, BoxCopyOp, BoxLoadOp, BoxStoreOp, FencedWaitOp, refine
 

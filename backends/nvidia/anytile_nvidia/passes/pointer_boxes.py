@@ -45,10 +45,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from anytile.ir import ops
-from anytile.ir.nodes import Block, Function, Op, Value, walk
+from anytile.ir import Block, Function, Op, Value, dce_function, walk
 from anytile.ir.rules import is_int, is_ptr
 from anytile.ir.types import TileType, elem_type, i32, i64, shape_of
-from anytile.passes.dce import dce_function
 
 from ..dialect import BoxLoadOp, refine
 

@@ -47,7 +47,7 @@ from typing import Optional
 
 from ...ir import ops
 from ...ir.nodes import TRAIT_PURE, Block, Function, Op, Value, walk
-from ...passes.dce import dce_function
+from ...ir.dce import dce_function
 from ...ir.rules import is_int
 from ...ir.types import TileType, elem_type, i64, shape_of
 

@@ -16,9 +16,9 @@ after the loop and the body's argument ``i`` only feeds the yields of slots that
 """
 from __future__ import annotations
 
-from ..ir import ops as O
-from ..ir.nodes import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Function, Module, Op, Value
-from ..ir.uses import Uses
+from . import ops as O
+from .nodes import TRAIT_PURE, TRAIT_SIDE_EFFECT, TRAIT_TERMINATOR, Block, Function, Module, Op, Value
+from .uses import Uses
 
 __all__ = ["dce", "dce_function"]
 
