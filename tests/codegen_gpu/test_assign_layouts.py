@@ -255,3 +255,36 @@ def test_loop_carried_row_statistics_take_the_reductions_layout():
     (loop,) = [op for op in laid.kernel.walk() if op.NAME == "for"]
     (carried,) = [a for a in loop.body.args[1:] if hasattr(a.type, "layout")]
     assert type(carried.type.layout).__name__ == "SliceLayout"
+
+
+GATHER = """
+        kernel @scale_by_channel(%x: ptr<f32> {divisibility = 16}, %w: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %per_channel: i32) {
+          %0 = arange {start = 0, end = 2048} : tile<2048xi32>
+          %1 = splat (%x) : tile<2048xptr<f32>>
+          %2 = addptr (%1, %0) : tile<2048xptr<f32>>
+          %xs = load (%2, none, none) : tile<2048xf32>
+          %3 = splat (%per_channel) : tile<2048xi32>
+          %channel = binary {kind = "div"} (%0, %3) : tile<2048xi32>
+          %4 = splat (%w) : tile<2048xptr<f32>>
+          %5 = addptr (%4, %channel) : tile<2048xptr<f32>>
+          %ws = load (%5, none, none) : tile<2048xf32>
+          %y = binary {kind = "mul"} (%xs, %ws) : tile<2048xf32>
+          %6 = splat (%out) : tile<2048xptr<f32>>
+          %7 = addptr (%6, %0) : tile<2048xptr<f32>>
+          store (%7, %y, none)
+        }
+"""
+
+
+def test_a_gather_takes_the_layout_of_its_readers():
+    """``w[offs // per_channel]`` is read one element at a time whatever its layout: it takes
+    the layout of the product it feeds (four consecutive floats a thread, as ``x`` is read),
+    so the product needs no exchange of the gathered tile through shared memory."""
+    from anytile.ir.parser import parse_module
+    import textwrap
+    laid = lay_out(parse_module(textwrap.dedent(GATHER)))
+    values = {op.results[0].name: op.results[0] for op in laid.kernel.body.ops if op.results}
+    wide = BlockedLayout((4,), (32,), (4,), (0,))
+    assert values["xs"].type.layout == wide and values["y"].type.layout == wide
+    assert values["ws"].type.layout == wide, laid
+    assert sorted(laid.vector.values()) == [1, 4, 4]

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
 from ...ir import ops
-from ...ir.nodes import Block, Function, Module, Value
+from ...ir.nodes import Block, Function, Module, Value, walk
+from ...ir.uses import Uses
 from ...ir.types import PointerType, TileType, elem_type, shape_of
 from .axis_info import AxisInfo, analyse_function, vector_width_of_access
 from .layouts import BlockedLayout, Layout, SliceLayout, default_blocked, register_count
@@ -300,4 +301,35 @@ def assign_layouts(module: Module, num_warps: int, warp_size: int,
     out.busy_shared = busy_buffer_ops(kernel)
     out.buffer_bytes = plan_persistent_shared(kernel)[1]
     _Assigner(out, plan_dot).block(kernel.body)
+    _lay_gathers_out_for_their_readers(out, kernel)
     return out
+
+
+def _lay_gathers_out_for_their_readers(out: LaidOutKernel, kernel: Function) -> None:
+    """A load whose accesses are one element wide (a gather, ``w[offs // n]``) gains nothing
+    from a layout of its own: give it the layout its readers all compute in, when its address,
+    mask and fill value are recomputed there anyway.  Else each reader would exchange the
+    whole tile through shared memory (a 64K-element tile: 256 KiB, more than a program has)."""
+    uses = Uses(kernel)
+    for op in walk(kernel.body):
+        if not isinstance(op, ops.LoadOp) or op in out.transposed or out.vector.get(op) != 1:
+            continue
+        res = op.result
+        operands = [v for v in (op.ptr, op.mask, op.other) if v is not None]
+        if not isinstance(res.type, TileType) or \
+                not all(v in out.remat for v in operands if isinstance(v.type, TileType)):
+            continue
+        wanted = set()
+        for user in uses.users(res):
+            if isinstance(user, ops.StoreOp) and user.value is res and user.ptr is not res:
+                wanted.add(out.store_layout.get(user))
+            elif isinstance(user, REMAT_OPS) and user.results and \
+                    isinstance(user.results[0].type, TileType) and \
+                    user.results[0].type.shape == res.type.shape:
+                wanted.add(user.results[0].type.layout)
+            else:
+                wanted.add(None)
+        if len(wanted) == 1:
+            (layout,) = wanted
+            if isinstance(layout, BlockedLayout) and layout != res.type.layout:
+                res.type = TileType(res.type.shape, res.type.elem, layout)
