@@ -150,14 +150,12 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
     owner = owner_predicate(ctx, layout, shape)
     width, groups = access_groups(ctx, op, layout, shape)
     indices = register_indices(layout, shape)
-    quads = _lane_quads(ctx, op, layout, shape, width, groups) if owner is None else None
-    if quads is not None:
-        _store_lane_quads(ctx, quads, groups, ptrs, vals, masks, pointee)
-        return
-    pairs = _lane_pairs(ctx, op, layout, shape, width, groups) if owner is None else None
-    if pairs is not None:
-        _store_lane_pairs(ctx, pairs, groups, ptrs, vals, masks, pointee)
-        return
+    for lanes, store in ((4, _store_lane_quads), (2, _store_lane_pairs)):
+        shared = _lane_groups(ctx, op, layout, shape, width, groups, lanes) \
+            if owner is None else None
+        if shared is not None:
+            store(ctx, shared, groups, ptrs, vals, masks, pointee)
+            return
     for group in groups:
         first = group[0]
         if register_is_replica(layout, shape, indices[first]):
@@ -178,39 +176,42 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
         guarded(ctx, pred, emit, [])
 
 
-def _lane_pairs(ctx: "KernelLowering", op: ops.StoreOp, layout: Layout, shape: tuple,
-                width: int, groups: list) -> Optional[list[tuple[int, int]]]:
-    """Pairs of a thread's 4-byte runs (two 16-bit elements) to store as one 8-byte run with
-    its neighbour lane (``_store_lane_pairs``), when the access may be 4 elements wide and,
-    in every warp, each run of lane ``2i + 1`` continues the same run of lane ``2i`` (a
-    tensor-core accumulator's layout: four lanes cover 16 contiguous bytes of a row, so a
-    warp's 4-byte stores fill half of each 32-byte sector); else ``None``."""
+def _lane_groups(ctx: "KernelLowering", op: ops.StoreOp, layout: Layout, shape: tuple,
+                 width: int, groups: list, lanes: int) -> Optional[list[tuple[int, ...]]]:
+    """Sets of ``lanes`` (2 or 4) of a thread's 4-byte runs (two 16-bit elements each) that
+    ``lanes`` neighbour lanes store together as runs of ``4 * lanes`` bytes
+    (``_store_lane_pairs``, ``_store_lane_quads``), when the access may be ``2 * lanes``
+    elements wide (one mask holds for a whole run) and, in every warp, lane ``lanes * i + p``'s
+    run starts ``2p`` elements after lane ``lanes * i``'s, which is ``2 * lanes``-aligned (a
+    tensor-core accumulator's layout: a quad of lanes covers 16 contiguous bytes of a row);
+    else ``None``."""
     pointee = elem_type(op.ptr.type).pointee
-    if width != 2 or pointee.nbytes != 2 or ctx.laid.vector.get(op, 1) < 4 or len(groups) % 2 \
-            or not isinstance(layout, BlockedLayout) or layout.order[0] != len(shape) - 1 \
-            or ctx.laid.warp_size % 2:
+    if width != 2 or pointee.nbytes != 2 or ctx.laid.vector.get(op, 1) < 2 * lanes \
+            or len(groups) % lanes or not isinstance(layout, BlockedLayout) \
+            or layout.order[0] != len(shape) - 1 or ctx.laid.warp_size % lanes:
         return None
-    if not _continues_across_lane_pairs(layout, tuple(shape), ctx.laid.num_warps,
-                                        ctx.laid.warp_size, tuple(g[0] for g in groups)):
+    if not _continues_across_lanes(layout, tuple(shape), ctx.laid.num_warps,
+                                   ctx.laid.warp_size, tuple(g[0] for g in groups), lanes):
         return None
-    return [(a, a + 1) for a in range(0, len(groups), 2)]
+    return [tuple(range(a, a + lanes)) for a in range(0, len(groups), lanes)]
 
 
 @lru_cache(maxsize=256)
-def _continues_across_lane_pairs(layout: Layout, shape: tuple, warps: int, lanes: int,
-                                 firsts: tuple) -> bool:
-    """Whether each run (starting at register ``firsts[k]``) of every odd lane continues
-    the same run of the even lane before it, from an element 4-aligned along the last
-    dimension."""
+def _continues_across_lanes(layout: Layout, shape: tuple, warps: int, warp_size: int,
+                            firsts: tuple, lanes: int) -> bool:
+    """Whether each run (starting at register ``firsts[k]``) of lane ``lanes * i + p`` starts
+    ``2p`` elements after the same run of lane ``lanes * i``, in its row, from an element
+    ``2 * lanes``-aligned along the last dimension."""
     last = len(shape) - 1
     for warp in range(warps):
-        for lane in range(0, lanes, 2):
-            here = coordinates(layout, shape, lane, warp)
-            there = coordinates(layout, shape, lane + 1, warp)
-            for first in firsts:
-                a, b = here[first], there[first]
-                if b[:last] != a[:last] or b[last] != a[last] + 2 or a[last] % 4:
-                    return False
+        for lane in range(0, warp_size, lanes):
+            base = coordinates(layout, shape, lane, warp)
+            for p in range(1, lanes):
+                there = coordinates(layout, shape, lane + p, warp)
+                for first in firsts:
+                    a, b = base[first], there[first]
+                    if b[:last] != a[:last] or b[last] != a[last] + 2 * p or a[last] % (2 * lanes):
+                        return False
     return True
 
 
@@ -247,43 +248,6 @@ def _store_lane_pairs(ctx: "KernelLowering", pairs: list, groups: list, ptrs: li
             b.store(vec, ptr).align = 8
             return []
         guarded(ctx, pred, emit, [])
-
-
-def _lane_quads(ctx: "KernelLowering", op: ops.StoreOp, layout: Layout, shape: tuple,
-                width: int, groups: list) -> Optional[list[tuple[int, ...]]]:
-    """Fours of a thread's 4-byte runs (two 16-bit elements each) that the four lanes of a
-    quad store as four 16-byte runs (``_store_lane_quads``), when the access may be 8
-    elements wide (so one mask holds for a whole 16-byte run) and, in every warp, lane
-    ``4i + p``'s run ``g`` is 2p elements after lane ``4i``'s, which starts a 16-byte run (a
-    tensor-core accumulator's layout); else ``None``."""
-    pointee = elem_type(op.ptr.type).pointee
-    if width != 2 or pointee.nbytes != 2 or ctx.laid.vector.get(op, 1) < 8 or len(groups) % 4 \
-            or not isinstance(layout, BlockedLayout) or layout.order[0] != len(shape) - 1 \
-            or ctx.laid.warp_size % 4:
-        return None
-    if not _continues_across_lane_quads(layout, tuple(shape), ctx.laid.num_warps,
-                                        ctx.laid.warp_size, tuple(g[0] for g in groups)):
-        return None
-    return [tuple(range(a, a + 4)) for a in range(0, len(groups), 4)]
-
-
-@lru_cache(maxsize=256)
-def _continues_across_lane_quads(layout: Layout, shape: tuple, warps: int, lanes: int,
-                                 firsts: tuple) -> bool:
-    """Whether each run (starting at register ``firsts[k]``) of lane ``4i + p`` starts 2p
-    elements after the same run of lane ``4i``, in its row, from an element 8-aligned along
-    the last dimension."""
-    last = len(shape) - 1
-    for warp in range(warps):
-        for lane in range(0, lanes, 4):
-            base = coordinates(layout, shape, lane, warp)
-            for p in range(1, 4):
-                there = coordinates(layout, shape, lane + p, warp)
-                for first in firsts:
-                    a, b = base[first], there[first]
-                    if b[:last] != a[:last] or b[last] != a[last] + 2 * p or a[last] % 8:
-                        return False
-    return True
 
 
 def _store_lane_quads(ctx: "KernelLowering", quads: list, groups: list, ptrs: list, vals: list,
