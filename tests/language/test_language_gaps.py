@@ -371,3 +371,23 @@ def test_descriptor_argument_loads_say_their_box_and_specialise_sizes_and_stride
                                    at.TensorDescriptor(y, [32, 48], [48, 1], [16, 16]), 1.0,
                                    BM=16, BN=16, grid=(3, 2), device="interpreter").asm["ir"]
     assert re.search(r"%xd_at_stride0: i64[,)]", text.splitlines()[0])
+
+
+@at.jit
+def add_transposed(a_ptr, b_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R), tl.arange(0, C)
+    a = tl.load(a_ptr + r[:, None] * C + c[None, :])          # rows contiguous
+    bt = tl.load(b_ptr + c[None, :] * R + r[:, None])         # columns contiguous: B transposed
+    tl.store(out_ptr + r[:, None] * C + c[None, :], a + bt)
+
+
+def test_a_tile_exchanged_in_rounds_when_shared_memory_cannot_hold_it(device, rng, poison):
+    """``a + b.T`` puts one operand in the other's layout through shared memory: 128x256
+    doubles (264 KiB with padding) are more than a GPU program has (sm_90: 227 KiB), so the
+    GPU lowerings exchange the tile in slices of rows, one round each; the result is the same."""
+    a = rng.standard_normal((128, 256))
+    b = rng.standard_normal((256, 128))
+    out = at.asarray(poison((128, 256), np.float64), device=device)
+    add_transposed[(1,)](at.asarray(a, device=device), at.asarray(b, device=device), out,
+                         R=128, C=256)
+    np.testing.assert_array_equal(out.numpy(), a + b.T)

@@ -463,3 +463,22 @@ def test_library_arithmetic_stays_strict_through_the_passes():
     # the kernel's x * 0.5 and x * 0.25 feed the libraries' strict adds (acos's 1 + f,
     # log1p's x + 1): nothing fuses across, so fusion adds no fma here
     assert ptx.count("fma.rn.f32") == unfused.count("fma.rn.f32")
+
+
+@at.jit
+def _add_transposed(a_ptr, b_ptr, out_ptr, R: tl.constexpr, C: tl.constexpr):
+    r, c = tl.arange(0, R), tl.arange(0, C)
+    a = tl.load(a_ptr + r[:, None] * C + c[None, :])
+    bt = tl.load(b_ptr + c[None, :] * R + r[:, None])
+    tl.store(out_ptr + r[:, None] * C + c[None, :], a + bt)
+
+
+def test_an_exchange_larger_than_shared_memory_takes_rounds():
+    """Putting a 256x256 float tile into another layout through shared memory would take
+    266 KiB, more than sm_90 gives a program (227 KiB): it goes a half at a time (the result
+    is checked on every device by ``tests/language``'s 128x128 case, which the simulated AMD
+    devices exchange in halves)."""
+    sig = {"a_ptr": "*fp32:16", "b_ptr": "*fp32:16", "out_ptr": "*fp32:16"}
+    compiled = at.compile(_add_transposed, target="nvidia:sm_90", signature=sig,
+                          constexprs={"R": 256, "C": 256})
+    assert compiled.metadata.shared == 128 * 260 * 4

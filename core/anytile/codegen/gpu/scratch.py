@@ -136,7 +136,8 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
     (``elem`` f16, bf16, float8) go through in their storage form.  Where no pipelined buffer
     holds data (``ctx.buffers_free``: an epilogue after the K loop) and they are large
     enough, the exchange takes the buffers' place instead of growing the scratch space, and
-    ends with a barrier (an enclosing loop's next prologue refills them)."""
+    ends with a barrier (an enclosing loop's next prologue refills them).  A tile that fits
+    neither goes in rounds, a slice of its rows at a time (``_through_shared_in_rounds``)."""
     b = ctx.b
     t = src.values[0].type
     narrow = isinstance(elem, ScalarType) and elem.is_float and ctx.types.storage(elem) != t
@@ -146,6 +147,9 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
     pitch = _pitch(shape, nbytes)
     total = exchange_bytes(shape, nbytes) if same else math.prod(shape) * nbytes
     in_buffers = ctx.buffers_free and total <= ctx.buffer_bytes
+    rounds = _rounds(ctx, shape, total) if same and not in_buffers else 1
+    if rounds > 1:
+        return _through_shared_in_rounds(ctx, src, want, shape, elem, rounds)
     if in_buffers:
         base = ctx.smem
     else:
@@ -203,6 +207,79 @@ def through_shared(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
         # refills them (which a backend's copies may do outside the threads)
         ctx.buffers_reused(b)
         ctx.target.barrier(b)
+    return Regs(want, shape, values)
+
+
+def _rounds(ctx: "KernelLowering", shape: tuple, total: int) -> int:
+    """How many rounds an exchange of ``total`` bytes takes: 1 when it fits the shared memory
+    a program has beside the pipelined buffers, else the fewest (a power of two dividing the
+    first dimension) whose slices of the first dimension each fit."""
+    room = ctx.target.shared_memory_limit - ctx.persistent_shared
+    rounds = 1
+    while total // rounds > room and shape and shape[0] % (rounds * 2) == 0 \
+            and shape[0] // (rounds * 2) >= 1:
+        rounds *= 2
+    return rounds
+
+
+def _through_shared_in_rounds(ctx: "KernelLowering", src: Regs, want: Layout, shape: tuple,
+                              elem: Optional[ScalarType], rounds: int) -> Regs:
+    """``through_shared`` for a tile larger than a program's shared memory: one slice of the
+    first dimension a round, each element written and read in its round (its first
+    coordinate tested at run time), so the scratch space holds ``1/rounds`` of the tile."""
+    b = ctx.b
+    t = src.values[0].type
+    narrow = isinstance(elem, ScalarType) and elem.is_float and ctx.types.storage(elem) != t
+    kept = ctx.types.storage(elem) if narrow else shared_type(t)
+    nbytes = llvm_bytes(kept)
+    part = (shape[0] // rounds,) + tuple(shape[1:])
+    pitch = _pitch(shape, nbytes)
+    reserve(ctx, exchange_bytes(part, nbytes) if len(shape) > 1 else part[0] * nbytes)
+    base = ctx.smem_base
+    height = ir.Constant(I32, part[0])
+
+    def slot(c: tuple, first: ir.Value) -> ir.Value:
+        """The scratch address of coordinates ``c`` whose first is ``first`` (in the slice)."""
+        index = first
+        for d in range(1, len(c)):
+            index = b.mul(index, ir.Constant(I32, pitch if d == len(c) - 1 else shape[d]))
+            index = b.add(index, c[d])
+        return b.gep(base, [index], source_etype=kept)
+
+    def stored(value: ir.Value) -> ir.Value:
+        if narrow:
+            return ctx.ew.to_storage(elem, value)
+        if isinstance(t, ir.IntType) and t.width == 1:
+            return b.zext(value, I8)
+        if isinstance(t, ir.PointerType):
+            return b.ptrtoint(value, I64)
+        return value
+
+    def loaded(raw: ir.Value) -> ir.Value:
+        if narrow:
+            return ctx.ew.from_storage(elem, raw)
+        if isinstance(t, ir.IntType) and t.width == 1:
+            return b.trunc(raw, t)
+        if isinstance(t, ir.PointerType):
+            return b.inttoptr(raw, t)
+        return raw
+
+    mine = coords(ctx, src.layout, src.shape)
+    theirs = coords(ctx, want, shape)
+    values: list = [ir.Constant(t, ir.Undefined)] * register_count(want, shape)
+    for r in range(rounds):
+        low = ir.Constant(I32, r * part[0])
+        ctx.target.barrier(b)
+        for i, value in enumerate(src.values):
+            first = b.sub(mine[i][0], low)
+            with b.if_then(b.icmp_unsigned("<", first, height)):
+                b.store(stored(value), slot(mine[i], first))
+        ctx.target.barrier(b)
+        for i in range(len(values)):
+            first = b.sub(theirs[i][0], low)
+            here = b.icmp_unsigned("<", first, height)
+            got = b.load(slot(theirs[i], b.select(here, first, ir.Constant(I32, 0))), typ=kept)
+            values[i] = b.select(here, loaded(got), values[i])
     return Regs(want, shape, values)
 
 
