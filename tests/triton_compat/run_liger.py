@@ -81,8 +81,11 @@ def run_file(checkout: Path, test_file: Path, device: str | None, timeout: float
         report = Path(scratch) / "junit.xml"
         runner = [sys.executable, "-m", "anytile", "run", "--as-triton", "--device", device,
                   pytest_script()] if device else [sys.executable, "-m", "pytest"]
+        # pytest-rerunfailures (a dev dependency of Liger's) keeps each failed test's
+        # exception, and through it the test's tensors, until the session ends
         cmd = [*runner, str(test_file.relative_to(checkout)), "-q", "-p", "no:randomly",
-               "-p", "no:cacheprovider", "-o", "log_cli=false", f"--junitxml={report}", *extra]
+               "-p", "no:rerunfailures", "-p", "no:cacheprovider", "-o", "log_cli=false",
+               f"--junitxml={report}", *extra]
         env = dict(os.environ, MPLBACKEND="Agg", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
         start = time.monotonic()
         try:
