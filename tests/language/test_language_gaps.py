@@ -6,6 +6,7 @@ import numpy as np
 
 import anytile as at
 import anytile.language as tl
+from anytile.language.extra import libdevice
 
 
 @at.jit
@@ -391,3 +392,25 @@ def test_a_tile_exchanged_in_rounds_when_shared_memory_cannot_hold_it(device, rn
     add_transposed[(1,)](at.asarray(a, device=device), at.asarray(b, device=device), out,
                          R=128, C=256)
     np.testing.assert_array_equal(out.numpy(), a + b.T)
+
+
+@at.jit
+def tanh_and_its_gradient(x_ptr, t_ptr, g_ptr, N: tl.constexpr):
+    offs = tl.arange(0, N)
+    t = libdevice.tanh(tl.load(x_ptr + offs))
+    tl.store(t_ptr + offs, t)
+    tl.store(g_ptr + offs, 1 - t * t)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_is_exactly_one_where_it_rounds_to_one(device, dtype, poison):
+    """Where tanh rounds to +-1 (|x| above 9.02 in f32), it is +-1, and GELU's ``1 - t*t``
+    is 0: a tanh one ulp short of 1 there (allowed by OpenCL's few-ulp bound) gave
+    Liger-Kernel's GEGLU gradient errors of 0.01 at x = -67."""
+    beyond = 9.5 if dtype == np.float32 else 19.5     # f64 rounds to 1 from 19.1 on
+    x = np.array([-10769.0, -67.0, -beyond, beyond, 20.0, 1e30, -1e30, 30.0], dtype)
+    t = at.asarray(poison(8, dtype), device=device)
+    g = at.asarray(poison(8, dtype), device=device)
+    tanh_and_its_gradient[(1,)](at.asarray(x, device=device), t, g, N=8)
+    np.testing.assert_array_equal(t.numpy(), np.sign(x))
+    np.testing.assert_array_equal(g.numpy(), np.zeros(8, dtype))

@@ -297,6 +297,8 @@ class Arith:
                 return f"(-{x})"
             if kind == "abs":
                 return f"fabs({x})"
+            if kind == "tanh":
+                return self._float_op(t, n, lambda y: self._tanh(y, t, n), self.let(x, t, n))
             if kind in _LANEWISE_TRIG and n > 1:      # see helpers.TRIG_VECTOR_LIMIT
                 helper = self.helpers.need(f"{kind}_{'f64' if t.name == 'f64' else 'f32'}", n)
                 return self._float_op(t, n, lambda y: f"{helper}({y})", x)
@@ -311,6 +313,17 @@ class Arith:
         if kind == "abs":
             return f"as_{v}(abs({x}))" if t.is_signed else x
         raise CompilationError(f"unary '{kind}' is not defined on {t}", loc)
+
+    @staticmethod
+    def _tanh(y: str, t: ScalarType, n: int) -> str:
+        """``tanh(y)``, exactly +-1 where that is the correctly rounded result (|y| > 9.1 in
+        f32, 19.1 in f64): OpenCL lets ``tanh`` be a few ulp off, and PoCL's gives
+        -0.99999994 for -10769, which ``1 - tanh(y)**2`` (GELU's gradient) turns from 0 into
+        1.2e-7 times whatever multiplies it."""
+        wide = t.name == "f64"
+        v = vector_name(t if wide else f32, n)
+        limit = "19.1" if wide else "9.1f"
+        return f"select(tanh({y}), copysign(({v})1, {y}), isgreater(fabs({y}), ({v}){limit}))"
 
     # -- fma, umulhi, bitcast, addptr -------------------------------------------------------------
     def fma(self, a: Chunk, b: Chunk, c: Chunk) -> Chunk:
