@@ -238,31 +238,23 @@ def _through_shared_in_rounds(ctx: "KernelLowering", src: Regs, want: Layout, sh
     base = ctx.smem_base
     height = ir.Constant(I32, part[0])
 
-    def slot(c: tuple, first: ir.Value) -> ir.Value:
-        """The scratch address of coordinates ``c`` whose first is ``first`` (in the slice)."""
-        index = first
+    def index(c: tuple, first: ir.Value) -> ir.Value:
+        """The scratch element of coordinates ``c`` whose first is ``first`` (in the slice)."""
+        at = first
         for d in range(1, len(c)):
-            index = b.mul(index, ir.Constant(I32, pitch if d == len(c) - 1 else shape[d]))
-            index = b.add(index, c[d])
-        return b.gep(base, [index], source_etype=kept)
+            at = b.add(b.mul(at, ir.Constant(I32, pitch if d == len(c) - 1 else shape[d])), c[d])
+        return at
 
-    def stored(value: ir.Value) -> ir.Value:
+    def store(value: ir.Value, at: ir.Value) -> None:
         if narrow:
-            return ctx.ew.to_storage(elem, value)
-        if isinstance(t, ir.IntType) and t.width == 1:
-            return b.zext(value, I8)
-        if isinstance(t, ir.PointerType):
-            return b.ptrtoint(value, I64)
-        return value
+            b.store(ctx.ew.to_storage(elem, value), b.gep(base, [at], source_etype=kept))
+        else:
+            shared_store(ctx, value, at)
 
-    def loaded(raw: ir.Value) -> ir.Value:
+    def load(at: ir.Value) -> ir.Value:
         if narrow:
-            return ctx.ew.from_storage(elem, raw)
-        if isinstance(t, ir.IntType) and t.width == 1:
-            return b.trunc(raw, t)
-        if isinstance(t, ir.PointerType):
-            return b.inttoptr(raw, t)
-        return raw
+            return ctx.ew.from_storage(elem, b.load(b.gep(base, [at], source_etype=kept), typ=kept))
+        return shared_load(ctx, t, at)
 
     mine = coords(ctx, src.layout, src.shape)
     theirs = coords(ctx, want, shape)
@@ -273,13 +265,13 @@ def _through_shared_in_rounds(ctx: "KernelLowering", src: Regs, want: Layout, sh
         for i, value in enumerate(src.values):
             first = b.sub(mine[i][0], low)
             with b.if_then(b.icmp_unsigned("<", first, height)):
-                b.store(stored(value), slot(mine[i], first))
+                store(value, index(mine[i], first))
         ctx.target.barrier(b)
         for i in range(len(values)):
             first = b.sub(theirs[i][0], low)
             here = b.icmp_unsigned("<", first, height)
-            got = b.load(slot(theirs[i], b.select(here, first, ir.Constant(I32, 0))), typ=kept)
-            values[i] = b.select(here, loaded(got), values[i])
+            got = load(index(theirs[i], b.select(here, first, ir.Constant(I32, 0))))
+            values[i] = b.select(here, got, values[i])
     return Regs(want, shape, values)
 
 
