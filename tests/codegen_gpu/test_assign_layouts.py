@@ -288,3 +288,49 @@ def test_a_gather_takes_the_layout_of_its_readers():
     assert values["xs"].type.layout == wide and values["y"].type.layout == wide
     assert values["ws"].type.layout == wide, laid
     assert sorted(laid.vector.values()) == [1, 4, 4]
+
+
+ROW_GATHER = """
+        kernel @rows_plus_transposed(%w: ptr<f32>, %b: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %d: i32) {
+          %r = arange {start = 0, end = 64} : tile<64xi32>
+          %c = arange {start = 0, end = 64} : tile<64xi32>
+          %0 = expand_dims {axis = 1} (%r) : tile<64x1xi32>
+          %1 = expand_dims {axis = 0} (%c) : tile<1x64xi32>
+          %2 = splat (%d) : tile<64x1xi32>
+          %3 = binary {kind = "mul"} (%0, %2) : tile<64x1xi32>
+          %4 = broadcast (%3) : tile<64x64xi32>
+          %5 = broadcast (%1) : tile<64x64xi32>
+          %6 = binary {kind = "add"} (%4, %5) : tile<64x64xi32>
+          %7 = splat (%w) : tile<64x64xptr<f32>>
+          %8 = addptr (%7, %6) : tile<64x64xptr<f32>>
+          %9 = constant {value = 64} : tile<1x64xi32>
+          %10 = binary {kind = "mul"} (%1, %9) : tile<1x64xi32>
+          %11 = broadcast (%10) : tile<64x64xi32>
+          %12 = broadcast (%0) : tile<64x64xi32>
+          %13 = binary {kind = "add"} (%11, %12) : tile<64x64xi32>
+          %14 = splat (%b) : tile<64x64xptr<f32>>
+          %15 = addptr (%14, %13) : tile<64x64xptr<f32>>
+          %bt = load (%15, none, none) : tile<64x64xf32>
+          %ws = load (%8, none, none) : tile<64x64xf32>
+          %y = binary {kind = "add"} (%bt, %ws) : tile<64x64xf32>
+          %16 = constant {value = 64} : tile<64x1xi32>
+          %17 = binary {kind = "mul"} (%0, %16) : tile<64x1xi32>
+          %18 = broadcast (%17) : tile<64x64xi32>
+          %19 = binary {kind = "add"} (%18, %5) : tile<64x64xi32>
+          %20 = splat (%out) : tile<64x64xptr<f32>>
+          %21 = addptr (%20, %19) : tile<64x64xptr<f32>>
+          store (%21, %y, none)
+        }
+"""
+
+
+def test_a_gather_keeps_its_lanes_along_the_dimension_it_reads():
+    """A row gather of unaligned rows (``w[rows[:, None] * d + cols[None, :]]``, one element
+    wide since ``d`` has no known divisor) read beside a transposed tile: taking that tile's
+    layout would put a warp's lanes down the columns, so the gather keeps its own."""
+    from anytile.ir.parser import parse_module
+    import textwrap
+    laid = lay_out(parse_module(textwrap.dedent(ROW_GATHER)))
+    values = {op.results[0].name: op.results[0] for op in laid.kernel.body.ops if op.results}
+    assert values["bt"].type.layout.order == (0, 1), laid
+    assert values["ws"].type.layout.order == (1, 0), laid

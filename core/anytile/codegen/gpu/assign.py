@@ -329,7 +329,11 @@ def _lay_gathers_out_for_their_readers(out: LaidOutKernel, kernel: Function) -> 
                 wanted.add(user.results[0].type.layout)
             else:
                 wanted.add(None)
+        own = res.type.layout
         if len(wanted) == 1:
             (layout,) = wanted
-            if isinstance(layout, BlockedLayout) and layout != res.type.layout:
+            # lanes kept along the same dimension: a warp's reads stay as coalesced as they
+            # were (a row gather with unaligned rows is contiguous though one element wide)
+            if isinstance(layout, BlockedLayout) and isinstance(own, BlockedLayout) and \
+                    layout.order == own.order and layout != own:
                 res.type = TileType(res.type.shape, res.type.elem, layout)
