@@ -257,6 +257,14 @@ def test_loop_carried_row_statistics_take_the_reductions_layout():
     assert type(carried.type.layout).__name__ == "SliceLayout"
 
 
+def laid_out_values(text):
+    """The laid-out kernel of IR ``text`` and its top-level values by name."""
+    import textwrap
+    from anytile.ir.parser import parse_module
+    laid = lay_out(parse_module(textwrap.dedent(text)))
+    return laid, {op.results[0].name: op.results[0] for op in laid.kernel.body.ops if op.results}
+
+
 GATHER = """
         kernel @scale_by_channel(%x: ptr<f32> {divisibility = 16}, %w: ptr<f32> {divisibility = 16}, %out: ptr<f32> {divisibility = 16}, %per_channel: i32) {
           %0 = arange {start = 0, end = 2048} : tile<2048xi32>
@@ -280,10 +288,7 @@ def test_a_gather_takes_the_layout_of_its_readers():
     """``w[offs // per_channel]`` is read one element at a time whatever its layout: it takes
     the layout of the product it feeds (four consecutive floats a thread, as ``x`` is read),
     so the product needs no exchange of the gathered tile through shared memory."""
-    from anytile.ir.parser import parse_module
-    import textwrap
-    laid = lay_out(parse_module(textwrap.dedent(GATHER)))
-    values = {op.results[0].name: op.results[0] for op in laid.kernel.body.ops if op.results}
+    laid, values = laid_out_values(GATHER)
     wide = BlockedLayout((4,), (32,), (4,), (0,))
     assert values["xs"].type.layout == wide and values["y"].type.layout == wide
     assert values["ws"].type.layout == wide, laid
@@ -328,9 +333,6 @@ def test_a_gather_keeps_its_lanes_along_the_dimension_it_reads():
     """A row gather of unaligned rows (``w[rows[:, None] * d + cols[None, :]]``, one element
     wide since ``d`` has no known divisor) read beside a transposed tile: taking that tile's
     layout would put a warp's lanes down the columns, so the gather keeps its own."""
-    from anytile.ir.parser import parse_module
-    import textwrap
-    laid = lay_out(parse_module(textwrap.dedent(ROW_GATHER)))
-    values = {op.results[0].name: op.results[0] for op in laid.kernel.body.ops if op.results}
+    laid, values = laid_out_values(ROW_GATHER)
     assert values["bt"].type.layout.order == (0, 1), laid
     assert values["ws"].type.layout.order == (1, 0), laid
