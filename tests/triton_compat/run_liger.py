@@ -112,26 +112,30 @@ def run_file(checkout: Path, test_file: Path, device: str | None, timeout: float
             "broken": tail[0][:200] if broken else "", "failures": failures}
 
 
-def read_peer(path: Path) -> dict[str, set[str]]:
-    """A peer run's passed tests, by file (a failed or errored test is named in its
-    failures; every other counted test passed, skipped or xfailed)."""
+def read_peer(path: Path) -> dict[str, dict]:
+    """A peer run's rows (``--json``), by file."""
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise SystemExit(f"run_liger: --against {path}: {exc}")
-    return {row["file"]: {f["test"] for f in row["failures"]} | ({"*"} if row["broken"] else set())
-            for row in data["rows"]}
+    return {row["file"]: row for row in data["rows"]}
 
 
-def print_against(peer: dict[str, set[str]], rows: list[dict]) -> None:
-    """The tests that failed here in files where the peer ran and did not fail them."""
-    worse = [(row["file"], f) for row in rows if row["file"] in peer and "*" not in peer[row["file"]]
-             for f in row["failures"] if f["test"] not in peer[row["file"]]]
-    better = sum(len(peer[row["file"]] - {f["test"] for f in row["failures"]} - {"*"})
-                 for row in rows if row["file"] in peer and not row["broken"])
+def print_against(peer: dict[str, dict], rows: list[dict]) -> None:
+    """The tests that failed here in files the peer finished without failing them, with
+    their messages; and how many the peer failed that passed here."""
+    worse, better = [], 0
+    for row in rows:
+        theirs = peer.get(row["file"])
+        if theirs is None or theirs["broken"] or row["broken"]:
+            continue
+        failed_there = {f["test"] for f in theirs["failures"]}
+        failed_here = {f["test"] for f in row["failures"]}
+        worse += [f for f in row["failures"] if f["test"] not in failed_there]
+        better += len(failed_there - failed_here)
     print(f"\nagainst the peer: {len(worse)} failed here and not there, "
           f"{better} failed there and not here")
-    for file, failure in worse:
+    for failure in worse:
         print(f"  {failure['test']}: {failure['message'][:160]}")
 
 

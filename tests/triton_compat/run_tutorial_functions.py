@@ -6,12 +6,12 @@ on any device, including the host GPU simulators where the tutorials' own shapes
         tests/triton_compat/run_tutorial_functions.py CHECKOUT [--only softmax,matmul]
 
 CHECKOUT is a Triton checkout (or its files): its ``python/tutorials`` are read at run time
-(loaded as ``benchmarks/triton_tutorials.py`` loads them: definitions kept, module-level tests,
-benchmarks and calls of their own functions dropped) and nothing of them is stored here.  Each case calls what the tutorial
-defines (``add``, ``softmax``, ``seeded_dropout``, ``LayerNorm.apply`` forward and backward,
-``attention`` forward) with torch CPU tensors; tutorial 03's ``matmul``
-autotunes over a menu of large tiles, so its ``matmul_kernel`` runs at the smallest config of
-its menu instead.  Prints one line per case and exits 1 if any failed.  A developer tool, not a
+(loaded as ``benchmarks/triton_tutorials.py`` loads them: definitions kept, module-level
+tests, benchmarks and calls of their own functions dropped) and nothing of them is stored
+here.  Each case calls what the tutorial defines (``add``, ``softmax``, ``seeded_dropout``,
+``LayerNorm.apply`` forward and backward, ``attention`` forward) with torch CPU tensors;
+tutorial 03's ``matmul`` autotunes over a menu of large tiles, so its ``matmul_kernel`` runs
+at the smallest config of its menu instead.  Prints one line per case and exits 1 if any failed.  A developer tool, not a
 test: torch (CPU build) must be installed."""
 from __future__ import annotations
 

@@ -10,8 +10,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from .drivers import (DRIVERS, TRITON_BACKEND_NAMES, GPUTarget, default_device, family_device,
-                      family_of, host_kernel_view)
+from .drivers import (DRIVERS, TRITON_BACKEND_NAMES, GPUTarget, arch_name, default_device,
+                      family_device, family_of, host_kernel_view)
 from .standin import TRITON_VERSION, not_provided
 
 __all__ = ["KernelParam", "jit_class", "ASTSource", "CompiledKernel", "triton_compile",
@@ -265,9 +265,8 @@ def _compile_ahead(src: ASTSource, target: "GPUTarget", chosen: str, signature: 
         raise at.BackendError(f"triton.compile for {target}: the chosen device {chosen} is "
                               f"not usable in this process and its backend does not compile "
                               f"for that target")
-    arch = f"sm_{target.arch}" if target.backend == "cuda" else str(target.arch)
-    compiled = at.compile(src.fn, target=f"{backend.name}:{arch}", signature=signature,
-                          constexprs=constexprs, **launch)
+    compiled = at.compile(src.fn, target=f"{backend.name}:{arch_name(target)}",
+                          signature=signature, constexprs=constexprs, **launch)
     return CompiledKernel(src, chosen, launch, compiled)
 
 

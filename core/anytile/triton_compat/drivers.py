@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from ..errors import BackendError
 from .standin import StandInModule
 
-__all__ = ["GPUTarget", "device_properties", "host_registers", "core_cache_bytes",
+__all__ = ["GPUTarget", "arch_name", "device_properties", "host_registers", "core_cache_bytes",
            "host_kernel_view", "default_device", "target_of", "family_of",
            "family_device", "TRITON_BACKEND_NAMES", "DriverBase", "GPUDriver", "CudaDriver",
            "HIPDriver", "CPUDriver", "DRIVERS", "DriverConfig"]
@@ -50,6 +50,12 @@ def target_of(dev: Any) -> GPUTarget:
         arch = props.get("cpu_name") or props.get("arch") or dev.backend.name
     return GPUTarget(kind, arch, int(props.get("warp_size", 32 if kind == "cuda" else 1))
                      if kind != "cpu" else 1)
+
+
+def arch_name(target: GPUTarget) -> str:
+    """The architecture of ``target`` as anytile's backends name it (``at.compile``'s
+    ``"backend:arch"``): ``sm_90`` for cuda 90, the gfx name for hip (``target_of`` reversed)."""
+    return f"sm_{target.arch}" if target.backend == "cuda" else str(target.arch)
 
 
 def device_properties(dev: Any = None) -> dict[str, Any]:

@@ -151,10 +151,10 @@ def lower_store(ctx: "KernelLowering", op: ops.StoreOp) -> None:
     width, groups = access_groups(ctx, op, layout, shape)
     indices = register_indices(layout, shape)
     for lanes, store in ((4, _store_lane_quads), (2, _store_lane_pairs)):
-        shared = _lane_groups(ctx, op, layout, shape, width, groups, lanes) \
+        sets = _lane_groups(ctx, op, layout, shape, width, groups, lanes) \
             if owner is None else None
-        if shared is not None:
-            store(ctx, shared, groups, ptrs, vals, masks, pointee)
+        if sets is not None:
+            store(ctx, sets, groups, ptrs, vals, masks, pointee)
             return
     for group in groups:
         first = group[0]
@@ -215,6 +215,11 @@ def _continues_across_lanes(layout: Layout, shape: tuple, warps: int, warp_size:
     return True
 
 
+def _word(ctx: "KernelLowering", pointee, vals: list, group: list) -> ir.Value:
+    """A thread's run ``group`` of two 16-bit elements as one 32-bit word."""
+    return ctx.b.bitcast(ctx.ew.pack_storage(pointee, [vals[i] for i in group]), I32)
+
+
 def _store_lane_pairs(ctx: "KernelLowering", pairs: list, groups: list, ptrs: list, vals: list,
                       masks: Optional[list], pointee) -> None:
     """Store runs (a, b) of ``pairs`` with the neighbour lane: lanes trade one 4-byte word
@@ -226,7 +231,7 @@ def _store_lane_pairs(ctx: "KernelLowering", pairs: list, groups: list, ptrs: li
     odd = b.trunc(b.and_(ctx.lane, ir.Constant(I32, 1)), ir.IntType(1))
 
     def word(group: list) -> ir.Value:
-        return b.bitcast(ctx.ew.pack_storage(pointee, [vals[i] for i in group]), I32)
+        return _word(ctx, pointee, vals, group)
     for a, c in pairs:
         ga, gc = groups[a], groups[c]
         mine_a, mine_c = word(ga), word(gc)
@@ -264,7 +269,7 @@ def _store_lane_quads(ctx: "KernelLowering", quads: list, groups: list, ptrs: li
     high = b.trunc(b.lshr(quad, ir.Constant(I32, 1)), ir.IntType(1))
 
     def word(group: list) -> ir.Value:
-        return b.bitcast(ctx.ew.pack_storage(pointee, [vals[i] for i in group]), I32)
+        return _word(ctx, pointee, vals, group)
 
     def pick(index: list, options: list) -> ir.Value:
         """``options[q]`` for this lane's ``q`` (``index``: its bits, low first)."""
