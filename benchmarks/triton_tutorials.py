@@ -16,7 +16,8 @@ functions, classes and plain assignments run (``if`` blocks too, unless they tes
 ``__name__``), its expression statements, asserts and loops do not.  Every timed call is also
 checked against torch on the same side (``ok`` in the table).  Timing is the same code on both
 sides: CUDA events around each call after the L2 cache is flushed, the median of the calls
-within a time budget, after a warm-up that includes any autotuning.
+within a time budget, after a warm-up that includes any autotuning; the calls are queued behind
+a GPU sleep, so the table compares the devices' work and not the two hosts' launch costs.
 
 Rows (``--quick`` keeps the first shape or two of each):
   softmax   02's ``softmax`` (its persistent launch from ``n_regs`` and ``metadata.shared``), fp32
@@ -101,7 +102,11 @@ def load_tutorial(checkout: Path, stem: str, own_checks: bool = True) -> types.M
 
 # -- timing, the same on both sides ---------------------------------------------------------------
 def bench(fn, budget_ms: float = 400.0, max_reps: int = 200) -> float:
-    """Median milliseconds of ``fn()``, each call timed alone with the L2 cache flushed."""
+    """Median milliseconds of ``fn()`` on the GPU, each call timed alone with the L2 cache
+    flushed.  The calls are queued behind a GPU sleep, so that the GPU never waits for the
+    host: what is timed is the device's work between the two events, not the host's launch
+    cost (measured by ``benchmarks/gpu.py``'s tiny-launch row), which otherwise leaks in
+    whenever one call's host time exceeds the flush's GPU time."""
     import torch
     flush = torch.empty(256 * 1024 * 1024, dtype=torch.int8, device="cuda")
     fn()
@@ -115,15 +120,23 @@ def bench(fn, budget_ms: float = 400.0, max_reps: int = 200) -> float:
     torch.cuda.synchronize()
     estimate = max(start.elapsed_time(end) / 3, 1e-3)
     reps = int(max(5, min(max_reps, budget_ms / estimate)))
-    pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-             for _ in range(reps)]
-    for s, e in pairs:
-        flush.zero_()
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    return statistics.median(s.elapsed_time(e) for s, e in pairs)
+    times = []
+    for first in range(0, reps, _QUEUED):
+        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                 for _ in range(min(_QUEUED, reps - first))]
+        torch.cuda._sleep(_SLEEP_CYCLES)        # the host queues the whole batch meanwhile
+        for s, e in pairs:
+            flush.zero_()
+            s.record()
+            fn()
+            e.record()
+        torch.cuda.synchronize()
+        times += [s.elapsed_time(e) for s, e in pairs]
+    return statistics.median(times)
+
+
+_QUEUED = 10                 # calls queued behind one sleep
+_SLEEP_CYCLES = 40_000_000   # ~20 ms at 2 GHz: longer than the host needs to queue 10 calls
 
 
 def close(actual, expected, atol: float, rtol: float = 0.0) -> bool:
