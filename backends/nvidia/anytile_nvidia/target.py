@@ -51,6 +51,7 @@ class NvidiaTarget(GpuTarget):
     max_threads = 1024
     matrix_instrs = MATRIX_INSTRS
     async_copy_sizes = (4, 8, 16)      # cp.async (sm_80+)
+    min_max_order_zeros = True         # PTX min/max: -0.0 < +0.0
 
     def __init__(self, arch: str = "sm_80", warpgroup_mma: bool = False,
                  tensor_copies: bool = False) -> None:

@@ -134,6 +134,24 @@ def test_softmax_reduces_with_warp_shuffles():
     assert "anytile_smem" in ptx
 
 
+@at.jit
+def _max_min_of_pairs(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + offs, tl.maximum(x, y) + tl.minimum(x, y) + tl.max(x, axis=0))
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp16", "fp64"])
+def test_float_max_and_min_are_bare_ptx_min_max(dtype):
+    # PTX's min/max order -0.0 below +0.0 themselves: no compare-and-select of equal operands
+    sig = {"x_ptr": f"*{dtype}:16", "y_ptr": f"*{dtype}:16", "out_ptr": f"*{dtype}:16"}
+    ptx = at.compile(_max_min_of_pairs, target="nvidia:sm_90", signature=sig,
+                     constexprs={"BLOCK": 256}).asm["ptx"]
+    assert re.search(r"\bmax\.(f32|f16|f64|f16x2)\b", ptx) and re.search(r"\bmin\.", ptx)
+    assert not re.search(r"setp\.(eq|neu)\.f(16|32|64)", ptx), "a tie select after min/max"
+
+
 def test_backend_identity_and_no_gpu_here():
     backend = NvidiaBackend()
     assert backend.name == "nvidia" and backend.device_prefix == "cuda"

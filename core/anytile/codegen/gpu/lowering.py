@@ -139,9 +139,11 @@ class KernelLowering:
         jump = self.entry_b.branch(body)
         self.entry_b.position_before(jump)
         self.b = ir.IRBuilder(body)
-        self.ew = ElementwiseLowering(self.b, _TargetMath(self.target, self.b), self.fp_fusion)
+        zeros = self.target.min_max_order_zeros
+        self.ew = ElementwiseLowering(self.b, _TargetMath(self.target, self.b), self.fp_fusion,
+                                      min_max_order_zeros=zeros)
         self.entry_ew = ElementwiseLowering(self.entry_b, _TargetMath(self.target, self.entry_b),
-                                             self.fp_fusion)
+                                            self.fp_fusion, min_max_order_zeros=zeros)
         warp_size = self.laid.warp_size
         self.tid = self.target.thread_id(self.entry_b)
         self.lane = self.entry_b.and_(self.tid, ir.Constant(I32, warp_size - 1), name="lane")

@@ -48,6 +48,10 @@ class GpuTarget(abc.ABC):
     #: LLVM address spaces of global and shared memory (IR pointers are global)
     global_address_space: int = 1
     shared_address_space: int = 3
+    #: the instructions LLVM's ``minnum``/``maxnum`` become already order -0 below +0
+    #: (IEEE 754-2019's minimumNumber/maximumNumber): the lowering then leaves out the select
+    #: that makes LLVM's either-zero answer exact
+    min_max_order_zeros: bool = False
 
     # -- ids and synchronisation ---------------------------------------------------------------
     @abc.abstractmethod

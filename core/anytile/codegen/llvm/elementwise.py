@@ -48,12 +48,15 @@ class ElementwiseLowering:
     ``contract``: the kernel's own f32 and f64 adds, subtracts and multiplies carry LLVM's
     ``contract`` flag, so that a multiply feeding an add may become one fused multiply-add
     (``CompileOptions.enable_fp_fusion``); arithmetic the lowering itself emits (rounding
-    to narrow floats, the math functions) never does."""
+    to narrow floats, the math functions) never does.  ``min_max_order_zeros``: the target's
+    ``minnum``/``maxnum`` instructions already put -0 below +0, so no tie select follows them."""
 
-    def __init__(self, b: ir.IRBuilder, math: "MathLowering", contract: bool = False) -> None:
+    def __init__(self, b: ir.IRBuilder, math: "MathLowering", contract: bool = False,
+                 min_max_order_zeros: bool = False) -> None:
         self.b = b
         self.math = math
         self.contract = contract
+        self.min_max_order_zeros = min_max_order_zeros
 
     @property
     def module(self) -> ir.Module:
@@ -290,6 +293,8 @@ class ElementwiseLowering:
         the OR for min: LLVM's ``minnum`` may return either zero."""
         b = self.b
         r = self.call("llvm.minnum" if kind == "min" else "llvm.maxnum", [x, y])
+        if self.min_max_order_zeros:
+            return r
         width = vector_width(x)
         scalar = x.type.element if width else x.type
         bits: ir.Type = ir.IntType({F16: 16, F32: 32, F64: 64}[scalar])
