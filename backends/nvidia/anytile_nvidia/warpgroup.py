@@ -151,6 +151,13 @@ class SwizzledPanels(SharedBufferLayout):
             return self            # A stays M-major: its transposed reads go element-wise
         return dataclasses.replace(self, width=width, columns=True)
 
+    def transposed(self, shape: tuple[int, ...]) -> Optional[SharedBufferLayout]:
+        # the panels' rows read as the other dimension's: B's N-major and K-major views of
+        # one slot; A's rows are permuted for the warps and have no transposed view
+        if self.warps or len(shape) != 2:
+            return None
+        return dataclasses.replace(self, columns=not self.columns)
+
     def problem(self, shape: tuple[int, ...], elem: ScalarType) -> Optional[str]:
         if self.width not in SWIZZLE_MODES:
             return f"panels are 32, 64 or 128 bytes wide, not {self.width}"
@@ -243,7 +250,7 @@ def operand_layouts(op: ops.DotOp, num_warps: int, in_flight: int = 1) -> tuple:
 
 def _buffer_layout(v: Any) -> Optional[SharedBufferLayout]:
     owner = v.owner
-    return owner.buffer.type.layout if isinstance(owner, SharedLoadOp) else None
+    return owner.view_layout if isinstance(owner, SharedLoadOp) else None
 
 
 class WarpgroupInstructions:

@@ -500,3 +500,23 @@ def test_an_exchange_larger_than_shared_memory_takes_rounds():
     compiled = at.compile(_add_transposed, target="nvidia:sm_90", signature=sig,
                           constexprs={"R": 256, "C": 256})
     assert compiled.metadata.shared == 128 * 260 * 4
+
+
+def test_a_tile_used_as_is_and_transposed_is_copied_once_and_read_both_ways():
+    """``x`` feeds one dot as it is and another through ``tl.trans`` (attention's backward
+    reads q and do so): the pipeline copies it into one slot and the second dot reads that
+    slot's transposed view in place, K-major where the first reads it N-major -- no transpose
+    in registers, no staging in the scratch space.  ``a`` and ``g``, read by the dots of two
+    loops, are each copied once into a buffer of their own before the first."""
+    from test_simulated import BOTH_WAYS_SIG, both_ways_kernel
+    k = at.compile(both_ways_kernel, target="nvidia:sm_90", signature=BOTH_WAYS_SIG,
+                   constexprs={"BM": 64, "BK": 64, "BN": 32}, num_warps=4, num_stages=3)
+    laid = k.asm["laid-out ir"]
+    assert k.metadata["pipelined_dot_operands"] == 2          # x, in each loop
+    assert k.metadata["staged_dot_operands"] == 2             # a and g
+    assert laid.count("shared_load {transposed = True}") == 2
+    assert not re.search(r"permute .*xf16", laid)
+    ptx = k.asm["ptx"]
+    # x N-major for a @ x (trans-b 1), K-major for g @ x^T (trans-b 0), each loop
+    assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n32k16\.f32\.f16\.f16 .*, 1, 1, 0, 1;", ptx)) == 8
+    assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16\.f32\.f16\.f16 .*, 1, 1, 0, 0;", ptx)) == 4

@@ -650,3 +650,46 @@ def test_loop_addresses_split_into_a_base_and_a_step(rng, n):
     simulate(ir_of(index_addressed_kernel, sig, {"BM": BM, "BN": BN}), (1,), [x, out, n, stride])
     windows = sum(x[r:r + BM, 0:2 * BN:2].astype(np.float64) for r in range(n - 1))
     np.testing.assert_allclose(out, 2.0 * windows if n > 1 else np.zeros((BM, BN)), rtol=1e-5, atol=1e-5)
+
+
+@at.jit
+def both_ways_kernel(a_ptr, g_ptr, x_ptr, c_ptr, d_ptr, STEPS, SPLIT,
+                     BM: tl.constexpr, BK: tl.constexpr, BN: tl.constexpr):
+    """``c = sum_s a @ x_s`` and ``d = sum_s g @ x_s^T`` over ``STEPS`` tiles ``x_s`` (BK x BN),
+    each read once and used both ways, as attention's backward uses q and do; ``a`` and ``g``
+    feed the dots of two loops (steps below ``SPLIT``, then the rest), as the masked and
+    unmasked loops of the causal backward read k and v."""
+    rm = tl.arange(0, BM)
+    rk = tl.arange(0, BK)
+    rn = tl.arange(0, BN)
+    a = tl.load(a_ptr + rm[:, None] * BK + rk[None, :])
+    g = tl.load(g_ptr + rm[:, None] * BN + rn[None, :])
+    c = tl.zeros((BM, BN), dtype=tl.float32)
+    d = tl.zeros((BM, BK), dtype=tl.float32)
+    for s in range(0, SPLIT):
+        x = tl.load(x_ptr + s * BK * BN + rk[:, None] * BN + rn[None, :])
+        c = tl.dot(a, x, c)
+        d = tl.dot(g, tl.trans(x), d)
+    for s in range(SPLIT, STEPS):
+        x = tl.load(x_ptr + s * BK * BN + rk[:, None] * BN + rn[None, :])
+        c = tl.dot(a, x, c)
+        d = tl.dot(g, tl.trans(x), d)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], c)
+    tl.store(d_ptr + rm[:, None] * BK + rk[None, :], d)
+
+
+BOTH_WAYS_SIG = {"a_ptr": "*fp16:16", "g_ptr": "*fp16:16", "x_ptr": "*fp16:16", "c_ptr": "*fp32:16",
+                 "d_ptr": "*fp32:16", "STEPS": "i32", "SPLIT": "i32"}
+
+
+def both_ways_data(BM, BK, BN, steps, seed=5):
+    """Random inputs of ``both_ways_kernel``, poisoned outputs, and the expected ``c``, ``d``."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((BM, BK)).astype(np.float16)
+    g = rng.standard_normal((BM, BN)).astype(np.float16)
+    x = rng.standard_normal((steps, BK, BN)).astype(np.float16)
+    c, d = poisoned((BM, BN), np.float32), poisoned((BM, BK), np.float32)
+    x64 = x.astype(np.float64)
+    want_c = sum(a.astype(np.float64) @ x64[s] for s in range(steps))
+    want_d = sum(g.astype(np.float64) @ x64[s].T for s in range(steps))
+    return (a, g, x, c, d), want_c, want_d

@@ -216,3 +216,22 @@ def test_two_dots_in_flight_in_one_loop():
     assert len(WAIT_ONE.findall(text)) == 2             # each dot waits for one group less
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(e, a.astype(np.float64) @ d, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["sm_90", "sm_80"])
+def test_a_slot_read_both_ways_on_the_simulator(arch):
+    """``x`` copied once into a pipeline slot and read by one dot as it is and by another
+    transposed, in place (the slot's transposed view: swizzled panels read K-major on
+    sm_90's warpgroup MMA, padded rows read as padded columns by sm_80's ``mma.sync``); the
+    loops' ``a`` and ``g`` staged once for both: the sums are NumPy's."""
+    BM, BK, BN, steps, split = 64, 64, 32, 5, 2
+    args, want_c, want_d = ts.both_ways_data(BM, BK, BN, steps)
+    compiled = at.compile(ts.both_ways_kernel, target=f"nvidia:{arch}", signature=ts.BOTH_WAYS_SIG,
+                          constexprs={"BM": BM, "BK": BK, "BN": BN}, num_warps=4, num_stages=3)
+    assert compiled.asm["laid-out ir"].count("shared_load {transposed = True}") == 2
+    target = simulated_hopper_target() if arch == "sm_90" else None
+    text = simulate_kernel(compiled.module, (1,), [*args, steps, split], 4, target=target)
+    assert ("anytile_sim_wgmma_issue" in text) == (arch == "sm_90")
+    c, d = args[3], args[4]
+    np.testing.assert_allclose(c, want_c, rtol=1e-3, atol=1e-2)
+    np.testing.assert_allclose(d, want_d, rtol=1e-3, atol=1e-2)

@@ -242,7 +242,7 @@ class _Assigner:
         elif isinstance(op, ops.ReshapeOp):
             layout = self.default(shape)
         elif isinstance(op, SharedLoadOp):
-            layout = SharedLayout(op.buffer.type.layout)
+            layout = SharedLayout(op.view_layout)
         else:
             layout = self.anchored_layout(tile_operands) or self.default(shape)
         for r in op.results:

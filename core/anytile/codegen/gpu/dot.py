@@ -528,7 +528,7 @@ class DotSelector:
         transposed = self._transposed
         a, b = op.a.owner, op.b.owner
         if isinstance(b, SharedLoadOp):
-            b_ok = b.buffer.type.layout.contiguous_dim(shape_of(op.b.type)) == 0
+            b_ok = b.view_layout.contiguous_dim(shape_of(op.b.type)) == 0
         else:
             b_ok = isinstance(b, ops.LoadOp) and b in transposed
         return b_ok and a not in transposed

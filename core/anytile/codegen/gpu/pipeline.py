@@ -277,8 +277,8 @@ def load_transposed(fn: Function) -> int:
 
 def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
                              shared_limit: int, buffers: Optional[BufferLayouts] = None) -> int:
-    """Copy each tile loaded before a ``for`` loop and used only as an operand of matrix dots
-    inside it (attention's ``q``) into a shared buffer of its own, once, before the loop: the
+    """Copy each tile loaded before ``for`` loops and used only as an operand of matrix dots
+    inside them (attention's ``q``) into a shared buffer of its own, once, before the loop: the
     dots then read it in place every iteration instead of writing it to the scratch space
     each time.  Same conditions on the load as ``pipeline_dot_operands``; returns how many
     loads moved."""
@@ -289,7 +289,10 @@ def stage_invariant_operands(fn: Function, dot_ok: Callable[[ops.DotOp], bool],
         parent = _parent_block(fn.body, loop)
         where = parent.ops.index(loop)
         uses = Uses(fn)
-        inside = set(walk(loop.body))
+        # this loop's dots and those of the loops after it in its block: attention's backward
+        # reads k in a masked loop, then in an unmasked one
+        inside = {x for later in parent.ops[where:] if isinstance(later, ops.ForOp)
+                  for x in walk(later.body)}
         for load in parent.ops[:where]:
             users = uses.users(load.result) if isinstance(load, ops.LoadOp) else []
             if not _moves_to_shared(load, users, lambda u: u in inside and dot_ok(u)):
@@ -327,17 +330,54 @@ def dot_operand_loads(fn: Function, dot_ok: Callable[[ops.DotOp], bool]) -> set:
             if isinstance(op, ops.LoadOp) and _moves_to_shared(op, uses.users(op.result), dot_ok)}
 
 
-def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool]) -> bool:
+def _moves_to_shared(op: Op, users: list, dot_ok: Callable[[ops.DotOp], bool],
+                     uses: Optional[Uses] = None) -> bool:
     """Whether ``op`` is a load a dot can read from shared memory instead: a 2-D tile of
     16-bit or 8-bit (float8: ``narrow.py``; int8) elements, masked-off lanes zero, used only
-    as ``a`` or ``b`` of dots ``dot_ok`` accepts."""
+    as ``a`` or ``b`` of dots ``dot_ok`` accepts -- or, given ``uses``, also through
+    transposes that only such dots read, as ``b`` (``_read_transposed``), beside at least one
+    dot reading it directly."""
     if not isinstance(op, ops.LoadOp) or op.volatile or not isinstance(op.ptr.type, TileType):
         return False
     t = op.result.type
-    return len(t.shape) == 2 and slot_element(t.elem) and bool(users) and \
+    direct = [u for u in users if isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and
+              op.result is not u.acc and dot_ok(u)]
+    return len(t.shape) == 2 and slot_element(t.elem) and bool(direct) and \
         (op.other is None or _is_zero(op.other)) and \
-        all(isinstance(u, ops.DotOp) and op.result in (u.a, u.b) and op.result is not u.acc
-            and dot_ok(u) for u in users)
+        all(u in direct or _read_transposed(u, uses, dot_ok) for u in users)
+
+
+def _read_transposed(op: Op, uses: Optional[Uses], dot_ok: Callable[[ops.DotOp], bool]) -> bool:
+    """Whether ``op`` is a 2-D transpose (``tl.trans``) only dots ``dot_ok`` accepts read, as
+    their ``b``: they read it in place, from the slot's transposed view."""
+    if uses is None or not isinstance(op, ops.PermuteOp) or tuple(op.order) != (1, 0):
+        return False
+    readers = uses.users(op.result)
+    return bool(readers) and all(isinstance(d, ops.DotOp) and d.b is op.result and
+                                 d.a is not op.result and d.acc is not op.result and dot_ok(d)
+                                 for d in readers)
+
+
+def _transposes(load: ops.LoadOp, uses: Uses) -> list:
+    """The transposes of ``load``'s tile among its users (``_read_transposed``'s)."""
+    return [u for u in uses.users(load.result) if isinstance(u, ops.PermuteOp)]
+
+
+def _views_fit(load: ops.LoadOp, layout: SharedBufferLayout, uses: Uses,
+               buffers: BufferLayouts) -> bool:
+    """Whether every transpose of ``load`` can be read from a slot laid out as ``layout``: it
+    has a transposed view, of the kind of buffer the dots reading the transpose want for B
+    (read along either dimension)."""
+    shape = load.result.type.shape
+    view = layout.transposed(shape)
+    for perm in _transposes(load, uses):
+        for dot in uses.users(perm.result):
+            wanted = buffers(dot, False)
+            kinds = () if wanted is None else \
+                (type(wanted[1]), type(wanted[1].along_columns(tuple(reversed(shape)))))
+            if view is None or type(view) not in kinds:
+                return False
+    return True
 
 
 def _padded_rows(dot: ops.DotOp, both: bool) -> tuple[SharedBufferLayout, SharedBufferLayout]:
@@ -456,8 +496,8 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     loads = []
     for op in body.ops:
         users = uses.users(op.result) if isinstance(op, ops.LoadOp) else []
-        if not _moves_to_shared(op, users, lambda u: u in body.ops and dot_ok(u)) or \
-                op.result in yielded:
+        if not _moves_to_shared(op, users, lambda u: u in body.ops and dot_ok(u), uses) or \
+                op.result in yielded or any(u not in body.ops for u in users):
             continue
         if not all(v in computable or v in invariant or v not in inside
                    for v in op.operands if v is not op.other):
@@ -466,9 +506,12 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     if not loads:
         return 0
     layouts = _buffer_layouts(loads, uses, buffers, transposed)
+    loads = [ld for ld in loads if _views_fit(ld, layouts[ld], uses, buffers)]
+    if not loads:
+        return 0
     slots = [SharedBufferType(ld.result.type.shape, ld.result.type.elem, 1, layouts[ld]) for ld in loads]
     # the dots' operands left out still pass through the scratch space after the buffers
-    moved = {ld.result for ld in loads}
+    moved = {ld.result for ld in loads} | {t.result for ld in loads for t in _transposes(ld, uses)}
     shared_limit -= max([_scratch_bytes(dot, moved, buffers)
                          for dot in body.ops if isinstance(dot, ops.DotOp)], default=0)
     # a dot whose reads stay in flight keeps a slot busy that long after its iteration: one
@@ -517,6 +560,14 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
         for op in walk(body):
             op.map_operands(lambda v, old=load.result, new=view.result: new if v is old else v)
         body.ops.remove(load)
+        # a transpose of the tile reads the same slot transposed, in place
+        for perm in _transposes(load, uses):
+            flipped = SharedLoadOp(alloc.result, read_slot, transposed=True, loc=perm.loc)
+            flipped.results[0].name = perm.result.name
+            top.append(flipped)
+            for op in walk(body):
+                op.map_operands(lambda v, old=perm.result, new=flipped.result: new if v is old else v)
+            body.ops.remove(perm)
     body.ops[-1:-1] = tail
     body.terminator.values.extend(yields)
     prologue += firsts
@@ -611,7 +662,7 @@ def _buffer_layouts(loads: list, uses: Uses, buffers: BufferLayouts,
     out = {}
     for ld in loads:
         users = uses.users(ld.result)
-        dot = users[0]
+        dot = next(u for u in users if isinstance(u, ops.DotOp))
         a, b = by_value.get(dot.a), by_value.get(dot.b)
         both = len(users) == 1 and a is not None and b is not None and a is not b and \
             uses.count(b.result if ld is a else a.result) == 1

@@ -179,7 +179,7 @@ def lower_async_wait(ctx: "KernelLowering", op: AsyncWaitOp) -> None:
 
 def lower_shared_load(ctx: "KernelLowering", op: SharedLoadOp) -> None:
     ctx.shared_views[op.result] = SharedView(slot_address(ctx, op.buffer, ctx.scalar(op.slot)),
-                                             op.buffer.type.layout)
+                                             op.view_layout)
     elem = elem_type(op.result.type)
     if not slot_element(elem):
         # the pipeline pass never makes one

@@ -96,6 +96,12 @@ class SharedBufferLayout(abc.ABC):
         stay 16-byte ones, or ``self`` (the copies then go element by element)."""
         return self
 
+    def transposed(self, shape: tuple[int, ...]) -> Optional["SharedBufferLayout"]:
+        """The layout of the same bytes read as the transposed tile (a 2-D ``shape`` tile
+        seen as ``shape[::-1]``: element (c, r) where this layout keeps (r, c)), or ``None``
+        when there is none: what ``tl.trans`` of a slot a dot reads in place is."""
+        return None
+
     def settled(self) -> "SharedBufferLayout":
         """This layout with no reads in flight: its dot waits for its own reads (what a
         pipeline asks for when the extra slots do not fit)."""
@@ -159,6 +165,9 @@ class PaddedRows(SharedBufferLayout):
     def along_columns(self, shape: tuple[int, ...]) -> "SharedBufferLayout":
         return PaddedColumns(shape[0] + PAD_ELEMENTS) if len(shape) == 2 else self
 
+    def transposed(self, shape: tuple[int, ...]) -> Optional["SharedBufferLayout"]:
+        return PaddedColumns(self.row) if len(shape) == 2 else None
+
     def __str__(self) -> str:
         return f"row {self.row}"
 
@@ -195,6 +204,9 @@ class PaddedColumns(SharedBufferLayout):
 
     def contiguous_dim(self, shape: tuple[int, ...]) -> Optional[int]:
         return 0
+
+    def transposed(self, shape: tuple[int, ...]) -> Optional["SharedBufferLayout"]:
+        return PaddedRows(self.col)
 
     def __str__(self) -> str:
         return f"col {self.col}"
@@ -353,16 +365,34 @@ class AsyncWaitOp(Op):
 @dataclass(eq=False)
 class SharedLoadOp(Op):
     """The tile held in slot ``slot`` of ``buffer`` (result: a ``TileType`` of the buffer's
-    shape and element)."""
+    shape and element); with ``transposed``, that 2-D tile transposed, read in place from the
+    same bytes (``tl.trans`` of a slot: its ``view_layout`` says where each element is)."""
 
     NAME = "shared_load"
     OPERANDS = ("buffer", "slot")
+    ATTRS = ("transposed",)
     buffer: Value
     slot: Value
+    transposed: bool = False
+
+    @property
+    def view_layout(self) -> SharedBufferLayout:
+        """Where the result's elements are in a slot: the buffer's layout, or its transposed
+        one."""
+        t = self.buffer.type
+        if not self.transposed:
+            return t.layout
+        layout = t.layout.transposed(t.shape)
+        assert layout is not None, "verify() admits only buffers with a transposed layout"
+        return layout
 
     def infer_types(self) -> list:
         t = self.buffer.type
-        return [TileType(t.shape, t.elem)]
+        return [TileType(tuple(reversed(t.shape)) if self.transposed else t.shape, t.elem)]
 
     def verify(self) -> None:
-        _check_buffer_and_slot(self.buffer, self.slot)
+        t = _check_buffer_and_slot(self.buffer, self.slot)
+        expect(isinstance(self.transposed, bool), f"transposed must be True or False, found {self.transposed!r}")
+        if self.transposed:
+            expect(len(t.shape) == 2 and t.layout.transposed(t.shape) is not None,
+                   f"shared buffer {t}: its slots cannot be read transposed in place")
