@@ -367,8 +367,9 @@ class WarpgroupDot(DotStrategy):
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
         acc = ctx.tile(op.acc, layout)
         a_view, b_view = ctx.shared_views.get(op.a), ctx.shared_views.get(op.b)
-        # A from registers: the 16-bit fragments of ``mma.m16n8k16`` only
-        a_regs = None if a_view is not None or size != 2 else _a_fragments(ctx, op, warps)
+        # A from registers: the accumulator layout holds the 16-bit fragments of
+        # ``mma.m16n8k16``, and the 8-bit ones after a swap inside each quad of lanes
+        a_regs = None if a_view is not None else _a_fragments(ctx, op, warps)
         layouts = operand_layouts(op, warps, 0)
         staged = [(v, lay) for v, lay, needed in ((op.a, layouts[0], a_view is None and a_regs is None),
                                                   (op.b, layouts[1], b_view is None)) if needed]
@@ -382,7 +383,8 @@ class WarpgroupDot(DotStrategy):
         touched: list[int] = []
         site = next(_SITES)
         # A's registers are written before the fence that orders them before the MMAs
-        a_frags = {(i, kk): _pack_fragment(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
+        pack = _pack_fragment if size == 2 else _pack_narrow_fragment
+        a_frags = {(i, kk): pack(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
                    for kk in range(0, K, step)} if a_regs is not None else {}
         # one descriptor a slot, the MMAs' by a constant added to it
         b_tile = unit.descriptor(b, b_view.base, N * wb if b_k_major else K * wb, wb)
@@ -469,6 +471,44 @@ def _pack_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:
     regs, table, elem = source
     return [b.bitcast(ctx.ew.pack_storage(elem, [regs.values[table[(i, kk, 2 * r + h)]] for h in (0, 1)]), I32)
             for r in range(4)]
+
+
+def _pack_narrow_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:
+    """The four A registers of M-tile ``i`` at K offset ``kk`` (a multiple of 32) for 8-bit
+    elements: register ``r`` holds row ``g + 8 (r % 2)``, columns ``kk + 16 (r // 2) + 4 t``
+    and the three after (``g``, ``t``: the lane's row and column in its quad), while the
+    thread holds (``_a_fragments``, in 16-column chunks) columns ``2 t``, ``2 t + 1`` and
+    ``8 + 2 t``, ``9 + 2 t`` of each chunk.  Lane ``t`` needs the low or high pairs
+    (``h = t // 2``) of lanes ``2 (t % 2)`` and ``2 (t % 2) + 1``: each lane packs its low
+    pairs of both chunks in one word and its high pairs in another, and two shuffles of
+    the quad, each lane read by one reader, bring them over."""
+    b, target = ctx.b, ctx.target
+    regs, table, elem = source
+    k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+    lane = ctx.lane
+    t = b.and_(lane, k32(3))
+    high = b.icmp_unsigned("!=", b.and_(t, k32(2)), k32(0))
+    odd = b.icmp_unsigned("!=", b.and_(t, k32(1)), k32(0))
+    # the quad's lane 2 (t % 2) + h: t with its two bits swapped; the other one, ^ 1
+    swapped = b.or_(b.shl(b.and_(t, k32(1)), k32(1)), b.lshr(t, k32(1)))
+    first_src = b.or_(b.and_(lane, k32(~3 & 0xFFFFFFFF)), swapped)
+    second_src = b.xor(first_src, k32(1))
+
+    def word(half: int, row: int) -> ir.Value:
+        # columns 8 half + 2 t, + 1 of chunks kk and kk + 16, row g + 8 row
+        es = [4 * half + 2 * row + c for c in (0, 1)]
+        values = [regs.values[table[(i, kk + 16 * c, e)]] for c in (0, 1) for e in es]
+        return b.bitcast(ctx.ew.pack_storage(elem, values), I32)
+    out = {}
+    for row in (0, 1):
+        low, hi = word(0, row), word(1, row)
+        # the reader of shuffle 1 wants this lane's low pairs when the lane is even
+        x1 = target.shuffle_idx(b, b.select(odd, hi, low), first_src)
+        x2 = target.shuffle_idx(b, b.select(odd, low, hi), second_src)
+        first, second = b.select(high, x2, x1), b.select(high, x1, x2)
+        out[row] = b.or_(b.and_(first, k32(0xFFFF)), b.shl(second, k32(16)))
+        out[2 + row] = b.or_(b.lshr(first, k32(16)), b.and_(second, k32(0xFFFF0000)))
+    return [out[r] for r in range(4)]
 
 
 def _stage(ctx: Any, operands: list) -> dict:
