@@ -245,8 +245,8 @@ def test_float8_attention_p_from_registers_on_the_emulated_warpgroup_mma():
 
 
 def test_float8_attention_compiles_without_spills_on_sm_90():
-    """The float8 p.v reads V^T from its pipeline buffer and p from registers: no f16 copy
-    of V in registers, no staging of p, nothing spilled."""
+    """The float8 p.v reads V^T from its pipeline buffer and p from registers, converted
+    from f32 by pairs: no f16 copy of V in registers, no staging of p, nothing spilled."""
     compiled = at.compile(_fp8_attention, target="nvidia:sm_90", signature=_ATTN8_SIG,
                           constexprs={"BM": 128, "BN": 128, "D": 128}, num_warps=8, num_stages=3)
     laid = compiled.asm["laid-out ir"]
@@ -254,4 +254,6 @@ def test_float8_attention_compiles_without_spills_on_sm_90():
     ptx = compiled.asm["ptx"]
     assert "cvt.rn.f16" not in ptx and "mma.sync" not in ptx
     assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e5m2\.e5m2 \{[^}]*\}, \{", ptx)) == 4
+    # p rounded to float8 two values an instruction: 64 values a thread, 32 conversions
+    assert ptx.count("cvt.rn.satfinite.e5m2x2.f32") == 32
     assert compiled.metadata["spills"] == 0 and compiled.metadata["registers"] <= 248
