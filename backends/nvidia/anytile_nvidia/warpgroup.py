@@ -55,7 +55,7 @@ from anytile.codegen.gpu.scratch import aligned_scratch
 from anytile.codegen.gpu.shared import SharedView
 from anytile.codegen.gpu.shared_ops import SharedLoadOp, register_buffer_layout
 from anytile.ir import ops
-from anytile.ir.types import ScalarType, elem_type, scalar_type, shape_of
+from anytile.ir.types import FLOAT8, ScalarType, elem_type, scalar_type, shape_of
 
 from .matrix import MMA_F16
 
@@ -309,6 +309,21 @@ class WarpgroupInstructions:
                      side_effect=True)
         return [b.extract_value(call, i) for i in range(count)]
 
+    def float8_pair(self, b: ir.IRBuilder, elem: ScalarType, lo: ir.Value,
+                    hi: ir.Value) -> Optional[ir.Value]:
+        """The float8 codes of f32 values ``lo`` and ``hi`` (rounded to nearest even) in the
+        low and high byte of an i16, by one conversion instruction (sm_89 on), or ``None``
+        where there is none for ``elem``.  The instruction saturates; the IR's cast does not
+        (past the largest value: infinity for e5m2, NaN for e4m3), so those codes are put
+        back."""
+        fmt = {"f8e5m2": "e5m2x2", "f8e4m3": "e4m3x2"}.get(elem.name)
+        if fmt is None:
+            return None
+        i16 = ir.IntType(16)
+        pair = b.asm(ir.FunctionType(i16, [ir.FloatType()] * 2), f"cvt.rn.satfinite.{fmt}.f32 $0, $1, $2;",
+                     "=h,f,f", [hi, lo], side_effect=False)
+        return _unsaturated(b, elem, pair, (lo, hi))
+
     def commit(self, b: ir.IRBuilder) -> None:
         """Close the group of warpgroup MMAs this thread issued since the last commit."""
         b.asm(ir.FunctionType(ir.VoidType(), []), "wgmma.commit_group.sync.aligned;", "~{memory}",
@@ -374,8 +389,9 @@ class WarpgroupDot(DotStrategy):
         (M, K), (_, N) = shape_of(op.a.type), shape_of(op.b.type)
         acc = ctx.tile(op.acc, layout)
         a_view, b_view = ctx.shared_views.get(op.a), ctx.shared_views.get(op.b)
-        # A from registers: the 16-bit fragments of ``mma.m16n8k16`` only
-        a_regs = None if a_view is not None or size != 2 else _a_fragments(ctx, op, warps)
+        # A from registers: the accumulator layout holds the 16-bit fragments of
+        # ``mma.m16n8k16``, and the 8-bit ones after a swap inside each quad of lanes
+        a_regs = None if a_view is not None else _a_fragments(ctx, op, warps)
         layouts = operand_layouts(op, warps, 0)
         staged = [(v, lay) for v, lay, needed in ((op.a, layouts[0], a_view is None and a_regs is None),
                                                   (op.b, layouts[1], b_view is None)) if needed]
@@ -389,7 +405,12 @@ class WarpgroupDot(DotStrategy):
         touched: list[int] = []
         site = next(_SITES)
         # A's registers are written before the fence that orders them before the MMAs
-        a_frags = {(i, kk): _pack_fragment(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
+        if size == 2:
+            pack = _pack_fragment
+        else:
+            wide = _cast_from_f32(ctx, op.a)
+            pack = lambda ctx, regs, i, kk: _pack_narrow_fragment(ctx, regs, i, kk, unit, wide)  # noqa: E731
+        a_frags = {(i, kk): pack(ctx, a_regs, i, kk) for i in range(M // (64 * groups))
                    for kk in range(0, K, step)} if a_regs is not None else {}
         # one descriptor a slot, the MMAs' by a constant added to it
         b_tile = unit.descriptor(b, b_view.base, N * wb if b_k_major else K * wb, wb)
@@ -469,6 +490,16 @@ def _a_fragments(ctx: Any, op: ops.DotOp, warps: int) -> Optional[tuple]:
     return None if table is None else (ctx.tile(op.a), table, elem_type(op.a.type))
 
 
+def _cast_from_f32(ctx: Any, v: Any) -> Optional[Regs]:
+    """The registers of the f32 tile ``v`` is a cast of, when it is one in ``v``'s layout
+    (attention's ``p.to(float8)``), else ``None``."""
+    cast = v.owner
+    if not isinstance(cast, ops.CastOp) or elem_type(cast.src.type).name != "f32" or \
+            cast.src.type.layout != v.type.layout:
+        return None
+    return ctx.tile(cast.src)
+
+
 def _pack_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:
     """The four A registers of M-tile ``i`` at K offset ``kk`` (``_a_fragments``): two
     16-bit elements each, the first in the low half, converted two at a time."""
@@ -476,6 +507,74 @@ def _pack_fragment(ctx: Any, source: tuple, i: int, kk: int) -> list:
     regs, table, elem = source
     return [b.bitcast(ctx.ew.pack_storage(elem, [regs.values[table[(i, kk, 2 * r + h)]] for h in (0, 1)]), I32)
             for r in range(4)]
+
+
+def _pack_narrow_fragment(ctx: Any, source: tuple, i: int, kk: int, unit: Any = None,
+                          wide: Optional[Regs] = None) -> list:
+    """The four A registers of M-tile ``i`` at K offset ``kk`` (a multiple of 32) for 8-bit
+    elements: register ``r`` holds row ``g + 8 (r % 2)``, columns ``kk + 16 (r // 2) + 4 t``
+    and the three after (``g``, ``t``: the lane's row and column in its quad), while the
+    thread holds (``_a_fragments``, in 16-column chunks) columns ``2 t``, ``2 t + 1`` and
+    ``8 + 2 t``, ``9 + 2 t`` of each chunk.  Lane ``t`` needs the low or high pairs
+    (``h = t // 2``) of lanes ``2 (t % 2)`` and ``2 (t % 2) + 1``: each lane packs its low
+    pairs of both chunks in one word and its high pairs in another, and two shuffles of
+    the quad, each lane read by one reader, bring them over.  ``wide``: the f32 registers
+    A was cast from, in the same layout, which ``unit.float8_pair`` converts two at a time."""
+    b, target = ctx.b, ctx.target
+    regs, table, elem = source
+    k32 = lambda v: ir.Constant(I32, v)  # noqa: E731
+    lane = ctx.lane
+    t = b.and_(lane, k32(3))
+    high = b.icmp_unsigned("!=", b.and_(t, k32(2)), k32(0))
+    odd = b.icmp_unsigned("!=", b.and_(t, k32(1)), k32(0))
+    # the quad's lane 2 (t % 2) + h: t with its two bits swapped; the other one, ^ 1
+    swapped = b.or_(b.shl(b.and_(t, k32(1)), k32(1)), b.lshr(t, k32(1)))
+    first_src = b.or_(b.and_(lane, k32(~3 & 0xFFFFFFFF)), swapped)
+    second_src = b.xor(first_src, k32(1))
+
+    def word(half: int, row: int) -> ir.Value:
+        # columns 8 half + 2 t, + 1 of chunks kk and kk + 16, row g + 8 row
+        es = [4 * half + 2 * row + c for c in (0, 1)]
+        places = [table[(i, kk + 16 * c, e)] for c in (0, 1) for e in es]
+        if wide is not None:          # converted from the f32 values by pairs
+            pairs = [unit.float8_pair(b, elem, wide.values[places[p]], wide.values[places[p + 1]])
+                     for p in (0, 2)]
+            if None not in pairs:
+                low16, high16 = (b.zext(x, I32) for x in pairs)
+                return b.or_(low16, b.shl(high16, k32(16)))
+        return b.bitcast(ctx.ew.pack_storage(elem, [regs.values[x] for x in places]), I32)
+    out = {}
+    for row in (0, 1):
+        low, hi = word(0, row), word(1, row)
+        # the reader of shuffle 1 wants this lane's low pairs when the lane is even
+        x1 = target.shuffle_idx(b, b.select(odd, hi, low), first_src)
+        x2 = target.shuffle_idx(b, b.select(odd, low, hi), second_src)
+        first, second = b.select(high, x2, x1), b.select(high, x1, x2)
+        out[row] = b.or_(b.and_(first, k32(0xFFFF)), b.shl(second, k32(16)))
+        out[2 + row] = b.or_(b.lshr(first, k32(16)), b.and_(second, k32(0xFFFF0000)))
+    return [out[r] for r in range(4)]
+
+
+def _unsaturated(b: ir.IRBuilder, elem: ScalarType, pair: ir.Value, values: tuple) -> ir.Value:
+    """``pair`` (two float8 codes from a saturating conversion of ``values``) with the code
+    the IR's cast gives a value that rounds past the largest finite one: infinity (e5m2) or
+    NaN (e4m3), signed."""
+    _, _, largest, has_inf = FLOAT8[elem.name]
+    m = elem.fp_mantissa_bits
+    emax = int(largest).bit_length() - 1
+    half_ulp = 2.0 ** (emax - m - 1)
+    odd = int(largest) >> (emax - m) & 1          # a tie rounds up past an odd largest value
+    special = 0x7C if has_inf else 0x7F
+    i16, f32 = ir.IntType(16), ir.FloatType()
+    fabs = b.module.globals.get("llvm.fabs.f32") or ir.Function(
+        b.module, ir.FunctionType(f32, [f32]), "llvm.fabs.f32")
+    for byte, v in enumerate(values):
+        past = b.fcmp_ordered(">=" if odd else ">", b.call(fabs, [v]), ir.Constant(f32, largest + half_ulp))
+        sign = b.trunc(b.and_(b.lshr(b.bitcast(v, I32), ir.Constant(I32, 24)), ir.Constant(I32, 0x80)), i16)
+        code = b.shl(b.or_(sign, ir.Constant(i16, special)), ir.Constant(i16, 8 * byte))
+        kept = b.and_(pair, ir.Constant(i16, 0xFF00 >> 8 * byte))
+        pair = b.select(past, b.or_(kept, code), pair)
+    return pair
 
 
 def _stage(ctx: Any, operands: list) -> dict:

@@ -128,10 +128,24 @@ def _read(address: np.ndarray, width: int, kind: int) -> np.ndarray:
 
 
 def _register_a(key: tuple, tid: int, rows: np.ndarray, kind: int) -> np.ndarray:
-    """A[rows, 0..15] gathered from the registers the threads of ``tid``'s warpgroup gave
-    the MMA issued as ``key`` (the ``mma.m16n8k16`` A fragment of each warp's 16 rows)."""
+    """A[rows, 0..K-1] gathered from the registers the threads of ``tid``'s warpgroup gave
+    the MMA issued as ``key`` (the ``mma.m16n8k16`` A fragment of each warp's 16 rows, or
+    for 8-bit elements the ``m16n8k32`` one: register ``2 (k // 16) + row // 8`` of lane
+    ``4 (row % 8) + k % 16 // 4``, byte ``k % 4``)."""
     program, _, issued = key
     first = tid - tid % 128
+    if _elem_bytes(kind) == 1:
+        out8 = np.empty((len(rows), 32), np.uint8)
+        for x, row in enumerate(rows):
+            warp, local = divmod(int(row), 16)
+            for kk in range(32):
+                lane = 4 * (local % 8) + kk % 16 // 4
+                word = _FRAGMENTS[(program, first + 32 * warp + lane, issued)][2 * (kk // 16) + local // 8]
+                out8[x, kk] = word >> 8 * (kk % 4) & 0xFF
+        if kind == _TYPES["i8"]:
+            return out8.view(np.int8).astype(np.int64)
+        fmt = ml_dtypes.float8_e4m3fn if kind == _TYPES["f8e4m3"] else ml_dtypes.float8_e5m2
+        return out8.view(fmt).astype(np.float64)
     k = np.arange(16)
     out = np.empty((len(rows), 16), np.uint16)
     for x, row in enumerate(rows):
@@ -218,6 +232,9 @@ class EmulatedWarpgroup(WarpgroupInstructions):
         else:
             self._call(b, "anytile_sim_wgmma_issue", [a] + tail)
         return list(acc)
+
+    def float8_pair(self, b: ir.IRBuilder, elem: Any, lo: ir.Value, hi: ir.Value) -> Any:
+        return None          # the simulator converts as the cast does
 
     def commit(self, b: ir.IRBuilder) -> None:
         self._call(b, "anytile_sim_wgmma_commit", [])

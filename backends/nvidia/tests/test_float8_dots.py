@@ -190,3 +190,70 @@ def test_carried_float8_pointers_on_the_emulated_warpgroup_mma():
                            target=simulated_hopper_target())
     assert "anytile_sim_wgmma_issue" in text
     np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+@at.jit
+def _fp8_attention(Q, K, Vt, O, sm_scale, N_CTX, BM: tl.constexpr, BN: tl.constexpr,
+                   D: tl.constexpr):
+    # float8 attention as Triton's tutorial runs it on Hopper: V stored transposed (D x N),
+    # read along the keys (K-major for p.v), p rounded to float8 in registers
+    offs_m = tl.program_id(0) * BM + tl.arange(0, BM)
+    offs_n, offs_d = tl.arange(0, BN), tl.arange(0, D)
+    q = tl.load(Q + offs_m[:, None] * D + offs_d[None, :])
+    m_i = tl.zeros((BM,), tl.float32) - float("inf")
+    l_i = tl.zeros((BM,), tl.float32) + 1.0
+    acc = tl.zeros((BM, D), tl.float32)
+    for start_n in range(0, N_CTX, BN):
+        k = tl.load(K + (start_n + offs_n)[None, :] * D + offs_d[:, None])
+        qk = tl.dot(q, k)
+        m_ij = tl.maximum(m_i, tl.max(qk, 1) * sm_scale)
+        p = tl.math.exp2(qk * sm_scale - m_ij[:, None])
+        alpha = tl.math.exp2(m_i - m_ij)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(Vt + offs_d[None, :] * N_CTX + (start_n + offs_n)[:, None])
+        acc = tl.dot(p.to(tl.float8e5), v, acc * alpha[:, None])
+        m_i = m_ij
+    tl.store(O + offs_m[:, None] * D + offs_d[None, :], acc / l_i[:, None])
+
+
+_ATTN8_SIG = {"Q": "*fp8e5:16", "K": "*fp8e5:16", "Vt": "*fp8e5:16", "O": "*fp32:16",
+              "sm_scale": "fp32", "N_CTX": "i32:16"}
+
+
+def test_float8_attention_p_from_registers_on_the_emulated_warpgroup_mma():
+    """p.v runs on the float8 MMA with p's 8-bit A fragments built from the first dot's
+    accumulator registers (a swap inside each quad of lanes) and V^T pipelined K-major."""
+    BM, BN, D, N = 64, 32, 32, 128
+    rng = np.random.default_rng(5)
+    q, k, vt = ((rng.standard_normal(s) * 0.5).astype(ml_dtypes.float8_e5m2)
+                for s in ((N, D), (N, D), (D, N)))
+    out = ts.poisoned((N, D), np.float32)
+    module = ts.ir_of(_fp8_attention, _ATTN8_SIG, {"BM": BM, "BN": BN, "D": D}, num_warps=4)
+    text = simulate_kernel(module, (N // BM,), [q, k, vt, out, 0.25 * 1.44269504, N], 4,
+                           target=simulated_hopper_target())
+    registers = re.findall(r'@"anytile_sim_wgmma_issue_registers"\([^)]*i32 (\d+), i32 \d+, i32 \d+, i32 \d+\)',
+                           text)
+    assert registers and set(registers) == {str(KINDS["fp8e5", "fp8e5"])}
+    s = q.astype(np.float64) @ k.astype(np.float64).T * 0.25
+    m = s.max(1, keepdims=True)
+    p = np.exp2((s - m) * 1.44269504).astype(ml_dtypes.float8_e5m2).astype(np.float64)
+    l_ref = np.exp2((s - m) * 1.44269504).sum(1, keepdims=True)
+    ref = p @ vt.astype(np.float64).T / l_ref
+    # p rounds to float8 against each block's running maximum: a few float8 steps apart
+    np.testing.assert_allclose(out, ref, atol=0.1, rtol=0.1)
+    assert np.abs(out - ref).mean() < 0.02
+
+
+def test_float8_attention_compiles_without_spills_on_sm_90():
+    """The float8 p.v reads V^T from its pipeline buffer and p from registers, converted
+    from f32 by pairs: no f16 copy of V in registers, no staging of p, nothing spilled."""
+    compiled = at.compile(_fp8_attention, target="nvidia:sm_90", signature=_ATTN8_SIG,
+                          constexprs={"BM": 128, "BN": 128, "D": 128}, num_warps=8, num_stages=3)
+    laid = compiled.asm["laid-out ir"]
+    assert laid.count("swizzle 128 columns in-flight 0 bytes 1>>") == 2       # K and V^T slots
+    ptx = compiled.asm["ptx"]
+    assert "cvt.rn.f16" not in ptx and "mma.sync" not in ptx
+    assert len(re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n128k32\.f32\.e5m2\.e5m2 \{[^}]*\}, \{", ptx)) == 4
+    # p rounded to float8 two values an instruction: 64 values a thread, 32 conversions
+    assert ptx.count("cvt.rn.satfinite.e5m2x2.f32") == 32
+    assert compiled.metadata["spills"] == 0 and compiled.metadata["registers"] <= 248
