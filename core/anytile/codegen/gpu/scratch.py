@@ -3,9 +3,8 @@
 The kernel's shared memory is one external array: the pipelined buffers first (fixed
 offsets, shared by loops one after the other: ``shared.py``), then a scratch space every
 other op reuses (layout conversions, reductions across warps, dot operands, scalar
-broadcasts).  Each use of the scratch space
-starts with a barrier, so consecutive uses may share addresses; ``reserve`` grows the
-kernel's total to the largest use.  Where no buffer holds data (``ctx.buffers_free``: after a
+broadcasts).  Each use of the scratch space starts with a barrier, so consecutive uses may
+share addresses; ``reserve`` grows the kernel's total to the largest use.  Where no buffer holds data (``ctx.buffers_free``: after a
 pipelined loop has drained, an epilogue), a layout exchange takes the buffers' place instead,
 and ends with a barrier, since an enclosing loop's next prologue refills them.
 """
