@@ -244,8 +244,8 @@ def _two_k_loops(a_ptr, b_ptr, d_ptr, e_ptr, c_ptr, K, BM: tl.constexpr, BN: tl.
 
 
 def test_pipelines_share_the_shared_memory_budget():
-    """Each pipelined loop keeps its own buffers: later loops get fewer stages so the kernel
-    fits sm_90's 227 KiB; a kernel that cannot fit is a clear compile error."""
+    """Pipelined loops fit sm_90's 227 KiB together; a kernel that cannot fit is a clear
+    compile error."""
     from anytile.errors import CompilationError
     from anytile_nvidia.target import shared_memory_limit
     sig = {n: "*fp16:16" for n in ("a_ptr", "b_ptr", "d_ptr", "e_ptr")}
@@ -259,6 +259,47 @@ def test_pipelines_share_the_shared_memory_budget():
             "a_ptr": "*fp16", "b_ptr": "*fp16", "bias_ptr": "*fp32", "c_ptr": "*fp16",
             **{n: "i32" for n in _MATMUL}},
             constexprs={"ACTIVATION": "none", "BM": 256, "BN": 256, "BK": 256, "GROUP_M": 1})
+
+
+def test_loops_one_after_the_other_share_their_buffers_bytes():
+    """The second K loop's buffers take the first's bytes (the first has drained): the kernel
+    takes one loop's shared memory, at the stages asked for, where it once took both loops'
+    (and the second got fewer stages); the copy unit's ring is one for both loops.  Before
+    the second loop's copies, the hand-over: the threads' accesses fenced for the async proxy,
+    then a barrier.  Attention's causal forward (two K/V loops) at 128x128 tiles then fits."""
+    from anytile.codegen.gpu.shared_ops import SharedBufferType
+    sig = {n: "*fp16:16" for n in ("a_ptr", "b_ptr", "d_ptr", "e_ptr")}
+    sig.update({"c_ptr": "*fp32:16", "K": "i32:16"})
+    k = at.compile(_two_k_loops, target="nvidia:sm_90", signature=sig,
+                   constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=3)
+    allocs = [SharedBufferType.parse(t) for t in
+              re.findall(r"= shared_alloc : (shared<[^>]*>)", k.asm["laid-out ir"])]
+    assert len(allocs) == 4 and allocs[:2] == allocs[2:]
+    assert allocs[0].stages == 4              # 3 stages and one slot the MMAs read in flight
+    one_loop = allocs[0].nbytes + allocs[1].nbytes
+    assert k.metadata["pipelined_shared"] == one_loop
+    assert one_loop <= k.metadata["shared"] < one_loop + 4096
+    desc = {"a_desc": "tensordesc<fp16[128, 64]>", "b_desc": "tensordesc<fp16[64, 128]>",
+            "d_desc": "tensordesc<fp16[128, 64]>", "e_desc": "tensordesc<fp16[64, 128]>",
+            "c_ptr": "*fp32:16", "K": "i32:16"}
+    boxed = at.compile(_two_descriptor_k_loops, target="nvidia:sm_90", signature=desc,
+                       constexprs={"BM": 128, "BN": 128, "BK": 64}, num_warps=8, num_stages=3)
+    assert boxed.metadata["pipelined_shared"] == one_loop
+    # each loop's steady state fences the MMA's slots; the hand-over fences once more
+    ptx = boxed.asm["ptx"]
+    assert "cp.async.bulk.tensor" in ptx and ptx.count("fence.proxy.async") == 3
+    assert k.asm["ptx"].count("fence.proxy.async") == 2
+
+
+@at.jit
+def _two_descriptor_k_loops(a_desc, b_desc, d_desc, e_desc, c_ptr, K, BM: tl.constexpr,
+                            BN: tl.constexpr, BK: tl.constexpr):
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        acc = tl.dot(a_desc.load([0, k]), b_desc.load([k, 0]), acc)
+    for k in range(0, K, BK):
+        acc = tl.dot(d_desc.load([0, k]), e_desc.load([k, 0]), acc)
+    tl.store(c_ptr + tl.arange(0, BM)[:, None] * BN + tl.arange(0, BN)[None, :], acc)
 
 
 @at.jit

@@ -538,6 +538,49 @@ def test_pipelined_loop_inside_a_loop(rng):
 
 
 @at.jit
+def two_k_loops(a_ptr, b_ptr, d_ptr, e_ptr, c_ptr, K1, K2, BM: tl.constexpr, BN: tl.constexpr,
+                BK: tl.constexpr):
+    # two pipelined loops one after the other, as attention's causal forward has
+    rm, rn, rk = tl.arange(0, BM), tl.arange(0, BN), tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K1, BK):
+        acc = tl.dot(tl.load(a_ptr + rm[:, None] * K1 + (k + rk)[None, :]),
+                     tl.load(b_ptr + (k + rk)[:, None] * BN + rn[None, :]), acc)
+    acc = acc * 0.5
+    for k in range(0, K2, BK):
+        acc = tl.dot(tl.load(d_ptr + rm[:, None] * K2 + (k + rk)[None, :]),
+                     tl.load(e_ptr + (k + rk)[:, None] * BN + rn[None, :]), acc)
+    tl.store(c_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_loops_one_after_the_other_share_their_buffers(rng):
+    """The second loop's buffers take the first's bytes (``plan_persistent_shared``), and the
+    result is still right: the first loop drained before the second's prologue copies."""
+    import copy
+    from anytile.backend import CompileOptions
+    from anytile.codegen.gpu import lay_out
+    from anytile.codegen.gpu.shared import plan_persistent_shared
+    from anytile.codegen.gpu.shared_ops import SharedAllocOp
+    BM, BN, BK, K1, K2 = 32, 32, 16, 64, 48
+    sig = {**{n: "*fp16:16" for n in ("a_ptr", "b_ptr", "d_ptr", "e_ptr")}, "c_ptr": "*fp32:16",
+           "K1": "i32:16", "K2": "i32:16"}
+    module = ir_of(two_k_loops, sig, {"BM": BM, "BN": BN, "BK": BK}, num_warps=4)
+    laid = lay_out(copy.deepcopy(module), simulated_nvidia_target(),
+                   CompileOptions(num_warps=4, num_stages=3), {})
+    allocs = [op for op in at.ir.walk(laid.kernel.body) if isinstance(op, SharedAllocOp)]
+    offsets, total = plan_persistent_shared(laid.kernel)
+    assert len(allocs) == 4 and [offsets[a] for a in allocs[:2]] == [offsets[a] for a in allocs[2:]]
+    assert total == -(-sum(a.result.type.nbytes for a in allocs[:2]) // 128) * 128
+    a, d = (rng.standard_normal((BM, k)).astype(np.float16) for k in (K1, K2))
+    b, e = (rng.standard_normal((k, BN)).astype(np.float16) for k in (K1, K2))
+    c = poisoned((BM, BN), np.float32)
+    simulate(module, (1,), [a, b, d, e, c, K1, K2], 4)
+    f64 = np.float64
+    ref = 0.5 * (a.astype(f64) @ b.astype(f64)) + d.astype(f64) @ e.astype(f64)
+    np.testing.assert_allclose(c, ref, rtol=1e-3, atol=1e-3)
+
+
+@at.jit
 def sort_flip_topk(x_ptr, s_ptr, f_ptr, t_ptr, N: tl.constexpr, K: tl.constexpr):
     x = tl.load(x_ptr + tl.arange(0, N))
     tl.store(s_ptr + tl.arange(0, N), tl.sort(x))

@@ -18,6 +18,7 @@ from anytile.backend import CompileOptions
 from anytile.codegen.gpu import lay_out, lower_to_llvm
 from anytile.codegen.gpu.shared import plan_persistent_shared
 from anytile.codegen.gpu.simulator import SimulatedKernel
+from anytile.ir import walk
 from anytile.gpu_host import RecordParameter, argument_slots
 from anytile_nvidia.box_lowering import BOX_STATE_BYTES
 from anytile_nvidia.box_maps import BoxMap
@@ -108,6 +109,55 @@ def test_descriptor_matmul_copies_whole_boxes(BM, BN, BK, num_warps, M, N, K):
         ("a_desc", (16 * num_warps, min(BK, 64)), num_warps), ("a_desc", (8, min(BK, 64)), 0),
         ("b_desc", (BK, 64), 0)]
     assert "anytile_sim_tma_copy" in text and "cp.async" not in text
+    np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
+
+
+@at.jit
+def two_desc_loops(a_desc, b_desc, d_desc, e_desc, c_ptr, K1, K2, BM: tl.constexpr,
+                   BN: tl.constexpr, BK: tl.constexpr):
+    # two pipelined loops one after the other, as attention's causal forward has
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K1, BK):
+        acc = tl.dot(a_desc.load([0, k]), b_desc.load([k, 0]), acc)
+    acc = acc * 0.5
+    for k in range(0, K2, BK):
+        acc = tl.dot(d_desc.load([0, k]), e_desc.load([k, 0]), acc)
+    offs_m, offs_n = tl.arange(0, BM), tl.arange(0, BN)
+    tl.store(c_ptr + offs_m[:, None] * BN + offs_n[None, :], acc)
+
+
+def test_loops_one_after_the_other_share_their_buffers_and_the_ring():
+    """The second loop's slots take the bytes the first loop's box copies wrote; its copies
+    start after the hand-over (``shared.reusing_allocs``), and its groups go on counting on
+    the one barrier ring (a phase per round of the ring), so no wait stalls."""
+    from anytile.codegen.gpu.shared import reusing_allocs
+    from anytile.codegen.gpu.shared_ops import SharedAllocOp
+    BM, BN, BK, K1, K2, warps = 64, 64, 64, 256, 192, 4
+    sig = {"a_desc": f"tensordesc<fp16[{BM}, {BK}]>", "b_desc": f"tensordesc<fp16[{BK}, {BN}]>",
+           "d_desc": f"tensordesc<fp16[{BM}, {BK}]>", "e_desc": f"tensordesc<fp16[{BK}, {BN}]>",
+           "c_ptr": "*fp32:16", "K1": "i32", "K2": "i32"}
+    module = at.compile(two_desc_loops, target="nvidia:sm_90", signature=sig,
+                        constexprs={"BM": BM, "BN": BN, "BK": BK}, num_warps=warps).module
+    target = tma_target()
+    options = CompileOptions(num_warps=warps, num_stages=3)
+    laid = lay_out(module, target, options, {})
+    allocs = [op for op in walk(laid.kernel.body) if isinstance(op, SharedAllocOp)]
+    offsets, _ = plan_persistent_shared(laid.kernel)
+    assert len(allocs) == 4 and [offsets[a] for a in allocs[:2]] == [offsets[a] for a in allocs[2:]]
+    assert reusing_allocs(laid.kernel, offsets) == {allocs[2]}
+    kernel = lower_to_llvm(laid, target, options, {})
+    assert sorted({_desc(m) for m in box_maps(kernel)}) == ["a_desc", "b_desc", "d_desc", "e_desc"]
+    rng = np.random.default_rng(5)
+    a, d = (rng.standard_normal((BM, k)).astype(np.float16) for k in (K1, K2))
+    b, e = (rng.standard_normal((k, BN)).astype(np.float16) for k in (K1, K2))
+    c = np.full((BM, BN), np.nan, np.float32)
+    values = {"c_ptr": c, "K1": K1, "K2": K2}
+    for name, x in (("a_desc", a), ("b_desc", b), ("d_desc", d), ("e_desc", e)):
+        values.update({f"{name}_at_base": x, f"{name}_at_shape0": x.shape[0],
+                       f"{name}_at_shape1": x.shape[1], f"{name}_at_stride0": x.shape[1]})
+    run(module, kernel, values, (1, 1), warps)
+    f64 = np.float64
+    ref = 0.5 * (a.astype(f64) @ b.astype(f64)) + d.astype(f64) @ e.astype(f64)
     np.testing.assert_allclose(c, ref, rtol=2e-2, atol=2e-2)
 
 

@@ -29,6 +29,7 @@ from ...ir.rules import is_int, is_ptr as is_pointer
 from ...ir.types import TileType, elem_type, i1, i32
 from ...ir.uses import Uses
 from .axis_info import analyse_function, vector_width_of_access
+from .shared import held_across
 from .shared_ops import (PAD_ELEMENTS, AsyncCommitOp, AsyncCopyOp, AsyncWaitOp,
                          PaddedRows, SharedAllocOp, SharedBufferLayout, SharedBufferType,
                          SharedLoadOp, slot_element)
@@ -221,9 +222,9 @@ def pipeline_dot_operands(fn: Function, num_stages: int, dot_ok: Callable[[ops.D
         if isinstance(op, ops.ForOp):
             stages = op.num_stages if op.num_stages is not None else num_stages
             if stages >= 2:
-                # every loop's buffers get their own place: what earlier loops took is gone
-                left = shared_limit - sum(a.result.type.nbytes for a in walk(fn.body)
-                                          if isinstance(a, SharedAllocOp))
+                # the buffers live across this loop keep their bytes; those of loops before
+                # it are drained and give theirs back (``shared.plan_persistent_shared``)
+                left = shared_limit - held_across(fn, op)
                 count += _pipeline_dots(op, _parent_block(fn.body, op), stages, dot_ok, left,
                                         buffers, transposed)
     return count

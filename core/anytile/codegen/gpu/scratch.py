@@ -1,10 +1,10 @@
 """The shared-memory scratch space and the exchanges that go through it.
 
 The kernel's shared memory is one external array: the pipelined buffers first (fixed
-offsets, ``shared.py``), then a scratch space every other op reuses (layout conversions,
-reductions across warps, dot operands, scalar broadcasts).  Each use of the scratch space
-starts with a barrier, so consecutive uses may share addresses; ``reserve`` grows the
-kernel's total to the largest use.  Where no buffer holds data (``ctx.buffers_free``: after a
+offsets, shared by loops one after the other: ``shared.py``), then a scratch space every
+other op reuses (layout conversions, reductions across warps, dot operands, scalar
+broadcasts).  Each use of the scratch space starts with a barrier, so consecutive uses may
+share addresses; ``reserve`` grows the kernel's total to the largest use.  Where no buffer holds data (``ctx.buffers_free``: after a
 pipelined loop has drained, an epilogue), a layout exchange takes the buffers' place instead,
 and ends with a barrier, since an enclosing loop's next prologue refills them.
 """
@@ -29,8 +29,14 @@ __all__ = ["reserve", "aligned_scratch", "llvm_bytes", "shared_type", "shared_pt
 
 def aligned_scratch(ctx: "KernelLowering", nbytes: int, alignment: int) -> ir.Value:
     """Scratch space of ``nbytes`` starting on an ``alignment``-byte boundary (a power of two)
-    of the shared-memory address: its start (an i8 pointer)."""
+    of the shared-memory address: its start (an i8 pointer).  Where the array itself is that
+    aligned, the padding is a constant; else it is computed from the address."""
     b = ctx.b
+    if ctx.smem.align >= alignment:
+        # the start of shared memory is aligned as much: the padding is known here
+        pad = -ctx.persistent_shared % alignment
+        reserve(ctx, pad + nbytes)
+        return b.gep(ctx.smem_base, [ir.Constant(I32, pad)], source_etype=I8) if pad else ctx.smem_base
     reserve(ctx, nbytes + alignment)
     start = b.ptrtoint(ctx.smem_base, I64)
     aligned = b.and_(b.add(start, ir.Constant(I64, alignment - 1)), ir.Constant(I64, -alignment))
