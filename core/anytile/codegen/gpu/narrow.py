@@ -8,9 +8,10 @@ the dot in float8 (``DotSelector.reads_narrow``), and only in the shape that pay
 and read along K (its columns), so it is copied as it is into shared memory, and A either
 loaded along its rows as well or computed in registers and rounded to float8 there
 (attention's ``p.to(float8)``: the matrix unit reads it from registers, as Triton's float8
-attention does, instead of the f16 product keeping a widened copy of V in registers).  The products are the same exact ones; a matrix unit may add them with
-fewer bits than the f32 accumulator has (some float8 units do, as Triton's default and
-vendors' float8 matmuls accept), within the tolerance of a dot.
+attention does, instead of the f16 product keeping a widened copy of V in registers).  The
+products are the same exact ones; a matrix unit may add them with fewer bits than the f32
+accumulator has (some float8 units do, as Triton's default and vendors' float8 matmuls
+accept), within the tolerance of a dot.
 """
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ def narrow_float8_dots(fn: Function, accepts: Callable[[ops.DotOp, Value, Value]
     """Rewrite ``dot(cast(a8), cast(b8), acc)`` into ``dot(a8, b8, acc)`` where ``a8`` and
     ``b8`` are float8 tiles that only those casts (to f16, in the dot's block) read, each
     cast read by that dot alone, ``b8`` a load read along its columns and ``a8`` a load read
-    along its rows or a value computed in float8 (not loaded) (``pipeline.transposed_loads``: their addresses run along the first dimension,
-    found only where a dot is a candidate), and ``accepts(dot, a8, b8)``.  Returns how many
+    along its rows or a value computed in float8 (``pipeline.transposed_loads``: a load's
+    addresses run along the first dimension, found only where a dot is a candidate), and
+    ``accepts(dot, a8, b8)``.  Returns how many
     dots changed."""
     uses = Uses(fn)
     count = 0
