@@ -371,6 +371,64 @@ def test_wgmma_is_the_default_on_sm_90_and_stays_in_flight(num_warps, BM, BK):
 
 
 @at.jit
+def _computed_a_accumulates(x_ptr, v_ptr, o_ptr, K, BM: tl.constexpr, BN: tl.constexpr,
+                            BK: tl.constexpr):
+    rm = tl.arange(0, BM)
+    rk = tl.arange(0, BK)
+    rn = tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), tl.float32)
+    for k in range(0, K, BK):
+        x = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :])
+        p = tl.exp(x.to(tl.float32)).to(tl.float16)          # A computed in the body
+        v = tl.load(v_ptr + (k + rk)[:, None] * BN + rn[None, :])
+        acc = tl.dot(p, v, acc)
+    tl.store(o_ptr + rm[:, None] * BN + rn[None, :], acc)
+
+
+def test_a_dot_with_a_computed_operand_keeps_no_slot_in_flight():
+    """A dot reading A from registers (attention's ``p @ v``) waits for its own MMAs, so its
+    loaded operand's ring holds ``num_stages`` slots, not one more for reads in flight."""
+    sig = {"x_ptr": "*fp16:16", "v_ptr": "*fp16:16", "o_ptr": "*fp32:16", "K": "i32:16"}
+    c = at.compile(_computed_a_accumulates, target="nvidia:sm_90", signature=sig,
+                   constexprs={"BM": 64, "BN": 64, "BK": 64}, num_warps=4, num_stages=3)
+    text = c.asm["laid-out ir"]
+    assert "shared<3x64x64xf16" in text and "shared<4x64x64xf16" not in text
+    assert "wgmma.wait_group.sync.aligned 1;" not in c.asm["ptx"]
+
+
+@at.jit
+def _staged_tiles_overlapping_loops(q1_ptr, q2_ptr, x_ptr, c_ptr, d_ptr, K):
+    r64 = tl.arange(0, 64)
+    r128 = tl.arange(0, 128)
+    r256 = tl.arange(0, 256)
+    q1 = tl.load(q1_ptr + r64[:, None] * 256 + r256[None, :])      # staged, loops 1 and 2
+    acc = tl.zeros((64, 64), dtype=tl.float32)
+    for s in range(0, K):
+        acc = tl.dot(q1, tl.load(x_ptr + s * 16384 + r256[:, None] * 64 + r64[None, :]), acc)
+    q2 = tl.load(q2_ptr + r64[:, None] * 128 + r128[None, :])      # staged, loops 2 and 3
+    for s in range(0, K):
+        acc = tl.dot(q1, tl.load(x_ptr + s * 16384 + r256[:, None] * 64 + r64[None, :]), acc)
+        acc = tl.dot(q2, tl.load(x_ptr + s * 8192 + r128[:, None] * 64 + r64[None, :]), acc)
+    acc3 = tl.zeros((64, 256), dtype=tl.float32)
+    for s in range(0, K):
+        acc3 = tl.dot(q2, tl.load(x_ptr + s * 32768 + r128[:, None] * 256 + r256[None, :]), acc3)
+    tl.store(c_ptr + r64[:, None] * 64 + r64[None, :], acc)
+    tl.store(d_ptr + r64[:, None] * 256 + r256[None, :], acc3)
+
+
+@pytest.mark.parametrize("num_stages", [3, 8])
+def test_a_loop_is_budgeted_from_where_the_live_buffers_end(num_stages):
+    """The third loop's ring goes above q2, which sits above the hole q1 left: its budget
+    counts the bytes up to q2's end, not q2's size alone, so the kernel still fits."""
+    sig = {"q1_ptr": "*fp16:16", "q2_ptr": "*fp16:16", "x_ptr": "*fp16:16", "c_ptr": "*fp32:16",
+           "d_ptr": "*fp32:16", "K": "i32"}
+    c = at.compile(_staged_tiles_overlapping_loops, target="nvidia:sm_90", signature=sig,
+                   num_warps=4, num_stages=num_stages)
+    assert c.metadata["shared"] <= 232448
+    assert len(re.findall(r"= shared_alloc : shared<", c.asm["laid-out ir"])) == 6
+
+
+@at.jit
 def prints(x_ptr, n):
     x = tl.load(x_ptr + tl.arange(0, 128))
     tl.device_print("x", x)

@@ -520,7 +520,7 @@ def _pipeline_dots(loop: ops.ForOp, parent: Block, stages: int, dot_ok, shared_l
     # where no dot accumulates in place (nothing can stay in flight), or even two stages and
     # those slots do not fit, the dot waits for its reads instead
     wanted = stages
-    if not any(accumulates_in_place(loop, u) for ld in loads for u in uses.users(ld.result)):
+    if not any(_may_stay_in_flight(loop, u, moved) for ld in loads for u in uses.users(ld.result)):
         slots = [SharedBufferType(b.shape, b.elem, b.stages, b.layout.settled()) for b in slots]
     extra = _reads_in_flight(slots)
     while stages > 2 and _footprint(slots, stages + extra) > shared_limit:
@@ -639,6 +639,16 @@ def accumulates_in_place(loop: ops.ForOp, dot: Op) -> bool:
         return False
     uses = Uses(body)
     return uses.count(dot.acc) + uses.count(dot.result) == 2
+
+
+def _may_stay_in_flight(loop: ops.ForOp, dot: Op, moved: set) -> bool:
+    """Whether ``dot``'s reads may still run when the next iteration starts: it accumulates
+    in place and reads both operands from shared buffers (``moved``: the loop's pipelined
+    tiles; or tiles staged before the loop).  An operand computed in the body is read from
+    registers or from the scratch space, which the dot must be done with before it returns."""
+    if not accumulates_in_place(loop, dot):
+        return False
+    return all(v in moved or isinstance(v.owner, SharedLoadOp) for v in (dot.a, dot.b))
 
 
 def _reads_in_flight(slots: list) -> int:

@@ -134,11 +134,14 @@ def reusing_allocs(kernel: Any, offsets: dict) -> set:
 
 
 def held_across(kernel: Any, op: Any) -> int:
-    """Bytes of the buffers of ``kernel`` live at ``op`` (their live ranges hold it): what a
-    pipeline put around ``op`` cannot share."""
+    """Where the buffers of ``kernel`` live at ``op`` (their live ranges hold it) end, as
+    ``plan_persistent_shared`` places them now: the bytes below are not free to what a
+    pipeline puts around ``op`` (a hole a dead buffer left between live ones included)."""
     at = next(i for i, x in enumerate(walk(kernel.body)) if x is op)
-    return sum(a.result.type.nbytes for a, (first, last) in buffer_live_ranges(kernel).items()
-               if first <= at <= last)
+    offsets, _ = plan_persistent_shared(kernel)
+    ranges = buffer_live_ranges(kernel)
+    return max([offsets[a] + a.result.type.nbytes for a, (first, last) in ranges.items()
+                if first <= at <= last], default=0)
 
 
 def _held(block: Any, i: int) -> int:
