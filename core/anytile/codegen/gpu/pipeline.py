@@ -368,10 +368,14 @@ def _views_fit(load: ops.LoadOp, layout: SharedBufferLayout, uses: Uses,
                buffers: BufferLayouts) -> bool:
     """Whether every transpose of ``load`` can be read from a slot laid out as ``layout``: it
     has a transposed view, of the kind of buffer the dots reading the transpose want for B
-    (read along either dimension)."""
+    (read along either dimension).  16-bit tiles only: an 8-bit matrix unit reads its
+    operands K-major alone, which a transposed view of a K-major slot is not."""
     shape = load.result.type.shape
     view = layout.transposed(shape)
-    for perm in _transposes(load, uses):
+    perms = _transposes(load, uses)
+    if perms and load.result.type.elem.nbytes != 2:
+        return False
+    for perm in perms:
         for dot in uses.users(perm.result):
             wanted = buffers(dot, False)
             kinds = () if wanted is None else \
