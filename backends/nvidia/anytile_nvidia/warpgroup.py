@@ -54,6 +54,7 @@ from anytile.codegen.gpu.registers import Regs, coords
 from anytile.codegen.gpu.scratch import aligned_scratch
 from anytile.codegen.gpu.shared import SharedView
 from anytile.codegen.gpu.shared_ops import SharedLoadOp, register_buffer_layout
+from anytile.codegen.llvm.types import intrinsic
 from anytile.ir import ops
 from anytile.ir.types import FLOAT8, ScalarType, elem_type, scalar_type, shape_of
 
@@ -566,8 +567,7 @@ def _unsaturated(b: ir.IRBuilder, elem: ScalarType, pair: ir.Value, values: tupl
     odd = int(largest) >> (emax - m) & 1          # a tie rounds up past an odd largest value
     special = 0x7C if has_inf else 0x7F
     i16, f32 = ir.IntType(16), ir.FloatType()
-    fabs = b.module.globals.get("llvm.fabs.f32") or ir.Function(
-        b.module, ir.FunctionType(f32, [f32]), "llvm.fabs.f32")
+    fabs = intrinsic(b.module, "llvm.fabs", f32, [f32], [f32])
     for byte, v in enumerate(values):
         past = b.fcmp_ordered(">=" if odd else ">", b.call(fabs, [v]), ir.Constant(f32, largest + half_ulp))
         sign = b.trunc(b.and_(b.lshr(b.bitcast(v, I32), ir.Constant(I32, 24)), ir.Constant(I32, 0x80)), i16)
